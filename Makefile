@@ -1,0 +1,49 @@
+# mcfl-chain — everything installs into this folder (.venv, node_modules); nothing by hand.
+#   make demo   set up, start a devnet and storage, run a small MCFL network, print where results are
+#   make test   set up and run the whole suite with `ape test`
+SHELL := /bin/bash
+VENV  ?= .venv
+BIN   := $(CURDIR)/$(VENV)/bin
+# ape-vyper finds the pip-installed compiler only through PATH (SPEC §8).
+export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+export PYTHONWARNINGS := ignore::UserWarning
+PIP   := $(BIN)/pip install --quiet -c constraints.txt
+TEST_ARGS ?=
+
+.PHONY: setup python node system test demo clean
+setup: python node system
+
+python: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[dev]'
+	touch $@
+
+node: node_modules/.installed
+node_modules/.installed: package.json
+	npm install --omit=optional --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Fashion-MNIST (real IDX files) and Chromium for the explorer's browser test, from Debian.
+# Skipped with a notice where apt is not usable (the code falls back and says so).
+system:
+	@need=""; \
+	[ -d /usr/share/datasets/fashion-mnist ] || need="$$need dataset-fashion-mnist"; \
+	command -v chromium >/dev/null || need="$$need chromium"; \
+	if [ -n "$$need" ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$need"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	  else echo "note: cannot install$$need (needs root and apt-get); see README"; fi; \
+	fi
+
+test: setup
+	@rc=0; $(BIN)/ape test tests $(TEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
+
+demo: setup
+	$(BIN)/mcfl-chain demo
+
+clean:
+	rm -rf $(VENV) node_modules .build

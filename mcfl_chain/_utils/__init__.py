@@ -1,0 +1,1 @@
+"""Private helpers shared by several packages."""

@@ -1,0 +1,7 @@
+"""The paper's algorithms as pure functions: nothing here knows of the chain or of storage.
+
+- ``model_selection``   Algorithm 1: metric × sqrt(popularity), top max(1, ⌈√n⌉)
+- ``divergence``        weight divergence (Eq. 2), cosine distance, state-dict flattening
+- ``update_selection``  Algorithm 2: keep peers under median + tolerance·std
+- ``fedavg``            sample-weighted FedAvg, bit-identical on every machine
+"""

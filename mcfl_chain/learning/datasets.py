@@ -1,0 +1,309 @@
+"""Image datasets every trainer can load offline: MNIST, Fashion-MNIST and scikit-learn's digits.
+
+Every dataset comes out in one shape so that every model runs on every dataset: images
+``float32`` N×1×28×28 in [0, 1], labels ``int64``. The official train/test distinction of
+MNIST and Fashion-MNIST is merged (train first, then test), because each trainer splits
+its own share of the data into train, validation and test (paper §4.2).
+
+MNIST and Fashion-MNIST are read from their IDX files (``.gz`` or not) with NumPy.
+Where the files are looked for, in order:
+
+1. the ``root`` argument, when given;
+2. ``$MCFL_DATA_DIR/<name>`` when the environment variable is set;
+3. ``/usr/share/datasets/<name>`` (Debian's ``dataset-fashion-mnist`` package);
+4. torchvision's layout ``<root>/<MNIST|FashionMNIST>/raw`` under 1 and 2.
+
+torchvision is optional: with ``download=True`` and torchvision importable, the files
+are downloaded into the torchvision layout of the data directory, then read as above.
+Nothing here imports torchvision otherwise.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DATA_DIR_ENV = "MCFL_DATA_DIR"
+"""Environment variable naming the directory that holds one sub-directory per dataset."""
+
+IMAGE_SHAPE = (1, 28, 28)
+
+_IDX_DTYPES = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
+class DatasetError(RuntimeError):
+    """A dataset is unknown, missing or unreadable."""
+
+
+@dataclass(frozen=True)
+class LabeledDataset:
+    """A whole labelled image dataset held in memory.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, e.g. ``"fashion-mnist"``.
+    images : numpy.ndarray
+        ``float32`` array N×1×28×28 with values in [0, 1] (read-only).
+    labels : numpy.ndarray
+        ``int64`` array of N class indices in ``range(num_classes)`` (read-only).
+    class_names : tuple of str
+        Human-readable name of each class.
+    """
+
+    name: str
+    images: np.ndarray
+    labels: np.ndarray
+    class_names: tuple[str, ...]
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        return len(self.class_names)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read one IDX file (the MNIST file format), gzip-compressed or not.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        File to read; a name ending in ``.gz`` is decompressed.
+
+    Returns
+    -------
+    numpy.ndarray
+        The array with the shape and dtype the file declares.
+
+    Raises
+    ------
+    DatasetError
+        If the file is not a valid IDX file.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        raw = handle.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise DatasetError(f"{path} is not an IDX file (bad magic number {raw[:4]!r})")
+    dtype = _IDX_DTYPES[raw[2]]
+    ndim = raw[3]
+    header_end = 4 + 4 * ndim
+    shape = tuple(int(d) for d in np.frombuffer(raw[4:header_end], dtype=">u4"))
+    expected = header_end + int(np.prod(shape)) * dtype.itemsize
+    if len(raw) != expected:
+        raise DatasetError(
+            f"{path} is truncated or corrupt: {len(raw)} bytes, the header announces {expected}"
+        )
+    return np.frombuffer(raw, dtype=dtype, offset=header_end).reshape(shape)
+
+
+# --- MNIST-style IDX datasets ---------------------------------------------------------
+
+_IDX_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+
+def _find_idx_file(directory: Path, stem: str) -> Path | None:
+    for candidate in (directory / stem, directory / f"{stem}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _idx_directories(name: str, torchvision_folder: str, root: Path | None) -> list[Path]:
+    bases: list[Path] = []
+    if root is not None:
+        bases.append(root)
+        bases.append(root / name)
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        bases.append(Path(env) / name)
+        bases.append(Path(env))
+    bases.append(Path("/usr/share/datasets") / name)
+    directories: list[Path] = []
+    for base in bases:
+        directories.extend([base, base / torchvision_folder / "raw"])
+    return directories
+
+
+def _download_with_torchvision(torchvision_folder: str, target: Path) -> None:
+    try:
+        from torchvision import datasets as tv_datasets  # noqa: PLC0415 (optional)
+    except Exception as error:  # torchvision may be absent or fail to import (CUDA ops)
+        raise DatasetError(
+            f"cannot download {torchvision_folder}: torchvision is not usable here ({error}). "
+            "Put the four IDX files in a directory and pass it as root or in $MCFL_DATA_DIR."
+        ) from error
+    target.mkdir(parents=True, exist_ok=True)
+    for train in (True, False):
+        getattr(tv_datasets, torchvision_folder)(str(target), train=train, download=True)
+
+
+def _load_idx_dataset(
+    name: str,
+    torchvision_folder: str,
+    class_names: tuple[str, ...],
+    root: Path | None,
+    download: bool,
+    install_hint: str,
+) -> LabeledDataset:
+    directories = _idx_directories(name, torchvision_folder, root)
+    for directory in directories:
+        files = {key: _find_idx_file(directory, stem) for key, stem in _IDX_FILES.items()}
+        if all(path is not None for path in files.values()):
+            break
+    else:
+        if download:
+            target = root or Path(os.environ.get(DATA_DIR_ENV) or Path.home() / ".mcfl" / "data")
+            _download_with_torchvision(torchvision_folder, target)
+            return _load_idx_dataset(
+                name, torchvision_folder, class_names, target, False, install_hint
+            )
+        searched = ", ".join(str(d) for d in directories)
+        raise DatasetError(
+            f"dataset {name!r} not found: no directory holds the four IDX files "
+            f"({', '.join(_IDX_FILES.values())}, optionally .gz). Searched: {searched}. "
+            f"{install_hint}"
+        )
+    images = np.concatenate([read_idx(files["train_images"]), read_idx(files["test_images"])])
+    labels = np.concatenate([read_idx(files["train_labels"]), read_idx(files["test_labels"])])
+    if images.shape[1:] != (28, 28) or labels.shape[0] != images.shape[0]:
+        raise DatasetError(
+            f"dataset {name!r} in {directory} has images {images.shape[1:]} and "
+            f"{labels.shape[0]} labels for {images.shape[0]} images; expected 28×28 and one "
+            "label per image"
+        )
+    scaled = (images.astype(np.float32) / np.float32(255.0))[:, None, :, :]
+    return _frozen(name, scaled, labels.astype(np.int64), class_names)
+
+
+def _frozen(
+    name: str, images: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]
+) -> LabeledDataset:
+    # The loaders are cached and shared: forbid writes so no caller corrupts the cache.
+    images.setflags(write=False)
+    labels.setflags(write=False)
+    return LabeledDataset(name=name, images=images, labels=labels, class_names=class_names)
+
+
+def _load_mnist(root: Path | None, download: bool) -> LabeledDataset:
+    return _load_idx_dataset(
+        "mnist",
+        "MNIST",
+        tuple(str(d) for d in range(10)),
+        root,
+        download,
+        "MNIST has no offline package: copy its IDX files into $MCFL_DATA_DIR/mnist, or "
+        "pass download=True (--download) on a machine where torchvision works.",
+    )
+
+
+def _load_fashion_mnist(root: Path | None, download: bool) -> LabeledDataset:
+    return _load_idx_dataset(
+        "fashion-mnist",
+        "FashionMNIST",
+        (
+            "T-shirt/top",
+            "Trouser",
+            "Pullover",
+            "Dress",
+            "Coat",
+            "Sandal",
+            "Shirt",
+            "Sneaker",
+            "Bag",
+            "Ankle boot",
+        ),
+        root,
+        download,
+        "On Debian/Ubuntu: `apt-get install dataset-fashion-mnist` (run by `make system`), "
+        "or copy the IDX files into $MCFL_DATA_DIR/fashion-mnist.",
+    )
+
+
+def _load_digits(root: Path | None, download: bool) -> LabeledDataset:
+    from sklearn.datasets import load_digits  # noqa: PLC0415 (loaded only when asked)
+
+    bunch = load_digits()
+    # 8×8 images with values 0..16: upscale each pixel to 3×3 (24×24) and pad by 2 to
+    # 28×28, centred like MNIST's digits, so the LeNet family runs unchanged.
+    small = bunch.images.astype(np.float32) / np.float32(16.0)
+    large = np.repeat(np.repeat(small, 3, axis=1), 3, axis=2)
+    images = np.pad(large, ((0, 0), (2, 2), (2, 2)))[:, None, :, :].astype(np.float32)
+    return _frozen(
+        "digits", images, bunch.target.astype(np.int64), tuple(str(d) for d in range(10))
+    )
+
+
+DATASETS: dict[str, Callable[[Path | None, bool], LabeledDataset]] = {
+    "mnist": _load_mnist,
+    "fashion-mnist": _load_fashion_mnist,
+    "digits": _load_digits,
+}
+"""Registry: dataset name → loader ``(root, download) -> LabeledDataset``."""
+
+
+def available_datasets() -> list[str]:
+    """Names accepted by :func:`load_dataset`, sorted."""
+    return sorted(DATASETS)
+
+
+def load_dataset(
+    name: str, root: str | Path | None = None, *, download: bool = False
+) -> LabeledDataset:
+    """Load a dataset by name (cached per process; the arrays are read-only).
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_datasets`: ``"mnist"``, ``"fashion-mnist"``, ``"digits"``.
+    root : str or pathlib.Path, optional
+        Directory holding the IDX files (directly, in ``<root>/<name>`` or in
+        torchvision's layout). Defaults to ``$MCFL_DATA_DIR`` then the system location.
+    download : bool, default False
+        When the files are missing, download them with torchvision (users' machines).
+
+    Returns
+    -------
+    LabeledDataset
+        Images float32 N×1×28×28 in [0, 1] and int64 labels, train and test merged.
+
+    Raises
+    ------
+    DatasetError
+        If the name is unknown or the files are missing, saying what to install.
+    """
+    if name not in DATASETS:
+        raise DatasetError(
+            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}"
+        )
+    resolved = Path(root).expanduser().resolve() if root is not None else None
+    return _load_cached(name, resolved, os.environ.get(DATA_DIR_ENV), download)
+
+
+@lru_cache(maxsize=8)
+def _load_cached(
+    name: str, root: Path | None, env_dir: str | None, download: bool
+) -> LabeledDataset:
+    # env_dir is part of the key so that changing $MCFL_DATA_DIR is honoured.
+    return DATASETS[name](root, download)

@@ -1,0 +1,192 @@
+"""The paper's models (§5.1, thesis §5.1), by name, with a seeded initialisation.
+
+- ``lenet5``: LeNet-5 for 1×28×28 inputs — conv 5×5 (6 channels, padding 2), ReLU,
+  max-pool 2; conv 5×5 (16 channels), ReLU, max-pool 2; fully connected 400→120→84→10.
+- ``lenet-light``: the same with 3 and 9 convolution channels (thesis §5.1).
+- ``lenet-cae``: convolutional autoencoder: LeNet's two convolution blocks as encoder
+  (latent 16×5×5) and their mirror as decoder (nearest up-sampling and transposed
+  convolutions), sigmoid output in [0, 1]; trained with MSE.
+
+Initialisation rule (the same weights on every machine and every PyTorch version): the
+parameters are visited in ``state_dict`` key order, sorted; each is filled from one
+NumPy ``PCG64`` generator seeded with ``seed`` by ``uniform(-b, b)`` in float64, cast to
+float32, with ``b = 1 / sqrt(fan_in)`` (fan_in = input channels × kernel area for
+convolutions, input features for linear layers; for transposed convolutions the
+output channels × kernel area). This is the distribution of PyTorch's default
+initialisers, drawn without PyTorch's global random state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+ModelKind = Literal["classifier", "autoencoder"]
+
+
+class LeNet(nn.Module):
+    """LeNet-5 classifier with configurable convolution widths (6/16, or 3/9 for light)."""
+
+    kind: ModelKind = "classifier"
+
+    def __init__(self, channels: tuple[int, int] = (6, 16), num_classes: int = 10) -> None:
+        super().__init__()
+        first, second = channels
+        self.features = nn.Sequential(
+            nn.Conv2d(1, first, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(first, second, kernel_size=5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(second * 5 * 5, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits, shape N×num_classes."""
+        return self.classifier(self.features(x))
+
+
+class LeNetAutoencoder(nn.Module):
+    """LeNet convolutional autoencoder: LeNet's convolutions, then their mirror."""
+
+    kind: ModelKind = "autoencoder"
+
+    def __init__(self, channels: tuple[int, int] = (6, 16)) -> None:
+        super().__init__()
+        first, second = channels
+        self.encoder = nn.Sequential(
+            nn.Conv2d(1, first, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(first, second, kernel_size=5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.decoder = nn.Sequential(
+            nn.Upsample(scale_factor=2, mode="nearest"),
+            nn.ConvTranspose2d(second, first, kernel_size=5),
+            nn.ReLU(),
+            nn.Upsample(scale_factor=2, mode="nearest"),
+            nn.ConvTranspose2d(first, 1, kernel_size=5, padding=2),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Reconstruction of the input, same shape, values in [0, 1]."""
+        return self.decoder(self.encoder(x))
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A registered architecture: its name, kind, a factory and a one-line description."""
+
+    name: str
+    kind: ModelKind
+    build: Callable[[], nn.Module]
+    description: str
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    arch.name: arch
+    for arch in (
+        Architecture("lenet5", "classifier", LeNet, "LeNet-5, conv channels 6 and 16"),
+        Architecture(
+            "lenet-light", "classifier", lambda: LeNet((3, 9)), "LeNet with conv channels 3 and 9"
+        ),
+        Architecture(
+            "lenet-cae", "autoencoder", LeNetAutoencoder, "LeNet convolutional autoencoder (MSE)"
+        ),
+    )
+}
+"""Registry: architecture name → :class:`Architecture`."""
+
+
+def get_architecture(arch: str) -> Architecture:
+    """Look an architecture up by name, with an error listing the known ones."""
+    try:
+        return ARCHITECTURES[arch]
+    except KeyError:
+        raise ValueError(
+            f"unknown architecture {arch!r}; known: {', '.join(sorted(ARCHITECTURES))}"
+        ) from None
+
+
+def _fan_in(name: str, module: nn.Module, shape: torch.Size) -> int:
+    if isinstance(module, nn.ConvTranspose2d):
+        return module.out_channels * math.prod(module.kernel_size)
+    if isinstance(module, nn.Conv2d):
+        return module.in_channels * math.prod(module.kernel_size)
+    if isinstance(module, nn.Linear):
+        return module.in_features
+    raise TypeError(f"no initialisation rule for parameter {name!r} of {type(module).__name__}")
+
+
+def initialise(model: nn.Module, seed: int) -> nn.Module:
+    """Fill every parameter by the documented rule (see the module docstring), in place.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model made of Conv2d, ConvTranspose2d and Linear layers.
+    seed : int
+        Seed of the NumPy generator.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``model`` itself.
+    """
+    rng = np.random.Generator(np.random.PCG64(seed))
+    modules = dict(model.named_modules())
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name in sorted(parameters):
+            parameter = parameters[name]
+            owner = modules[name.rpartition(".")[0]]
+            bound = 1.0 / math.sqrt(_fan_in(name, owner, parameter.shape))
+            values = rng.uniform(-bound, bound, size=tuple(parameter.shape))
+            parameter.copy_(torch.from_numpy(values.astype(np.float32)))
+    return model
+
+
+def create_model(arch: str, seed: int) -> nn.Module:
+    """Build an architecture by name with the deterministic initialisation from ``seed``.
+
+    Parameters
+    ----------
+    arch : str
+        Name in :data:`ARCHITECTURES`: ``"lenet5"``, ``"lenet-light"`` or ``"lenet-cae"``.
+    seed : int
+        Initialisation seed; the same seed gives bit-identical weights everywhere.
+
+    Returns
+    -------
+    torch.nn.Module
+        The model in training mode; its ``kind`` attribute is ``"classifier"`` or
+        ``"autoencoder"``.
+    """
+    return initialise(get_architecture(arch).build(), seed)
+
+
+def model_kind(model: nn.Module) -> ModelKind:
+    """The kind (``"classifier"`` or ``"autoencoder"``) of a model built here."""
+    kind = getattr(model, "kind", None)
+    if kind not in ("classifier", "autoencoder"):
+        raise ValueError(
+            f"{type(model).__name__} has no kind: build models with create_model(), or pass kind="
+        )
+    return kind  # type: ignore[return-value]

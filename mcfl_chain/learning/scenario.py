@@ -1,0 +1,338 @@
+"""A trainer's data: dataset + masks + seed, split into train / validation / test.
+
+Paper §4.2: each trainer splits its data into a training, a validation and a test set;
+the test set is used only to select models. Paper §5.1: the dataset is split among the
+trainers and no sample is used by two trainers, so every scenario here partitions the
+dataset disjointly (:class:`~mcfl_chain.learning.masks.Partition` or
+:class:`~mcfl_chain.learning.masks.Dirichlet`) before any skewing mask.
+
+Building a trainer's data, all from ``spec.seed`` (deterministic):
+
+1. final probability per sample = product of the masks (thesis §4.7);
+2. each sample is kept at random with that probability;
+3. if more than ``n_samples`` are kept, a uniform random subset of ``n_samples`` stays;
+4. the kept samples are shuffled, transformed once (feature skew) and cut into the
+   train / validation / test fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mcfl_chain.learning.datasets import load_dataset
+from mcfl_chain.learning.masks import (
+    ClassSubset,
+    Dirichlet,
+    Gaussian,
+    Mask,
+    MaskError,
+    Partition,
+    Rotation,
+    apply_transforms,
+    combined_probabilities,
+    mask_from_dict,
+    parse_mask,
+)
+
+DEFAULT_SPLIT = (0.7, 0.15, 0.15)
+"""Default train / validation / test fractions of a trainer's data."""
+
+
+@dataclass(frozen=True)
+class TrainerDataSpec:
+    """Everything that determines one trainer's data.
+
+    Attributes
+    ----------
+    dataset : str
+        Dataset registry name (see :func:`~mcfl_chain.learning.datasets.available_datasets`).
+    masks : tuple of Mask
+        Masks applied in order; empty means the whole dataset.
+    seed : int
+        Seed of the sampling, the shuffle and the split.
+    n_samples : int or None
+        Cap on the number of samples kept (before the split); None keeps all selected.
+    split : tuple of float
+        Train, validation and test fractions, each >= 0, summing to 1.
+    group : str
+        Label of the trainer's group in its scenario, for reporting (e.g. ``"classes 0-3"``).
+    """
+
+    dataset: str
+    masks: tuple[Mask, ...] = ()
+    seed: int = 0
+    n_samples: int | None = None
+    split: tuple[float, float, float] = DEFAULT_SPLIT
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "masks", tuple(self.masks))
+        object.__setattr__(self, "split", tuple(float(f) for f in self.split))
+        if len(self.split) != 3 or min(self.split) < 0 or not math.isclose(sum(self.split), 1.0):
+            raise ValueError(
+                f"split must be three fractions >= 0 summing to 1 (train, validation, test), "
+                f"got {self.split}"
+            )
+        if self.n_samples is not None and self.n_samples < 1:
+            raise ValueError(f"n_samples must be at least 1 or None, got {self.n_samples}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready) for config files; inverse of :meth:`from_dict`."""
+        return {
+            "dataset": self.dataset,
+            "masks": [mask.to_dict() for mask in self.masks],
+            "seed": self.seed,
+            "n_samples": self.n_samples,
+            "split": list(self.split),
+            "group": self.group,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainerDataSpec:
+        """Rebuild a spec from :meth:`to_dict`'s output; masks may also be strings."""
+        masks = tuple(
+            parse_mask(m) if isinstance(m, str) else mask_from_dict(m)
+            for m in data.get("masks", ())
+        )
+        return cls(
+            dataset=str(data["dataset"]),
+            masks=masks,
+            seed=int(data.get("seed", 0)),
+            n_samples=data.get("n_samples"),
+            split=tuple(data.get("split", DEFAULT_SPLIT)),  # type: ignore[arg-type]
+            group=str(data.get("group", "")),
+        )
+
+
+@dataclass(frozen=True)
+class TrainerData:
+    """One trainer's tensors, preloaded once (no per-sample transform while training).
+
+    ``*_x`` are float32 N×1×28×28, ``*_y`` int64 N. ``indices`` are the dataset indices of
+    the kept samples in train, validation, test order.
+    """
+
+    spec: TrainerDataSpec
+    num_classes: int
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    indices: np.ndarray = field(repr=False)
+
+    @property
+    def num_samples(self) -> int:
+        """Number of training samples (the weight of this trainer's updates in FedAvg)."""
+        return int(self.train_y.shape[0])
+
+    def class_counts(self) -> np.ndarray:
+        """Samples per class over the three splits together, int64 of shape (num_classes,)."""
+        labels = torch.cat([self.train_y, self.val_y, self.test_y]).numpy()
+        return np.bincount(labels, minlength=self.num_classes)
+
+
+def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) -> TrainerData:
+    """Build a trainer's train / validation / test tensors from its spec (deterministic).
+
+    Parameters
+    ----------
+    spec : TrainerDataSpec
+        Dataset, masks, seed, cap and split.
+    root : str or pathlib.Path, optional
+        Data directory passed to :func:`~mcfl_chain.learning.datasets.load_dataset`.
+
+    Returns
+    -------
+    TrainerData
+        The same tensors for the same spec, on any machine.
+
+    Raises
+    ------
+    ValueError
+        If the masks keep no sample, or the split leaves the train set empty.
+    """
+    dataset = load_dataset(spec.dataset, root)
+    try:
+        probabilities = combined_probabilities(spec.masks, dataset.labels, dataset.num_classes)
+    except MaskError as error:
+        raise ValueError(f"trainer data {spec.dataset!r}: {error}") from error
+    rng = np.random.default_rng(spec.seed)
+    kept = np.flatnonzero(rng.random(probabilities.shape[0]) < probabilities)
+    if spec.n_samples is not None and kept.shape[0] > spec.n_samples:
+        kept = np.sort(rng.choice(kept, size=spec.n_samples, replace=False))
+    if kept.shape[0] == 0:
+        masks = ", ".join(str(m) for m in spec.masks)
+        raise ValueError(
+            f"the masks [{masks}] keep no sample of {spec.dataset!r}: loosen them "
+            "(more classes, fewer partitions, a larger std)"
+        )
+    order = rng.permutation(kept)
+    n_train = round(spec.split[0] * order.shape[0])
+    n_val = round(spec.split[1] * order.shape[0])
+    if n_train == 0:
+        raise ValueError(
+            f"only {order.shape[0]} samples kept for {spec.dataset!r}: the train split "
+            f"{spec.split[0]} leaves no training sample; keep more samples"
+        )
+    images = apply_transforms(spec.masks, dataset.images[order])
+    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+    y = torch.from_numpy(dataset.labels[order].copy())
+    cut = (n_train, n_train + n_val)
+    return TrainerData(
+        spec=spec,
+        num_classes=dataset.num_classes,
+        train_x=x[: cut[0]],
+        train_y=y[: cut[0]],
+        val_x=x[cut[0] : cut[1]],
+        val_y=y[cut[0] : cut[1]],
+        test_x=x[cut[1] :],
+        test_y=y[cut[1] :],
+        indices=order,
+    )
+
+
+# --- Whole scenarios --------------------------------------------------------------------
+
+
+def _class_groups(num_classes: int, n_groups: int) -> list[tuple[int, ...]]:
+    return [tuple(int(c) for c in part) for part in np.array_split(np.arange(num_classes), n_groups)]
+
+
+def _label(classes: Sequence[int]) -> str:
+    return f"classes {classes[0]}-{classes[-1]}" if len(classes) > 1 else f"class {classes[0]}"
+
+
+SCENARIOS = ("iid", "groups", "gaussian", "dirichlet", "two-datasets", "rotations")
+"""Scenario kinds accepted by :func:`scenario_specs`."""
+
+
+def scenario_specs(
+    kind: str,
+    n_trainers: int,
+    seed: int,
+    *,
+    dataset: str = "fashion-mnist",
+    samples_per_trainer: int | None = None,
+    split: tuple[float, float, float] = DEFAULT_SPLIT,
+    num_classes: int = 10,
+    n_groups: int = 3,
+    std: float = 1.0,
+    alpha: float = 0.5,
+    other_dataset: str = "mnist",
+) -> list[TrainerDataSpec]:
+    """Data specs of every trainer of a scenario (paper §5, thesis ch. 5).
+
+    Trainers never share a sample: each kind first splits the dataset disjointly.
+    Trainer ``i`` gets seed ``seed·1000 + i`` for its own sampling and split.
+
+    Parameters
+    ----------
+    kind : str
+        - ``"iid"``: trainer *i* gets part *i* of ``n_trainers`` equal parts (paper §5.2).
+        - ``"groups"``: the classes are cut into ``n_groups`` contiguous disjoint groups
+          (10 classes, 3 groups: 0-3, 4-6, 7-9); trainer *i* joins group ``i mod
+          n_groups`` and the group's trainers share its samples equally (paper §5.3).
+        - ``"gaussian"``: trainer *i* keeps part *i* of ``n_trainers`` through a gaussian
+          mask centred on class ``i mod num_classes`` with ``std`` (thesis §5.3.2).
+        - ``"dirichlet"``: Dirichlet label skew with ``alpha``.
+        - ``"two-datasets"``: the first half of the trainers share ``dataset``, the
+          others ``other_dataset`` (thesis §5.3.3).
+        - ``"rotations"``: IID parts; trainer *i* is in group ``i mod n_groups`` whose
+          images are rotated by ``group·360/n_groups`` degrees (FACADE's feature skew).
+    n_trainers : int
+        Number of trainers (>= 1).
+    seed : int
+        Scenario seed: seeds the disjoint split and every trainer's own seed.
+    dataset : str, default "fashion-mnist"
+        Dataset of every trainer (the first half for ``"two-datasets"``).
+    samples_per_trainer : int, optional
+        Cap on each trainer's samples, for fast small demos.
+    split : tuple of float
+        Train / validation / test fractions of each trainer.
+    num_classes : int, default 10
+        Classes of the dataset (to build class groups and gaussian means).
+    n_groups : int, default 3
+        Number of groups for ``"groups"`` and ``"rotations"``.
+    std : float, default 1.0
+        Standard deviation, in classes, for ``"gaussian"``.
+    alpha : float, default 0.5
+        Concentration for ``"dirichlet"``.
+    other_dataset : str, default "mnist"
+        Second dataset for ``"two-datasets"``.
+
+    Returns
+    -------
+    list of TrainerDataSpec
+        One spec per trainer, in trainer order, each labelled with its group.
+    """
+    if n_trainers < 1:
+        raise ValueError(f"a scenario needs at least one trainer, got n_trainers={n_trainers}")
+    if kind in ("groups", "rotations") and not 1 <= n_groups <= n_trainers:
+        raise ValueError(f"{kind}: need 1 <= n_groups <= n_trainers, got n_groups={n_groups}")
+
+    def spec(i: int, masks: Sequence[Mask], group: str, name: str = dataset) -> TrainerDataSpec:
+        return TrainerDataSpec(
+            dataset=name,
+            masks=tuple(masks),
+            seed=seed * 1000 + i,
+            n_samples=samples_per_trainer,
+            split=split,
+            group=group,
+        )
+
+    trainers = range(n_trainers)
+    if kind == "iid":
+        return [spec(i, [Partition(i, n_trainers, seed)], "iid") for i in trainers]
+    if kind == "groups":
+        groups = _class_groups(num_classes, n_groups)
+        members = [[i for i in trainers if i % n_groups == g] for g in range(n_groups)]
+        return [
+            spec(
+                i,
+                [
+                    ClassSubset(groups[i % n_groups]),
+                    Partition(members[i % n_groups].index(i), len(members[i % n_groups]), seed),
+                ],
+                _label(groups[i % n_groups]),
+            )
+            for i in trainers
+        ]
+    if kind == "gaussian":
+        return [
+            spec(
+                i,
+                [Partition(i, n_trainers, seed), Gaussian(i % num_classes, std)],
+                f"mean class {i % num_classes}",
+            )
+            for i in trainers
+        ]
+    if kind == "dirichlet":
+        return [spec(i, [Dirichlet(alpha, i, n_trainers, seed)], "dirichlet") for i in trainers]
+    if kind == "two-datasets":
+        first = (n_trainers + 1) // 2
+        second = n_trainers - first
+        return [
+            spec(i, [Partition(i, first, seed)], dataset)
+            if i < first
+            else spec(i, [Partition(i - first, second, seed)], other_dataset, other_dataset)
+            for i in trainers
+        ]
+    if kind == "rotations":
+        return [
+            spec(
+                i,
+                [Partition(i, n_trainers, seed), Rotation(360.0 * (i % n_groups) / n_groups)],
+                f"rotation {360.0 * (i % n_groups) / n_groups:g}°",
+            )
+            for i in trainers
+        ]
+    raise ValueError(f"unknown scenario kind {kind!r}; known: {', '.join(SCENARIOS)}")

@@ -1,0 +1,215 @@
+"""Local training and evaluation of one model on one trainer's preloaded tensors.
+
+Training is plain mini-batch SGD with momentum (a fresh optimiser per call, as each
+round starts from a new parent model): cross-entropy for classifiers, MSE between the
+input and its reconstruction for autoencoders. The batches are index slices of the
+preloaded tensors in an order drawn from ``seed``, so there is no per-sample work in
+the loop. The number of CPU threads is the caller's choice (``torch.set_num_threads``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mcfl_chain.learning.models import ModelKind, model_kind
+from mcfl_chain.learning.scenario import TrainerData
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A model's score on a set of samples.
+
+    Attributes
+    ----------
+    accuracy : float or None
+        Fraction of correct predictions (classifiers); None for autoencoders.
+    loss : float
+        Mean cross-entropy (classifiers) or mean squared error per pixel (autoencoders).
+    num_samples : int
+        Number of samples evaluated.
+    """
+
+    accuracy: float | None
+    loss: float
+    num_samples: int
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What one call of :func:`train` did.
+
+    Attributes
+    ----------
+    num_samples : int
+        Training samples (the update's weight in FedAvg).
+    epochs : int
+        Epochs run.
+    loss : float
+        Mean training loss over the last epoch.
+    seconds : float
+        Wall-clock time of the training loop.
+    validation : Evaluation or None
+        Score on the validation split after training; None when it is empty.
+    """
+
+    num_samples: int
+    epochs: int
+    loss: float
+    seconds: float
+    validation: Evaluation | None
+
+
+def _loss_function(kind: ModelKind) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return nn.functional.cross_entropy if kind == "classifier" else nn.functional.mse_loss
+
+
+def train(
+    model: nn.Module,
+    data: TrainerData,
+    epochs: int,
+    *,
+    batch_size: int = 32,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> TrainReport:
+    """Train ``model`` in place on ``data``'s train split for ``epochs`` epochs.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model from :func:`~mcfl_chain.learning.models.create_model` (its ``kind``
+        chooses the loss).
+    data : TrainerData
+        The trainer's preloaded tensors.
+    epochs : int
+        Passes over the train split (paper: 2 per round, 10 for the local baseline).
+    batch_size : int, default 32
+        Samples per SGD step; the last batch of an epoch may be smaller.
+    lr : float, default 0.01
+        SGD learning rate.
+    momentum : float, default 0.9
+        SGD momentum (classical, not Nesterov).
+    weight_decay : float, default 0.0
+        L2 penalty of SGD.
+    seed : int, default 0
+        Seed of the batch order, so a training run is reproducible.
+    on_epoch : callable, optional
+        Called after each epoch with (epoch number from 1, mean loss), e.g. for progress.
+
+    Returns
+    -------
+    TrainReport
+        Sample count, last-epoch loss, seconds and the validation score.
+    """
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
+    kind = model_kind(model)
+    loss_function = _loss_function(kind)
+    optimiser = torch.optim.SGD(
+        model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
+    )
+    generator = torch.Generator().manual_seed(seed)
+    x, y = data.train_x, data.train_y
+    target = y if kind == "classifier" else x
+    n = x.shape[0]
+    model.train()
+    started = time.perf_counter()
+    epoch_loss = math.nan
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(n, generator=generator)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            batch = order[start : start + batch_size]
+            optimiser.zero_grad(set_to_none=True)
+            loss = loss_function(model(x[batch]), target[batch])
+            loss.backward()
+            optimiser.step()
+            total += loss.item() * batch.shape[0]
+        epoch_loss = total / n
+        if on_epoch is not None:
+            on_epoch(epoch, epoch_loss)
+    seconds = time.perf_counter() - started
+    validation = evaluate(model, data.val_x, data.val_y, kind) if data.val_y.shape[0] else None
+    return TrainReport(
+        num_samples=n, epochs=epochs, loss=epoch_loss, seconds=seconds, validation=validation
+    )
+
+
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    kind: ModelKind | None = None,
+    *,
+    batch_size: int = 2048,
+) -> Evaluation:
+    """Score ``model`` on samples ``x`` with labels ``y`` (labels unused for autoencoders).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model; its training/eval mode is restored afterwards.
+    x, y : torch.Tensor
+        Images N×1×28×28 and int64 labels N.
+    kind : {"classifier", "autoencoder"}, optional
+        Defaults to the model's own ``kind``.
+    batch_size : int, default 2048
+        Samples per forward pass (memory bound only; the result does not depend on it
+        beyond float rounding).
+
+    Returns
+    -------
+    Evaluation
+        Accuracy and mean cross-entropy for classifiers; MSE per pixel for autoencoders.
+
+    Raises
+    ------
+    ValueError
+        If there is no sample to evaluate.
+    """
+    if x.shape[0] == 0:
+        raise ValueError("cannot evaluate on an empty set: the trainer's split has no sample")
+    kind = kind or model_kind(model)
+    was_training = model.training
+    model.eval()
+    loss_sum = 0.0
+    correct = 0
+    try:
+        with torch.inference_mode():
+            for start in range(0, x.shape[0], batch_size):
+                batch_x = x[start : start + batch_size]
+                output = model(batch_x)
+                if kind == "classifier":
+                    batch_y = y[start : start + batch_size]
+                    loss_sum += nn.functional.cross_entropy(output, batch_y, reduction="sum").item()
+                    correct += int((output.argmax(dim=1) == batch_y).sum().item())
+                else:
+                    loss_sum += nn.functional.mse_loss(output, batch_x, reduction="sum").item()
+    finally:
+        model.train(was_training)
+    n = x.shape[0]
+    if kind == "classifier":
+        return Evaluation(accuracy=correct / n, loss=loss_sum / n, num_samples=n)
+    return Evaluation(accuracy=None, loss=loss_sum / x.numel(), num_samples=n)
+
+
+def selection_metric(evaluation: Evaluation, kind: ModelKind) -> float:
+    """The paper's model-selection metric (Algorithm 1): higher is better.
+
+    Accuracy for classifiers; ``1 / MSE`` for autoencoders (a perfect reconstruction,
+    MSE 0, scores ``inf``).
+    """
+    if kind == "classifier":
+        if evaluation.accuracy is None:
+            raise ValueError("a classifier's evaluation must carry an accuracy")
+        return evaluation.accuracy
+    return math.inf if evaluation.loss == 0.0 else 1.0 / evaluation.loss

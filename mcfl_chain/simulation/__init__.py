@@ -1,0 +1,1 @@
+"""Whole networks on one machine: run scenarios, summarise and plot them."""

@@ -1,0 +1,290 @@
+"""Run a whole MCFL network on this machine: a devnet, storage and N worker processes.
+
+Every trainer is a separate ``mcfl-chain worker`` process with its own account, state
+directory and data share, talking to the real chain and the real storage exactly as a
+trainer on another machine would. The runner only starts things, shows progress,
+and turns the run directory into tables, a DAG and plots at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mcfl_chain._utils.process import free_port
+from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.devnet import start_devnet, stop_devnet
+from mcfl_chain.dag.graph import ModelDAG
+from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.models import create_model, get_architecture
+from mcfl_chain.simulation import report
+from mcfl_chain.storage import open_storage
+from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
+from mcfl_chain.worker.events import apply_events, event_record
+
+MIXED_TOLERANCES = (1.0, 2.0, 3.0)
+
+
+class SimulationError(RuntimeError):
+    """The network could not run to the end; the run directory says why."""
+
+
+@dataclass
+class SimulationConfig:
+    """A scenario: who trains what, on which data, with which rules."""
+
+    name: str = "demo"
+    dataset: str = "fashion-mnist"
+    scenario: str = "groups"
+    """iid | groups | gaussian | dirichlet | two-datasets (see learning.scenario)."""
+    scenario_params: dict[str, Any] = field(default_factory=dict)
+    n_trainers: int = 6
+    rounds: int = 5
+    epochs: int = 2
+    batch_size: int = 32
+    lr: float = 0.05
+    samples: int | None = 1200
+    """Samples per trainer (None: the whole share)."""
+    arch: str = "lenet5"
+    strategy: str = "mcfl"
+    tolerance: float | str = 1.0
+    """A number for everyone, or "mixed" (1, 2, 3 in turn, paper §5.3)."""
+    divergence: str = "l2"
+    seed: int = 0
+    storage: str = "local"
+    """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
+    phase_duration: int = 0
+    round_timeout: float = 900.0
+    """Give up when no round completes for this long (a worker is stuck)."""
+
+    def tolerances(self) -> list[float]:
+        if self.tolerance == "mixed":
+            return [MIXED_TOLERANCES[i % len(MIXED_TOLERANCES)] for i in range(self.n_trainers)]
+        return [float(self.tolerance)] * self.n_trainers
+
+    @property
+    def task(self) -> str:
+        datasets = self.scenario_params.get("datasets") or [self.dataset]
+        return f"{self.arch}:{'+'.join(datasets)}"
+
+    def validate(self) -> None:
+        if self.n_trainers < 1:
+            raise SimulationError("n_trainers must be at least 1")
+        if self.rounds < 1:
+            raise SimulationError("rounds must be at least 1")
+        if self.storage not in ("local", "ipfs"):
+            raise SimulationError(f"storage must be 'local' or 'ipfs', not {self.storage!r}")
+        if self.strategy not in ("mcfl", "fedavg"):
+            raise SimulationError(f"strategy must be 'mcfl' or 'fedavg', not {self.strategy!r}")
+        if self.tolerance != "mixed":
+            try:
+                float(self.tolerance)
+            except ValueError as exc:
+                raise SimulationError(f"tolerance must be a number or 'mixed', "
+                                      f"not {self.tolerance!r}") from exc
+
+
+class Network:
+    """The services of one run: chain, storage, and the worker processes."""
+
+    def __init__(self, config: SimulationConfig, run_dir: Path, console: Console) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.console = console
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.storage_spec = ""
+        self.deployment: Deployment | None = None
+        self.deployment_path = run_dir / "devnet" / "deployment.json"
+
+    # -- services ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        cfg = self.config
+        if cfg.storage == "ipfs":
+            port = free_port()
+            start_ipfs(self.run_dir / "ipfs", port)
+            self.storage_spec = f"ipfs:/ip4/127.0.0.1/tcp/{port}"
+        else:
+            self.storage_spec = f"local:{self.run_dir / 'blobs'}"
+        storage = open_storage(self.storage_spec)
+        try:
+            genesis = create_model(cfg.arch, seed=cfg.seed).state_dict()
+            genesis_cid = storage.put(encode_weights(cfg.arch, genesis))
+        finally:
+            storage.close()
+        _, self.deployment = start_devnet(
+            self.run_dir / "devnet", port=free_port(), genesis_cid=genesis_cid, task=cfg.task,
+            min_trainers=cfg.n_trainers, phase_duration=cfg.phase_duration,
+            accounts=cfg.n_trainers + 2)
+
+    def worker_command(self, index: int, tolerance: float) -> list[str]:
+        cfg = self.config
+        assert self.deployment is not None
+        trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
+        cmd = [
+            sys.executable, "-m", "mcfl_chain", "worker",
+            "--rpc", self.deployment.rpc_url, "--account-index", str(index + 1),
+            "--deployment", str(self.deployment_path), "--storage", self.storage_spec,
+            "--dataset", cfg.dataset, "--scenario", cfg.scenario,
+            "--n-trainers", str(cfg.n_trainers), "--trainer-index", str(index),
+            "--seed", str(cfg.seed), "--model", cfg.arch, "--strategy", cfg.strategy,
+            "--tolerance", str(tolerance), "--divergence", cfg.divergence,
+            "--epochs", str(cfg.epochs), "--batch-size", str(cfg.batch_size),
+            "--lr", str(cfg.lr), "--rounds", str(cfg.rounds),
+            "--state-dir", str(trainer_dir / "state"),
+            "--metrics", str(trainer_dir / "metrics.jsonl"),
+            "--scenario-params", json.dumps(cfg.scenario_params),
+        ]
+        if cfg.samples is not None:
+            cmd += ["--samples", str(cfg.samples)]
+        return cmd
+
+    def spawn_workers(self) -> None:
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        for index, tolerance in enumerate(self.config.tolerances()):
+            trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
+            trainer_dir.mkdir(parents=True, exist_ok=True)
+            with open(trainer_dir / "worker.log", "ab") as log:
+                self.procs.append(subprocess.Popen(
+                    self.worker_command(index, tolerance), stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        stop_devnet(self.run_dir / "devnet")
+        if self.config.storage == "ipfs":
+            stop_ipfs(self.run_dir / "ipfs")
+
+    # -- progress ------------------------------------------------------------------------
+
+    def metrics_files(self) -> list[Path]:
+        return sorted((self.run_dir / "trainers").glob("*/metrics.jsonl"))
+
+    def wait(self) -> None:
+        """Show progress until every worker has played its rounds; fail loudly if one dies."""
+        cfg = self.config
+        assert self.deployment is not None
+        observer = ChainClient.read_only(self.deployment)
+        total = cfg.rounds * cfg.n_trainers
+        last_progress, done = time.monotonic(), 0
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} trainer-rounds"),
+                      TimeElapsedColumn(), console=self.console, transient=True) as bar:
+            task = bar.add_task("starting", total=total)
+            while True:
+                now_done = sum(len(p.read_text().splitlines()) for p in self.metrics_files())
+                if now_done != done:
+                    done, last_progress = now_done, time.monotonic()
+                started, round_, phase = observer.round_state()
+                votes, quorum = observer.votes_and_quorum()
+                where = f"round {round_} {phase.name.lower()} ({votes}/{quorum} votes)" \
+                    if started else "waiting for trainers to register"
+                bar.update(task, completed=min(done, total), description=where)
+                codes = [p.poll() for p in self.procs]
+                failed = [i for i, c in enumerate(codes) if c not in (None, 0)]
+                if failed:
+                    raise SimulationError(self._failure(failed[0], codes[failed[0]]))
+                if all(c == 0 for c in codes):
+                    return
+                if time.monotonic() - last_progress > cfg.round_timeout:
+                    raise SimulationError(f"no trainer finished a round for "
+                                          f"{cfg.round_timeout:.0f} s; see the worker logs "
+                                          f"in {self.run_dir / 'trainers'}")
+                time.sleep(0.5)
+
+    def _failure(self, index: int, code: int | None) -> str:
+        log = self.run_dir / "trainers" / f"{index:03d}" / "worker.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        return f"worker {index} exited with code {code}; last lines of {log}:\n{tail}"
+
+    # -- results -----------------------------------------------------------------------
+
+    def dag(self) -> ModelDAG:
+        assert self.deployment is not None
+        observer = ChainClient.read_only(self.deployment)
+        dag = ModelDAG(genesis_cid=self.deployment.genesis_cid)
+        events = observer.events(self.deployment.deployment_block, observer.block_number())
+        apply_events(dag, [event_record(e) for e in events])
+        return dag
+
+
+def run_simulation(config: SimulationConfig, run_dir: Path, console: Console | None = None,
+                   keep_running: bool = False) -> dict[str, Any]:
+    """Run the scenario to the end and write the run directory; returns the summary."""
+    console = console or Console()
+    config.validate()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1))
+    network = Network(config, run_dir, console)
+    started = time.monotonic()
+    try:
+        with console.status("starting the devnet and storage"):
+            network.start()
+        console.print(f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
+                      f"storage {network.storage_spec}, {config.n_trainers} trainers")
+        network.spawn_workers()
+        network.wait()
+        dag = network.dag()
+    finally:
+        if not keep_running:
+            network.stop()
+    return finish_run(run_dir, config, dag, time.monotonic() - started, console)
+
+
+def finish_run(run_dir: Path, config: SimulationConfig, dag: ModelDAG, seconds: float,
+               console: Console) -> dict[str, Any]:
+    """Merge the workers' metrics, write the DAG, tables, plots and print the table."""
+    (run_dir / "dag.json").write_text(json.dumps(dag.to_json(), indent=1))
+    lines = report.read_metrics(sorted((run_dir / "trainers").glob("*/metrics.jsonl")))
+    with open(run_dir / "metrics.jsonl", "w") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    models_per_round = {r: len(dag.models_of_round(r))
+                        for r in {line["round"] for line in lines}}
+    summaries = report.summarize(lines, models_per_round)
+    report.write_csv(summaries, run_dir / "rounds.csv")
+    metric_name = "accuracy" if get_architecture(config.arch).kind == "classifier" else "MSE"
+    summary = report.write_summary(run_dir, lines, summaries, {
+        "config": asdict(config), "seconds": round(seconds, 2), "metric": metric_name,
+        "models_total": len(dag.models) - 1, "updates_total": len(dag.updates)})
+    report.plot(run_dir, lines, summaries, metric_name)
+    console.print(round_table(summaries, metric_name))
+    split = summary["time_split"]
+    console.print("time split: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in split.items()))
+    return summary
+
+
+def round_table(summaries: list[report.RoundSummary], metric_name: str) -> Table:
+    table = Table(title=f"{metric_name} of each trainer's aggregated model (local test split)")
+    for col in ("round", "min", "avg", "max", "models", "round time"):
+        table.add_column(col, justify="right")
+
+    def fmt(v: float | None) -> str:
+        if v is None:
+            return "-"
+        return f"{v:.3f}" if metric_name == "accuracy" else f"{v:.5f}"
+
+    for s in summaries:
+        table.add_row(str(s.round), fmt(s.metric_min), fmt(s.metric_avg), fmt(s.metric_max),
+                      str(s.models), f"{s.seconds:.1f} s")
+    return table

@@ -1,0 +1,1 @@
+"""One sovereign trainer: follows the contracts' events and plays MCFL rounds."""

@@ -1,0 +1,119 @@
+"""Assemble a worker from its options: chain, storage, data, strategy, state."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mcfl_chain.chain.client import ChainClient, ChainError
+from mcfl_chain.chain.deployment import Deployment, DeploymentError
+from mcfl_chain.dag.graph import ModelDAG
+from mcfl_chain.learning.datasets import DatasetError
+from mcfl_chain.learning.models import ARCHITECTURES
+from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.storage import open_storage
+from mcfl_chain.storage.errors import StorageError
+from mcfl_chain.strategies import make_strategy
+from mcfl_chain.worker.events import apply_events
+from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
+from mcfl_chain.worker.state import StateError, WorkerState
+
+ARCH_ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5"}
+
+
+class WorkerSetupError(RuntimeError):
+    """The worker cannot start; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """The network's task descriptor, ``"<architecture>:<dataset>[+<dataset>...]"``."""
+
+    arch: str
+    datasets: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Task:
+        arch, sep, datasets = text.partition(":")
+        arch = ARCH_ALIASES.get(arch.strip().lower(), arch.strip().lower())
+        if not sep or arch not in ARCHITECTURES or not datasets:
+            raise WorkerSetupError(
+                f"the network's task {text!r} is not '<architecture>:<dataset>' with an "
+                f"architecture this worker can run ({', '.join(sorted(ARCHITECTURES))})")
+        return cls(arch, tuple(d.strip() for d in datasets.split("+")))
+
+
+def build_worker(*, rpc: str, key: str | None, account_index: int | None, deployment: str,
+                 storage: str, dataset: str | None, scenario: str, scenario_params: str,
+                 n_trainers: int, trainer_index: int, samples: int | None, seed: int,
+                 arch: str | None, strategy: str, tolerance: float, divergence: str,
+                 epochs: int, batch_size: int, lr: float, rounds: int | None,
+                 state_dir: str | None, metrics: str | None, threads: int,
+                 poll_interval: float, inject_fault: str | None) -> Worker:
+    """Check every option against the network and build a ready-to-run :class:`Worker`."""
+    try:
+        dep = Deployment.load(Path(deployment))
+    except DeploymentError as exc:
+        raise WorkerSetupError(f"{exc} (start a network with `mcfl-chain devnet up`)") from exc
+    task = Task.parse(dep.task)
+    arch = ARCH_ALIASES.get(arch, arch) if arch else task.arch
+    if arch != task.arch:
+        raise WorkerSetupError(f"this network trains {task.arch} (task {dep.task!r}); "
+                               f"--model {arch} cannot take part")
+    dataset = dataset or task.datasets[0]
+    if trainer_index >= n_trainers:
+        raise WorkerSetupError(f"--trainer-index {trainer_index} must be below --n-trainers "
+                               f"{n_trainers}")
+    if (key is None) == (account_index is None):
+        raise WorkerSetupError("give exactly one of --key (or MCFL_KEY) and --account-index")
+    try:
+        params: dict[str, Any] = json.loads(scenario_params)
+        if not isinstance(params, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise WorkerSetupError(f"--scenario-params must be a JSON object: {exc}") from exc
+    params.pop("datasets", None)
+
+    torch.set_num_threads(threads)
+    try:
+        spec = scenario_specs(scenario, n_trainers, seed, dataset=dataset,
+                              samples_per_trainer=samples, **params)[trainer_index]
+        data = build_trainer_data(spec)
+    except (DatasetError, ValueError, TypeError) as exc:
+        raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
+    if spec.dataset not in task.datasets:
+        raise WorkerSetupError(f"this network's task is {dep.task!r}; data from "
+                               f"{spec.dataset!r} does not belong to it")
+    try:
+        chain = ChainClient(dep, rpc_url=rpc, private_key=key, account_index=account_index)
+        chain.block_number()
+    except ChainError as exc:
+        raise WorkerSetupError(f"cannot reach the chain at {rpc}: {exc}") from exc
+    try:
+        store = open_storage(storage)
+    except StorageError as exc:
+        raise WorkerSetupError(f"cannot open storage {storage!r}: {exc}") from exc
+
+    folder = Path(state_dir) if state_dir else Path(".mcfl") / "workers" / chain.address.lower()
+    try:
+        state = WorkerState.open(folder, chain.address, dep.deployment_block)
+    except StateError as exc:
+        raise WorkerSetupError(str(exc)) from exc
+    dag = ModelDAG(genesis_cid=dep.genesis_cid)
+    apply_events(dag, state.replay())
+
+    options = WorkerOptions(
+        arch=arch,
+        training=TrainingOptions(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+        rounds=rounds, poll_interval=poll_interval,
+        metrics_path=Path(metrics) if metrics else folder / "metrics.jsonl",
+        labels={"trainer_index": trainer_index, "group": spec.group, "strategy": strategy,
+                "tolerance": tolerance, "samples": data.num_samples},
+        fault=inject_fault)
+    return Worker(chain, store, data, make_strategy(strategy, tolerance=tolerance,
+                                                    divergence=divergence),
+                  options, state, dag)

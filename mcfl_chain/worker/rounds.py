@@ -1,0 +1,372 @@
+"""The trainer's round state machine (SPEC §3, paper §4, thesis §3.4–3.6, §7.1).
+
+The worker follows the contracts' events and, for the round and phase the chain is in,
+does what is still missing — never more:
+
+PROPOSE    score the candidate models on the local test split, pick some (Algorithm 1),
+           train each, store its weights, ``propose``; then ``finishProposals``.
+AGGREGATE  for every parent it trained, keep the peers' updates that diverge little from
+           its own (Algorithm 2), FedAvg them, store the result, ``aggregate``; then
+           ``nextRound``.
+
+Every step asks the chain first whether it was already done, so a worker killed at any
+point and restarted neither proposes nor aggregates twice. When a phase has a deadline
+and it passes, the worker calls for the phase to advance, so one silent trainer cannot
+stall the others; without deadlines the protocol waits for the whole quorum.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mcfl_chain.algorithms.divergence import flatten_state
+from mcfl_chain.chain.client import ChainClient, ChainError, Phase
+from mcfl_chain.dag.graph import ModelDAG, ModelRecord, short_id
+from mcfl_chain.dag.model_id import model_id as compute_model_id
+from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.models import create_model, get_architecture
+from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.training import evaluate, selection_metric, train
+from mcfl_chain.storage.base import Storage
+from mcfl_chain.strategies.base import Candidate, Strategy
+from mcfl_chain.worker.events import apply_events, event_record
+from mcfl_chain.worker.state import WorkerState
+from mcfl_chain.worker.timing import RoundClock
+from mcfl_chain.worker.weights import Unavailable, WeightsBook
+
+log = logging.getLogger("mcfl_chain.worker")
+
+FAULTS = ("garbage-weights", "nan-weights", "unreachable-cid")
+"""Fault injection for robustness tests: what a misbehaving peer would publish."""
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    epochs: int = 2
+    batch_size: int = 32
+    lr: float = 0.05
+    momentum: float = 0.9
+    seed: int = 0
+
+
+@dataclass
+class WorkerOptions:
+    """Everything that tunes one worker besides its chain, storage and data."""
+
+    arch: str
+    training: TrainingOptions = field(default_factory=TrainingOptions)
+    rounds: int | None = None
+    """Stop after taking part in this many rounds (None: run until stopped)."""
+    poll_interval: float = 0.1
+    metrics_path: Path | None = None
+    labels: dict[str, Any] = field(default_factory=dict)
+    """Written into every metrics line (trainer index, data group, tolerance...)."""
+    fault: str | None = None
+
+
+class Worker:
+    """One sovereign trainer. ``run()`` blocks until the round budget is spent."""
+
+    def __init__(self, chain: ChainClient, storage: Storage, data: TrainerData,
+                 strategy: Strategy, options: WorkerOptions, state: WorkerState,
+                 dag: ModelDAG) -> None:
+        self.chain = chain
+        self.storage = storage
+        self.data = data
+        self.strategy = strategy
+        self.options = options
+        self.state = state
+        self.dag = dag
+        self.kind = get_architecture(options.arch).kind
+        self.book = WeightsBook(self._fetch, options.arch, dag)
+        self.clock = RoundClock()
+        self.me = chain.address
+        self.rounds_done = 0
+        self._first_round: int | None = None
+        self._round_started = time.perf_counter()
+        self._aggregated: dict[int, list[dict[str, Any]]] = {}
+        self._stop = threading.Event()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _fetch(self, cid: str) -> bytes:
+        with self.clock.measure("storage"):
+            return self.storage.get(cid)
+
+    def _put(self, blob: bytes) -> str:
+        with self.clock.measure("storage"):
+            return self.storage.put(blob)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def sync(self) -> None:
+        """Apply every event up to the latest block to the DAG; persist the position."""
+        with self.clock.measure("chain"):
+            head = self.chain.block_number()
+            if head <= self.state.last_block:
+                return
+            events = [event_record(e) for e in
+                      self.chain.events(self.state.last_block + 1, head)]
+        apply_events(self.dag, events)
+        self.state.record(events, head)
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Play rounds until the budget is spent or :meth:`stop`; returns rounds played."""
+        with self.clock.measure("chain"):
+            if not self.chain.is_registered():
+                self.chain.register()
+                log.info("registered as trainer %s", self.chain.trainer_id())
+        while not self._stop.is_set():
+            self.sync()
+            with self.clock.measure("chain"):
+                started, round_, phase = self.chain.round_state()
+            if not started:
+                self._wait()
+                continue
+            if self._first_round is None:
+                self._first_round = round_
+                self._round_started = time.perf_counter()
+            if self._budget_spent(round_):
+                break
+            if phase is Phase.PROPOSE:
+                self._propose_phase(round_)
+            else:
+                self._aggregate_phase(round_)
+            self._wait()
+        return self.rounds_done
+
+    def _budget_spent(self, round_: int) -> bool:
+        budget = self.options.rounds
+        return budget is not None and self._first_round is not None and \
+            round_ >= self._first_round + budget
+
+    def _wait(self) -> None:
+        with self.clock.measure("waiting"):
+            self._stop.wait(self.options.poll_interval)
+
+    def _advance_if_late(self) -> None:
+        """After a phase deadline, push the phase forward (thesis §7.1)."""
+        with self.clock.measure("chain"):
+            if not self.chain.deadline_passed():
+                return
+            try:
+                self.chain.force_advance()
+                log.info("phase deadline passed: advanced the phase without the full quorum")
+            except ChainError as exc:
+                # Another trainer advanced it first: the next sync shows the new phase.
+                log.debug("advance after deadline refused: %s", exc)
+
+    # -- PROPOSE ---------------------------------------------------------------------------
+
+    def _propose_phase(self, round_: int) -> None:
+        with self.clock.measure("chain"):
+            voted = self.chain.has_voted()
+        if voted:
+            self._advance_if_late()
+            return
+        chosen = self.state.chosen_for(round_)
+        if chosen is None:
+            chosen = self._choose_models(round_)
+            self.state.set_chosen(round_, chosen)
+        for parent in chosen:
+            if self._stop.is_set():
+                return
+            self._propose(round_, parent)
+        with self.clock.measure("chain"):
+            self._vote(self.chain.finish_proposals)
+
+    def _choose_models(self, round_: int) -> list[bytes]:
+        """Paper Algorithm 1 over the round's candidates, scored on the test split."""
+        candidates: list[Candidate[bytes]] = []
+        for model in self.dag.candidates(round_):
+            try:
+                metric = self._score(model)
+            except Unavailable as exc:
+                log.warning("round %d: candidate %s skipped: %s", round_,
+                            short_id(model.model_id), exc)
+                continue
+            candidates.append(Candidate(model.model_id, metric, max(1, model.popularity)))
+        if not candidates:
+            log.error("round %d: no candidate model is usable; sitting this round out", round_)
+            return []
+        chosen = self.strategy.choose_models(candidates)
+        log.info("round %d: %d candidates, training %s", round_, len(candidates),
+                 ", ".join(short_id(m) for m in chosen))
+        return list(chosen)
+
+    def _score(self, model: ModelRecord) -> float:
+        net = self._load(self.book.model(model.model_id))
+        with self.clock.measure("evaluation"):
+            result = evaluate(net, self.data.test_x, self.data.test_y, self.kind)
+        metric = selection_metric(result, self.kind)
+        if not math.isfinite(metric):
+            raise Unavailable(f"non-finite metric {metric}")
+        return metric
+
+    def _load(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+        net = create_model(self.options.arch, seed=0)
+        net.load_state_dict(weights)
+        return net
+
+    def _propose(self, round_: int, parent: bytes) -> None:
+        with self.clock.measure("chain"):
+            if self.chain.update_of(self.me, parent, round_):
+                return
+        cid = self.state.uploaded_cid(round_, parent)
+        samples = len(self.data.train_y)
+        if cid is None:
+            try:
+                start = self.book.model(parent)
+            except Unavailable as exc:
+                log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
+                return
+            net = self._load(start)
+            opts = self.options.training
+            with self.clock.measure("training"):
+                train(net, self.data, epochs=opts.epochs, batch_size=opts.batch_size,
+                      lr=opts.lr, momentum=opts.momentum,
+                      seed=opts.seed * 1_000_003 + round_)
+            cid = self._publish_update(net)
+            self.state.set_uploaded(round_, parent, cid)
+        with self.clock.measure("chain"):
+            try:
+                update_id = self.chain.propose(parent, cid, samples)
+            except ChainError as exc:
+                log.warning("round %d: proposal on %s refused: %s", round_, short_id(parent), exc)
+                return
+        log.info("round %d: proposed update %s on %s (%d samples, %s)", round_,
+                 str(update_id)[:10], short_id(parent), samples, cid)
+
+    def _publish_update(self, net: torch.nn.Module) -> str:
+        state = net.state_dict()
+        fault = self.options.fault
+        if fault == "nan-weights":
+            state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+                     for k, v in state.items()}
+        if fault == "garbage-weights":
+            return self._put(b"not a weights blob " + self.me.encode())
+        if fault == "unreachable-cid":
+            # A well-formed CID whose content was never stored anywhere.
+            from mcfl_chain.storage.cid import cid_for_bytes
+            return cid_for_bytes(b"never stored " + self.me.encode())
+        return self._put(encode_weights(self.options.arch, state))
+
+    def _vote(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except ChainError as exc:
+            log.debug("vote refused (the phase moved on): %s", exc)
+
+    # -- AGGREGATE -----------------------------------------------------------------------
+
+    def _aggregate_phase(self, round_: int) -> None:
+        with self.clock.measure("chain"):
+            voted = self.chain.has_voted()
+        if voted:
+            self._advance_if_late()
+            return
+        mine = [u for u in self._my_updates(round_)]
+        results = []
+        for own in mine:
+            if self._stop.is_set():
+                return
+            result = self._aggregate(round_, own.parent, own.update_id)
+            if result is not None:
+                results.append(result)
+        self._aggregated[round_] = results
+        with self.clock.measure("chain"):
+            self._vote(self.chain.next_round)
+        self._report(round_)
+
+    def _my_updates(self, round_: int) -> list[Any]:
+        return sorted((u for u in self.dag.updates.values()
+                       if u.round == round_ and u.proposer.lower() == self.me.lower()),
+                      key=lambda u: u.update_id)
+
+    def _aggregate(self, round_: int, parent: bytes, own: int) -> dict[str, Any] | None:
+        """Paper Algorithm 2 + FedAvg for one parent; returns the metrics of the result."""
+        proposals = [u.update_id for u in self.dag.updates_for(parent, round_)]
+        good, bad = self.book.usable_updates(proposals)
+        for uid, reason in bad.items():
+            log.warning("round %d: update %s excluded: %s", round_, str(uid)[:10], reason)
+        if own not in good:
+            log.error("round %d: my own update on %s is unusable (%s); not aggregating",
+                      round_, short_id(parent), bad.get(own))
+            return None
+        with self.clock.measure("aggregation"):
+            vectors = {uid: flatten_state(w) for uid, w in good.items()}
+            selected = sorted(self.strategy.choose_updates(own, vectors))
+            weights = self.book.aggregate(selected, good)
+        new_id = compute_model_id(parent, selected)
+        with self.clock.measure("chain"):
+            done = self.chain.has_aggregated(self.me, parent, round_)
+            exists = self.chain.model_exists(new_id)
+        if not done:
+            # Only a model's first aggregator has its weights recorded: skip the upload
+            # when the model already exists (anyone can recompute it from the updates).
+            cid = "" if exists else self._put(encode_weights(self.options.arch, weights))
+            with self.clock.measure("chain"):
+                try:
+                    self.chain.aggregate(selected, cid)
+                except ChainError as exc:
+                    log.warning("round %d: aggregation on %s refused: %s", round_,
+                                short_id(parent), exc)
+                    return None
+        with self.clock.measure("evaluation"):
+            result = evaluate(self._load(weights), self.data.test_x, self.data.test_y, self.kind)
+        log.info("round %d: aggregated %d/%d updates on %s -> model %s (%s)", round_,
+                 len(selected), len(proposals), short_id(parent), short_id(new_id),
+                 _fmt(result))
+        return {"parent": "0x" + parent.hex(), "model": "0x" + new_id.hex(),
+                "selected": len(selected), "proposals": len(proposals),
+                "excluded": {str(k): v for k, v in bad.items()},
+                "accuracy": result.accuracy, "loss": result.loss}
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    def _report(self, round_: int) -> None:
+        """One JSON line per round: the paper's metric is the aggregated model's
+        performance on the trainer's own test split, without fine-tuning (§5.1)."""
+        self.rounds_done += 1
+        if round_ in self.state.reported:
+            return
+        results = self._aggregated.pop(round_, [])
+        best = max(results, key=lambda r: (r["accuracy"] if r["accuracy"] is not None
+                                           else -r["loss"]), default=None)
+        now = time.perf_counter()
+        line = {
+            "round": round_, "trainer": self.me, **self.options.labels,
+            "accuracy": None if best is None else best["accuracy"],
+            "loss": None if best is None else best["loss"],
+            "model": None if best is None else best["model"],
+            "aggregations": results,
+            "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
+            "seconds": round(now - self._round_started, 3),
+            "split": self.clock.split(),
+            "time": time.time(),
+        }
+        self._round_started = now
+        if self.options.metrics_path is not None:
+            self.options.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.options.metrics_path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+        self.state.mark_reported(round_)
+
+
+def _fmt(result: Any) -> str:
+    if result.accuracy is not None:
+        return f"accuracy {result.accuracy:.3f}, loss {result.loss:.3f}"
+    return f"mse {result.loss:.5f}"

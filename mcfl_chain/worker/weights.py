@@ -1,0 +1,134 @@
+"""Weights of updates and models, fetched from storage and never trusted.
+
+An update's weights are a blob named by the CID its proposer put on chain. A model's
+weights are recomputed from its updates with the network-wide deterministic FedAvg, so
+nobody has to trust the aggregator; only when some update cannot be had does the worker
+fall back to the weights CID the first aggregator recorded (checked like any peer blob).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+import torch
+
+from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
+from mcfl_chain.learning.codec import WeightsError, decode_weights
+from mcfl_chain.storage.errors import StorageError
+
+StateDict = dict[str, torch.Tensor]
+log = logging.getLogger(__name__)
+
+
+class Unavailable(Exception):
+    """Weights that cannot be used, with the reason a person should read in the log."""
+
+
+class _LRU(OrderedDict[object, object]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def put(self, key: object, value: object) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class WeightsBook:
+    """Decoded weights by update id and by model id, with small LRU caches.
+
+    Parameters
+    ----------
+    fetch
+        ``cid -> bytes``: the storage backend's verified read.
+    arch
+        The architecture every blob must declare (the network's task).
+    dag
+        The chain's picture of models and updates.
+    """
+
+    def __init__(self, fetch: Callable[[str], bytes], arch: str, dag: ModelDAG,
+                 cache_size: int = 256) -> None:
+        self._fetch = fetch
+        self._arch = arch
+        self._dag = dag
+        self._updates = _LRU(cache_size)
+        self._models = _LRU(max(8, cache_size // 8))
+        self._rejected: dict[int, str] = {}
+
+    def blob(self, cid: str) -> StateDict:
+        """Fetch and decode one blob; :class:`Unavailable` says why it is unusable."""
+        try:
+            data = self._fetch(cid)
+        except StorageError as exc:
+            raise Unavailable(f"unreachable CID {cid}: {exc}") from exc
+        try:
+            return decode_weights(data, self._arch)
+        except WeightsError as exc:
+            raise Unavailable(f"invalid weights at {cid}: {exc}") from exc
+
+    def update(self, update_id: int) -> StateDict:
+        """The weights of one proposal; rejection reasons are remembered, not retried."""
+        if update_id in self._rejected:
+            raise Unavailable(self._rejected[update_id])
+        cached = self._updates.get(update_id)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        record = self._dag.updates.get(update_id)
+        if record is None:
+            raise Unavailable(f"update {update_id} is not on chain")
+        try:
+            weights = self.blob(record.cid)
+        except Unavailable as exc:
+            self._rejected[update_id] = str(exc)
+            raise
+        self._updates.put(update_id, weights)
+        return weights
+
+    def usable_updates(self, update_ids: list[int]) -> tuple[dict[int, StateDict], dict[int, str]]:
+        """Split ids into decoded weights and exclusion reasons (untrusted peers)."""
+        good: dict[int, StateDict] = {}
+        bad: dict[int, str] = {}
+        for uid in update_ids:
+            try:
+                good[uid] = self.update(uid)
+            except Unavailable as exc:
+                bad[uid] = str(exc)
+        return good, bad
+
+    def aggregate(self, update_ids: list[int], weights: Mapping[int, StateDict]) -> StateDict:
+        """Deterministic FedAvg of the given updates (ascending id, sample-weighted)."""
+        return fedavg([(uid, self._dag.updates[uid].num_samples, weights[uid])
+                       for uid in sorted(update_ids)])
+
+    def model(self, model_id: bytes) -> StateDict:
+        """Weights of a model version: genesis blob, or FedAvg of its updates."""
+        cached = self._models.get(model_id)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        record = self._dag.models.get(model_id)
+        if record is None:
+            raise Unavailable(f"model {short_id(model_id)} is not on chain")
+        if model_id == ROOT_ID:
+            if not record.weights_cid:
+                raise Unavailable("the deployment names no genesis weights CID")
+            weights = self.blob(record.weights_cid)
+        else:
+            good, bad = self.usable_updates(list(record.update_ids))
+            if not bad:
+                weights = self.aggregate(list(record.update_ids), good)
+            elif record.weights_cid:
+                log.info("model %s: recomputing is impossible (%s); using its published "
+                         "weights %s", short_id(model_id), next(iter(bad.values())),
+                         record.weights_cid)
+                weights = self.blob(record.weights_cid)
+            else:
+                raise Unavailable(f"model {short_id(model_id)}: {next(iter(bad.values()))} "
+                                  f"and no published weights")
+        self._models.put(model_id, weights)
+        return weights
