@@ -121,30 +121,29 @@ _voteStamp: HashMap[uint256, uint256]
 
 
 @deploy
-def __init__(trainers: address, genesisCid: Bytes[render.CID_LENGTH], task: String[128],
-             minTrainers: uint256, phaseDuration: uint256):
+def __init__(trainers: address, genesis_cid: Bytes[render.CID_LENGTH],
+             task_descriptor: String[128], min_trainers: uint256, phase_duration: uint256):
     """
     @notice Deploy the model DAG with its root model (id 0) minted to the deployer.
     @param trainers Address of the Trainers contract.
-    @param genesisCid Binary CIDv1 (raw or dag-pb, sha2-256) of the initial weights.
-    @param task Task descriptor, e.g. "lenet:fashion-mnist".
-    @param minTrainers Registered trainers needed before round 0 opens (>= 1).
-    @param phaseDuration Seconds after which any vote ends a phase; 0 for no deadline.
+    @param genesis_cid Binary CIDv1 (raw or dag-pb, sha2-256) of the initial weights.
+    @param task_descriptor Task descriptor, e.g. "lenet:fashion-mnist".
+    @param min_trainers Registered trainers needed before round 0 opens (>= 1).
+    @param phase_duration Seconds after which any vote ends a phase; 0 for no deadline.
     """
     assert trainers.is_contract, "Models: the Trainers address is not a contract"
-    assert minTrainers >= 1 and minTrainers <= _MASK32, \
+    assert min_trainers >= 1 and min_trainers <= _MASK32, \
         "Models: minTrainers must be between 1 and 2**32 - 1"
-    assert phaseDuration <= _MASK64, "Models: phaseDuration must fit in 64 bits"
-    assert len(task) > 0, "Models: the task descriptor must not be empty"
+    assert phase_duration <= _MASK32, "Models: phaseDuration must be below 2**32 seconds"
+    assert len(task_descriptor) > 0, "Models: the task descriptor must not be empty"
     dag_pb: bool = False
     digest: bytes32 = empty(bytes32)
-    dag_pb, digest = render._parse_cid(genesisCid)
+    dag_pb, digest = render._parse_cid(genesis_cid)
     DEPLOYER = msg.sender
     TRAINERS = trainers
-    minTrainers = minTrainers
-    phaseDuration = phaseDuration
-    self.task = task
-    erc721_base.__init__()
+    minTrainers = min_trainers
+    phaseDuration = phase_duration
+    self.task = task_descriptor
     root: bytes32 = empty(bytes32)
     self._models[root] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
     self._meta[root] = _HAS_CID_BIT | (_DAG_PB_BIT if dag_pb else 0)
@@ -250,7 +249,7 @@ def appendGeneration(parentIndex: uint256, updateIds: DynArray[uint256, MAX_UPDA
         "Models: updates can only be aggregated in the AGGREGATE phase"
     current: uint256 = state & _ROUND_MASK
     parent: bytes32 = self._modelAt[parentIndex]
-    model_id: bytes32 = keccak256(abi_encode(parent, updateIds))
+    model_id: bytes32 = self._model_id(parent, updateIds)
     packed: uint256 = self._models[model_id]
     popularity: uint256 = 1
     recorded_cid: Bytes[render.CID_LENGTH] = b""
@@ -280,6 +279,19 @@ def appendGeneration(parentIndex: uint256, updateIds: DynArray[uint256, MAX_UPDA
     log ModelAppended(round=current, modelId=model_id, parent=parent, updateIds=updateIds,
                       popularity=popularity, aggregator=aggregator, weightsCid=recorded_cid)
     return model_id, parent, current, is_new
+
+
+@external
+@pure
+def modelIdOf(parent: bytes32, updateIds: DynArray[uint256, MAX_UPDATES]) -> bytes32:
+    """
+    @notice The id a model made of `parent` and `updateIds` has (or would have).
+    @dev The very computation `appendGeneration` uses; ordering is not checked here.
+    @param parent The parent model id.
+    @param updateIds The aggregated update ids (strictly ascending in a valid model).
+    @return `keccak256(abi.encode(parent, updateIds))`.
+    """
+    return self._model_id(parent, updateIds)
 
 
 @external
@@ -581,6 +593,12 @@ def tokenURI(tokenId: uint256) -> String[1536]:
         render._hex_address(convert(packed & _ADDRESS_MASK, address)),
         '"},{"trait_type":"weights CID","value":"', cid, '"}]}'
     )
+
+
+@internal
+@pure
+def _model_id(parent: bytes32, update_ids: DynArray[uint256, MAX_UPDATES]) -> bytes32:
+    return keccak256(abi_encode(parent, update_ids))
 
 
 @internal

@@ -25,3 +25,7 @@ from mcfl_chain.worker.cli import worker  # noqa: E402
 main.add_command(worker)
 main.add_command(simulate)
 main.add_command(demo)
+from mcfl_chain.storage.cli import ipfs  # noqa: E402
+main.add_command(ipfs)
+from mcfl_chain.chain.cli import devnet  # noqa: E402
+main.add_command(devnet)

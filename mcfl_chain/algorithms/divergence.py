@@ -32,7 +32,9 @@ def flatten_state(state: Mapping[str, torch.Tensor | np.ndarray]) -> np.ndarray:
     parts = []
     for key in sorted(state):
         value = state[key]
-        array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        array = (
+            value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        )
         if np.issubdtype(array.dtype, np.floating):
             parts.append(array.astype(np.float64, copy=False).ravel())
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)

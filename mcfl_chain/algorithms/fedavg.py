@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import reduce
 
+import numpy as np
 import torch
 
 Update = tuple[int, int, Mapping[str, torch.Tensor]]
@@ -82,9 +83,10 @@ def fedavg(updates: Sequence[Update]) -> dict[str, torch.Tensor]:
         if not reference.is_floating_point():
             result[key] = reduce(torch.maximum, (s[key].detach().cpu() for s in states)).clone()
             continue
-        accumulator = torch.zeros(reference.shape, dtype=torch.float64)
+        # NumPy ufuncs, one IEEE operation each: torch may rewrite x / c as x * (1/c).
+        accumulator = np.zeros(tuple(reference.shape), dtype=np.float64)
         for _, num_samples, state in ordered:
-            weighted = state[key].detach().cpu().to(torch.float64) * float(num_samples)
-            accumulator = accumulator + weighted
-        result[key] = (accumulator / total).to(reference.dtype)
+            values = state[key].detach().cpu().to(torch.float64).numpy()
+            accumulator = np.add(accumulator, np.multiply(values, float(num_samples)))
+        result[key] = torch.from_numpy(np.divide(accumulator, total)).to(reference.dtype)
     return result

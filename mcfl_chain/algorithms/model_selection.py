@@ -53,7 +53,9 @@ def select_best_models(metrics: Mapping[K, float], popularity: Mapping[K, int]) 
         raise ValueError(f"no popularity for candidate models {missing}")
     for key, metric in metrics.items():
         if math.isnan(metric):
-            raise ValueError(f"metric of model {key!r} is NaN: exclude models that fail to evaluate")
+            raise ValueError(
+                f"metric of model {key!r} is NaN: exclude models that fail to evaluate"
+            )
         if popularity[key] < 0:
             raise ValueError(f"popularity of model {key!r} is negative ({popularity[key]})")
 

@@ -82,9 +82,13 @@ def select_updates(
     if own not in vectors:
         raise KeyError(f"the own update {own!r} is not among the updates to select from")
     if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number of standard deviations >= 0, got {tolerance}")
+        raise ValueError(
+            f"tolerance must be a finite number of standard deviations >= 0, got {tolerance}"
+        )
     own_vector = vectors[own]
-    measured = {key: divergence(own_vector, vector) for key, vector in vectors.items() if key != own}
+    measured = {
+        key: divergence(own_vector, vector) for key, vector in vectors.items() if key != own
+    }
     finite = {key: d for key, d in measured.items() if math.isfinite(d)}
     selected = [own]
     if finite:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 
 import torch
 from safetensors import SafetensorError
@@ -91,7 +91,7 @@ def encode_weights(arch: str, state_dict: Mapping[str, torch.Tensor]) -> bytes:
     return save_safetensors(tensors, metadata={METADATA_KEY: header})
 
 
-@lru_cache(maxsize=None)
+@cache
 def expected_layout(arch: str) -> dict[str, tuple[tuple[int, ...], str]]:
     """Tensor name → (shape, safetensors dtype name) of an architecture's state dict."""
     state = create_model(arch, seed=0).state_dict()
@@ -100,7 +100,9 @@ def expected_layout(arch: str) -> dict[str, tuple[tuple[int, ...], str]]:
 
 def _read_header(blob: bytes) -> dict[str, object]:
     if len(blob) < 8:
-        raise MalformedWeightsError(f"weights blob of {len(blob)} bytes is too short to be safetensors")
+        raise MalformedWeightsError(
+            f"weights blob of {len(blob)} bytes is too short to be safetensors"
+        )
     (length,) = struct.unpack("<Q", blob[:8])
     if length > len(blob) - 8:
         raise MalformedWeightsError(
@@ -188,8 +190,12 @@ def decode_weights(
     try:
         tensors = load_safetensors(blob)
     except (SafetensorError, ValueError, RuntimeError) as error:
-        raise MalformedWeightsError(f"weights blob is not a valid safetensors file: {error}") from error
-    bad = sorted(name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all())
+        raise MalformedWeightsError(
+            f"weights blob is not a valid safetensors file: {error}"
+        ) from error
+    bad = sorted(
+        name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all()
+    )
     if bad:
         raise NonFiniteWeightsError(f"weights blob holds NaN or infinite values in {bad}")
     return tensors

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ DATA_DIR_ENV = "MCFL_DATA_DIR"
 
 IMAGE_SHAPE = (1, 28, 28)
 
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype[Any]] = {
     0x08: np.dtype(np.uint8),
     0x09: np.dtype(np.int8),
     0x0B: np.dtype(">i2"),
@@ -62,12 +63,17 @@ class LabeledDataset:
         ``int64`` array of N class indices in ``range(num_classes)`` (read-only).
     class_names : tuple of str
         Human-readable name of each class.
+    official_train_size : int or None
+        For datasets with an official train/test split (MNIST, Fashion-MNIST): the
+        samples before this index are the official training set, the rest the official
+        test set (used by the local baseline benchmark). None when there is none.
     """
 
     name: str
     images: np.ndarray
     labels: np.ndarray
     class_names: tuple[str, ...]
+    official_train_size: int | None = None
 
     @property
     def num_classes(self) -> int:
@@ -168,9 +174,11 @@ def _load_idx_dataset(
     install_hint: str,
 ) -> LabeledDataset:
     directories = _idx_directories(name, torchvision_folder, root)
+    files: dict[str, Path] = {}
     for directory in directories:
-        files = {key: _find_idx_file(directory, stem) for key, stem in _IDX_FILES.items()}
-        if all(path is not None for path in files.values()):
+        found = {key: _find_idx_file(directory, stem) for key, stem in _IDX_FILES.items()}
+        files = {key: path for key, path in found.items() if path is not None}
+        if len(files) == len(_IDX_FILES):
             break
     else:
         if download:
@@ -185,7 +193,8 @@ def _load_idx_dataset(
             f"({', '.join(_IDX_FILES.values())}, optionally .gz). Searched: {searched}. "
             f"{install_hint}"
         )
-    images = np.concatenate([read_idx(files["train_images"]), read_idx(files["test_images"])])
+    train_images = read_idx(files["train_images"])
+    images = np.concatenate([train_images, read_idx(files["test_images"])])
     labels = np.concatenate([read_idx(files["train_labels"]), read_idx(files["test_labels"])])
     if images.shape[1:] != (28, 28) or labels.shape[0] != images.shape[0]:
         raise DatasetError(
@@ -194,16 +203,22 @@ def _load_idx_dataset(
             "label per image"
         )
     scaled = (images.astype(np.float32) / np.float32(255.0))[:, None, :, :]
-    return _frozen(name, scaled, labels.astype(np.int64), class_names)
+    return _frozen(
+        name, scaled, labels.astype(np.int64), class_names, official_train_size=len(train_images)
+    )
 
 
 def _frozen(
-    name: str, images: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]
+    name: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    class_names: tuple[str, ...],
+    official_train_size: int | None = None,
 ) -> LabeledDataset:
     # The loaders are cached and shared: forbid writes so no caller corrupts the cache.
     images.setflags(write=False)
     labels.setflags(write=False)
-    return LabeledDataset(name=name, images=images, labels=labels, class_names=class_names)
+    return LabeledDataset(name, images, labels, class_names, official_train_size)
 
 
 def _load_mnist(root: Path | None, download: bool) -> LabeledDataset:

@@ -84,8 +84,10 @@ class Mask(ABC):
     def to_dict(self) -> dict[str, Any]:
         """Plain dict ``{"kind": ..., field: value, ...}`` for config files."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {"kind": self.kind, **{k: list(v) if isinstance(v, tuple) else v
-                                      for k, v in values.items()}}
+        return {
+            "kind": self.kind,
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
+        }
 
     def __str__(self) -> str:
         arguments = ", ".join(
@@ -304,7 +306,9 @@ def parse_mask(text: str) -> Mask:
         raise MaskError(f"mask {text!r} must look like name(arg=value, ...)")
     kind = node.func.id
     if kind not in MASKS:
-        raise MaskError(f"unknown mask kind {kind!r} in {text!r}; known: {', '.join(sorted(MASKS))}")
+        raise MaskError(
+            f"unknown mask kind {kind!r} in {text!r}; known: {', '.join(sorted(MASKS))}"
+        )
     try:
         args = [ast.literal_eval(a) for a in node.args]
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}

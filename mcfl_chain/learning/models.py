@@ -179,7 +179,12 @@ def create_model(arch: str, seed: int) -> nn.Module:
         The model in training mode; its ``kind`` attribute is ``"classifier"`` or
         ``"autoencoder"``.
     """
-    return initialise(get_architecture(arch).build(), seed)
+    architecture = get_architecture(arch)
+    # Building a module runs PyTorch's default initialisers, which draw from the global
+    # generator: fork it so that creating a model never changes the caller's random stream.
+    with torch.random.fork_rng(devices=[]):
+        model = architecture.build()
+    return initialise(model, seed)
 
 
 def model_kind(model: nn.Module) -> ModelKind:

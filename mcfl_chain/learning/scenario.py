@@ -204,7 +204,9 @@ def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) ->
 
 
 def _class_groups(num_classes: int, n_groups: int) -> list[tuple[int, ...]]:
-    return [tuple(int(c) for c in part) for part in np.array_split(np.arange(num_classes), n_groups)]
+    return [
+        tuple(int(c) for c in part) for part in np.array_split(np.arange(num_classes), n_groups)
+    ]
 
 
 def _label(classes: Sequence[int]) -> str:

@@ -110,7 +110,9 @@ class Network:
 
     # -- services ----------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, min_trainers: int | None = None) -> None:
+        """Storage, genesis weights, devnet; round 0 opens at ``min_trainers``
+        registrations (default: every trainer of the scenario)."""
         cfg = self.config
         if cfg.storage == "ipfs":
             port = free_port()
@@ -126,7 +128,7 @@ class Network:
             storage.close()
         _, self.deployment = start_devnet(
             self.run_dir / "devnet", port=free_port(), genesis_cid=genesis_cid, task=cfg.task,
-            min_trainers=cfg.n_trainers, phase_duration=cfg.phase_duration,
+            min_trainers=min_trainers or cfg.n_trainers, phase_duration=cfg.phase_duration,
             accounts=cfg.n_trainers + 2)
 
     def worker_command(self, index: int, tolerance: float) -> list[str]:
@@ -151,15 +153,22 @@ class Network:
             cmd += ["--samples", str(cfg.samples)]
         return cmd
 
-    def spawn_workers(self) -> None:
+    def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
+        """One worker process per trainer; ``extra_args`` adds options to some of them."""
+        for index in range(self.config.n_trainers):
+            self.procs.append(self.spawn(index, (extra_args or {}).get(index, [])))
+
+    def spawn(self, index: int, extra_args: list[str] | None = None
+              ) -> subprocess.Popen[bytes]:
+        """Start (or restart) trainer ``index``; its log is appended to, never lost."""
+        trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
+        trainer_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-        for index, tolerance in enumerate(self.config.tolerances()):
-            trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
-            trainer_dir.mkdir(parents=True, exist_ok=True)
-            with open(trainer_dir / "worker.log", "ab") as log:
-                self.procs.append(subprocess.Popen(
-                    self.worker_command(index, tolerance), stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env))
+        command = self.worker_command(index, self.config.tolerances()[index])
+        with open(trainer_dir / "worker.log", "ab") as log:
+            return subprocess.Popen([*command, "-v", *(extra_args or [])], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env)
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Self, TypeVar
 
 from mcfl_chain.storage.errors import (
     BlobNotFound,
@@ -198,7 +198,7 @@ class Storage(ABC):
             raise ValueError(f"max_bytes must be >= 0, got {bound}")
         return bound
 
-    def __enter__(self) -> Storage:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

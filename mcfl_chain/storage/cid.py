@@ -44,6 +44,7 @@ def parse_cid(cid: str | bytes | CID) -> CID:
     """
     if isinstance(cid, CID):
         return cid
+    text: str | bytes
     if isinstance(cid, str):
         text = cid.strip()
         if not text:

@@ -15,6 +15,7 @@ answers that it could not find the blob within its fetch timeout gives
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -36,6 +37,10 @@ from mcfl_chain.storage.errors import (
 from mcfl_chain.storage.unixfs import IMPORT_OPTIONS, unixfs_cid_for_bytes
 
 T = TypeVar("T")
+
+# ipfshttpclient 0.8.0a2 passes urllib3 an argument it has deprecated: harmless noise.
+warnings.filterwarnings("ignore", message="The 'strict' parameter is no longer needed",
+                        category=FutureWarning)
 
 _MULTIADDR = re.compile(r"^/(ip4|ip6|dns|dns4|dns6)/([^/]+)/tcp/(\d+)(?:/(http|https))?/?$")
 # How js-ipfs and Kubo word "gave up waiting for the content".

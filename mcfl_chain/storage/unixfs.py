@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from multiformats import CID, multihash
 
-from mcfl_chain.storage.cid import DAG_PB, RAW, SHA2_256, cid_for_bytes
+from mcfl_chain.storage.cid import DAG_PB, SHA2_256, cid_for_bytes
 
 #: ``--chunker size-262144``: the IPFS default, spelled out so every node agrees.
 CHUNK_SIZE = 262_144
@@ -112,8 +112,3 @@ def unixfs_cid_for_bytes(data: bytes, chunk_size: int = CHUNK_SIZE,
         level = [_parent(level[start:start + max_links])
                  for start in range(0, len(level), max_links)]
     return level[0].cid.encode("base32")
-
-
-def is_raw(cid: CID) -> bool:
-    """True for a raw-codec CID (a blob of one block)."""
-    return bool(cid.codec.name == RAW)

@@ -1,0 +1,122 @@
+"""Sending transactions for one account: signing, nonces, receipts and revert reasons."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+from web3.types import TxReceipt
+
+from mcfl_chain.chain.errors import ChainError
+
+# Anvil's default dev accounts derive from this mnemonic (path m/44'/60'/0'/0/i).
+ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
+
+_REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
+
+
+def dev_account(index: int, mnemonic: str = ANVIL_MNEMONIC) -> LocalAccount:
+    """The ``index``-th account of ``mnemonic`` (by default one of Anvil's dev accounts)."""
+    if index < 0:
+        raise ValueError(f"account index must be >= 0, got {index}")
+    Account.enable_unaudited_hdwallet_features()
+    return Account.from_mnemonic(mnemonic, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+def as_account(key_or_index: str | int | LocalAccount) -> LocalAccount:
+    """A signing account from a hex private key, a dev-account index or an account."""
+    if isinstance(key_or_index, LocalAccount):
+        return key_or_index
+    if isinstance(key_or_index, int):
+        return dev_account(key_or_index)
+    try:
+        return Account.from_key(key_or_index)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("the private key is not a 32-byte hex string") from exc
+
+
+def revert_reason(exc: Exception) -> str | None:
+    """The revert reason string carried by a web3 exception, if any."""
+    if isinstance(exc, ContractLogicError | ContractCustomError):
+        text = str(exc.message if getattr(exc, "message", None) else exc)
+    else:
+        text = str(exc)
+    match = _REASON.search(text)
+    if match is None:
+        return None
+    reason = (match.group(1) or "").strip().strip("'\"")
+    return reason or None
+
+
+class Transactor:
+    """Signs and sends the transactions of one account, one at a time.
+
+    The nonce is tracked locally from the chain's pending count and re-read after a
+    failed send, so concurrent callers of the same instance never reuse a nonce.
+    """
+
+    def __init__(self, w3: Web3, account: LocalAccount, receipt_timeout: float = 120.0) -> None:
+        self.w3 = w3
+        self.account = account
+        self.receipt_timeout = receipt_timeout
+        self._lock = threading.Lock()
+        self._nonce: int | None = None
+        self._chain_id = w3.eth.chain_id
+
+    @property
+    def address(self) -> str:
+        return str(self.account.address)
+
+    def send(self, description: str, tx: dict[str, Any]) -> TxReceipt:
+        """Estimate, sign and send ``tx``, wait for its receipt.
+
+        Raises
+        ------
+        ChainError
+            With the contract's revert reason when the call reverts (at estimation or
+            on chain), or with the node's error when sending fails.
+        """
+        with self._lock:
+            tx = {**tx, "from": self.address, "chainId": self._chain_id}
+            try:
+                if "gas" not in tx:
+                    tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.2) + 10_000
+            except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
+                reason = revert_reason(exc)
+                raise ChainError(f"{description} from {self.address} was refused: "
+                                 f"{reason or exc}", reason) from exc
+            if self._nonce is None:
+                self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
+            tx["nonce"] = self._nonce
+            if "maxFeePerGas" not in tx and "gasPrice" not in tx:
+                base = self.w3.eth.get_block("latest").get("baseFeePerGas", 0)
+                tx["maxPriorityFeePerGas"] = 1
+                tx["maxFeePerGas"] = 2 * int(base) + 1
+            signed = self.account.sign_transaction(tx)
+            try:
+                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            except (Web3RPCError, ValueError) as exc:
+                self._nonce = None
+                raise ChainError(f"{description} from {self.address} could not be sent: "
+                                 f"{exc}") from exc
+            self._nonce += 1
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash,
+                                                           timeout=self.receipt_timeout)
+        if receipt["status"] != 1:
+            reason = self._replay_reason(tx, receipt["blockNumber"])
+            raise ChainError(f"{description} from {self.address} reverted in block "
+                             f"{receipt['blockNumber']}: {reason or 'no reason given'}", reason)
+        return receipt
+
+    def _replay_reason(self, tx: dict[str, Any], block: int) -> str | None:
+        call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
+        try:
+            self.w3.eth.call(call, block - 1)
+        except Exception as exc:  # any failure here only serves to explain the revert
+            return revert_reason(exc)
+        return None

@@ -1,0 +1,92 @@
+"""Compile the Vyper contracts to ABI and bytecode with vyper's Python API.
+
+The same vyper 0.4.3 package ape-vyper uses compiles ``contracts/``; results are cached
+by a hash of every source file and the compiler version, so the devnet and tests deploy
+with plain web3.py and pay the compile time once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcfl_chain._utils.process import project_root
+
+CONTRACT_NAMES = ("Trainers", "Models", "Updates")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled contract."""
+
+    name: str
+    abi: list[dict]
+    bytecode: str
+
+
+def contracts_dir() -> Path:
+    """Folder holding ``Trainers.vy``, ``Models.vy`` and ``Updates.vy``."""
+    folder = Path(os.environ.get("MCFL_CONTRACTS_DIR", project_root() / "contracts"))
+    if not (folder / "Models.vy").is_file():
+        raise FileNotFoundError(f"no Vyper contracts in {folder}: run from a source checkout of "
+                                f"mcfl-chain or set MCFL_CONTRACTS_DIR to its contracts/ folder")
+    return folder
+
+
+def _cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "mcfl-chain" / "artifacts"
+
+
+def sources_hash(folder: Path) -> str:
+    """sha256 over the compiler version and every ``.vy``/``.vyi`` file below ``folder``."""
+    import vyper
+
+    digest = hashlib.sha256(vyper.__version__.encode())
+    for path in sorted(p for p in folder.rglob("*") if p.suffix in (".vy", ".vyi")):
+        digest.update(str(path.relative_to(folder)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _compile(folder: Path) -> dict[str, Artifact]:
+    from vyper.compiler import compile_from_file_input
+    from vyper.compiler.input_bundle import FilesystemInputBundle
+
+    bundle = FilesystemInputBundle([folder])
+    compiled = {}
+    for name in CONTRACT_NAMES:
+        file_input = bundle.load_file(folder / f"{name}.vy")
+        out = compile_from_file_input(file_input, input_bundle=bundle,
+                                      output_formats=["abi", "bytecode"])
+        compiled[name] = Artifact(name=name, abi=out["abi"], bytecode=out["bytecode"])
+    return compiled
+
+
+def load_artifacts(folder: Path | None = None) -> dict[str, Artifact]:
+    """ABI and deployment bytecode of the three contracts, compiled on first use.
+
+    Parameters
+    ----------
+    folder
+        The contracts folder; by default ``contracts/`` of this checkout.
+
+    Returns
+    -------
+    dict[str, Artifact]
+        Keyed by "Trainers", "Models", "Updates".
+    """
+    folder = folder or contracts_dir()
+    cache = _cache_dir() / f"{sources_hash(folder)}.json"
+    if cache.is_file():
+        data = json.loads(cache.read_text())
+        return {name: Artifact(**data[name]) for name in CONTRACT_NAMES}
+    compiled = _compile(folder)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({n: a.__dict__ for n, a in compiled.items()}))
+    tmp.replace(cache)
+    return compiled

@@ -1,0 +1,93 @@
+"""``mcfl-chain devnet up | status | down``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mcfl_chain._utils.process import ServiceError
+from mcfl_chain.chain.devnet import (
+    DEFAULT_PORT,
+    DEFAULT_STATE_DIR,
+    deployment_file,
+    devnet_status,
+    start_devnet,
+    stop_devnet,
+)
+
+_STATE_DIR = click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+                          default=DEFAULT_STATE_DIR, show_default=True,
+                          help="Directory holding the devnet's process record, log and "
+                               "deployment.json.")
+
+
+@click.group()
+def devnet() -> None:
+    """A local chain (Anvil on 127.0.0.1) with the MCFL contracts deployed."""
+
+
+@devnet.command("up")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
+              help="TCP port of the JSON-RPC endpoint on 127.0.0.1.")
+@_STATE_DIR
+@click.option("--genesis-cid", required=True,
+              help="CIDv1 (raw or dag-pb, sha2-256) of the initial model weights, stored "
+                   "beforehand in the storage the workers use; every trainer starts from it.")
+@click.option("--task", default="lenet:fashion-mnist", show_default=True,
+              help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
+                   "a network whose task they cannot run.")
+@click.option("--min-trainers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Registered trainers needed before round 0 opens.")
+@click.option("--phase-duration", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seconds after which any trainer's vote ends a phase without the full "
+                   "quorum; 0 for no deadline.")
+@click.option("--block-time", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between blocks; by default a block is mined per transaction.")
+@click.option("--accounts", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Funded dev accounts (index 0 deploys, trainers use 1, 2, ...).")
+def up(port: int, state_dir: Path, genesis_cid: str, task: str, min_trainers: int,
+       phase_duration: int, block_time: float | None, accounts: int) -> None:
+    """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
+    try:
+        state, deployment = start_devnet(state_dir, port, genesis_cid=genesis_cid, task=task,
+                                         min_trainers=min_trainers,
+                                         phase_duration=phase_duration,
+                                         block_time=block_time, accounts=accounts)
+    except (ServiceError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"devnet running: {deployment.rpc_url} (pid {state.pid}, chain "
+               f"{deployment.chain_id})")
+    for name, address in deployment.addresses.items():
+        click.echo(f"  {name:9s} {address}")
+    click.echo(f"deployment file: {deployment_file(state_dir)}")
+
+
+@devnet.command("status")
+@_STATE_DIR
+def status(state_dir: Path) -> None:
+    """Show whether the devnet runs, its chain head and the round state (exit 1 if not running)."""
+    try:
+        info = devnet_status(state_dir)
+    except Exception as exc:  # any failure to query is reported, the process may be stuck
+        raise click.ClickException(f"the devnet of {state_dir} does not answer: {exc}") from exc
+    if not info["running"]:
+        click.echo(f"no devnet running for {state_dir}")
+        raise SystemExit(1)
+    table = Table(show_header=False, box=None)
+    for key, value in info.items():
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+@devnet.command("down")
+@_STATE_DIR
+def down(state_dir: Path) -> None:
+    """Stop the Anvil process `up` started (and only that one)."""
+    stopped = stop_devnet(state_dir)
+    if stopped is None:
+        click.echo(f"no devnet was running for {state_dir}")
+    else:
+        click.echo(f"stopped the devnet (pid {stopped.pid}, port {stopped.port})")

@@ -1,0 +1,87 @@
+"""The deployment file workers read: where the contracts are and how the network is set."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from mcfl_chain.chain.errors import DeploymentError
+
+CONTRACT_KEYS = ("Trainers", "Models", "Updates")
+
+
+@dataclass
+class Deployment:
+    """A deployed MCFL network.
+
+    Attributes
+    ----------
+    chain_id
+        EIP-155 chain id of the network.
+    rpc_url
+        JSON-RPC endpoint the contracts were deployed through.
+    addresses
+        Checksummed address per contract: keys "Trainers", "Models", "Updates".
+    abis
+        ABI per contract, same keys.
+    deployment_block
+        Block of the first deployment transaction: read events from here.
+    genesis_cid
+        CID of the root model's weights.
+    task
+        Task descriptor, e.g. "lenet:fashion-mnist".
+    min_trainers
+        Registered trainers needed before round 0 opens.
+    phase_duration
+        Seconds after which any vote ends a phase; 0 for no deadline.
+    """
+
+    chain_id: int
+    rpc_url: str
+    addresses: dict[str, str]
+    abis: dict[str, list[Any]]
+    deployment_block: int
+    genesis_cid: str
+    task: str
+    min_trainers: int
+    phase_duration: int
+
+    def save(self, path: str | Path) -> Path:
+        """Write the deployment as JSON atomically (readers never see half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Deployment:
+        """Read a deployment file written by :meth:`save`.
+
+        Raises
+        ------
+        DeploymentError
+            If the file is missing, not JSON, or lacks a field or a contract.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DeploymentError(f"no deployment file at {path}: start a network with "
+                                  f"`mcfl-chain devnet up` or pass the file it wrote") from None
+        except (OSError, ValueError) as exc:
+            raise DeploymentError(f"cannot read deployment file {path}: {exc}") from exc
+        expected = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or not expected <= data.keys():
+            missing = sorted(expected - set(data)) if isinstance(data, dict) else sorted(expected)
+            raise DeploymentError(f"{path} is not an mcfl-chain deployment file "
+                                  f"(missing {', '.join(missing)})")
+        for key in ("addresses", "abis"):
+            absent = [c for c in CONTRACT_KEYS if c not in data[key]]
+            if absent:
+                raise DeploymentError(f"{path}: '{key}' lacks {', '.join(absent)}")
+        return cls(**{name: data[name] for name in expected})

@@ -1,0 +1,178 @@
+"""A local development chain: Anvil from npm on loopback, with the contracts deployed.
+
+Files in the state directory: ``anvil.json`` (the process this package started),
+``anvil.log`` and ``deployment.json`` (what workers read).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from mcfl_chain._utils.process import (
+    LOOPBACK,
+    ServiceError,
+    ServiceState,
+    is_running,
+    node_binary,
+    npm_install,
+    port_in_use,
+    start_service,
+    stop_service,
+)
+from mcfl_chain.chain.deployment import Deployment
+
+ANVIL_PACKAGE = "@foundry-rs/anvil@1.7.1"
+DEFAULT_PORT = 8545
+DEFAULT_STATE_DIR = Path(".mcfl/devnet")
+CHAIN_ID = 31337
+
+
+class DevnetError(ServiceError):
+    """The devnet could not be started, inspected or stopped."""
+
+
+def state_file(state_dir: Path) -> Path:
+    return Path(state_dir) / "anvil.json"
+
+
+def deployment_file(state_dir: Path) -> Path:
+    """Where ``start_devnet`` writes the deployment of a state directory."""
+    return Path(state_dir) / "deployment.json"
+
+
+def find_anvil(install: bool = True) -> Path:
+    """Path of the Anvil binary from npm, installing ``@foundry-rs/anvil`` if allowed.
+
+    Looked up in ``$MCFL_ANVIL``, this checkout's ``node_modules`` (``make node``) and the
+    user cache; both the platform package and the copy its installer leaves in the
+    main package (``npm install --omit=optional``) are accepted.
+    """
+    override = os.environ.get("MCFL_ANVIL")
+    if override:
+        if not Path(override).is_file():
+            raise DevnetError(f"MCFL_ANVIL is set to {override}, which is not a file: point it "
+                              f"to an anvil binary or unset it")
+        return Path(override)
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(),
+                                                                       platform.machine())
+    candidates = (f"@foundry-rs/anvil-{platform.system().lower()}-{arch}/bin/anvil",
+                  "@foundry-rs/anvil/anvil")
+    for relative in candidates:
+        found = node_binary(relative, "MCFL_ANVIL")
+        if found is not None and found.is_file():
+            return found
+    if install:
+        npm_install([ANVIL_PACKAGE])
+        return find_anvil(install=False)
+    raise DevnetError("Anvil is not installed: run `make node` in the mcfl-chain checkout "
+                      f"(or `npm install {ANVIL_PACKAGE}`), or set MCFL_ANVIL to an anvil binary")
+
+
+def start_devnet(state_dir: Path, port: int = DEFAULT_PORT, *, genesis_cid: str,
+                 task: str = "lenet:fashion-mnist", min_trainers: int = 2,
+                 phase_duration: int = 0, block_time: float | None = None,
+                 accounts: int = 20) -> tuple[ServiceState, Deployment]:
+    """Start Anvil on 127.0.0.1:``port``, deploy the contracts, write the deployment file.
+
+    Parameters
+    ----------
+    state_dir
+        Directory for the process record, the log and ``deployment.json``.
+    port
+        TCP port on loopback; refused when something listens there.
+    genesis_cid
+        CIDv1 of the initial weights (raw or dag-pb, sha2-256).
+    task
+        Task descriptor recorded on chain, e.g. "lenet:fashion-mnist".
+    min_trainers
+        Registered trainers needed before round 0 opens.
+    phase_duration
+        Seconds after which any vote ends a phase; 0 for no deadline.
+    block_time
+        Seconds between blocks; None mines one block per transaction.
+    accounts
+        Number of funded dev accounts (index 0 deploys; trainers use 1, 2, ...).
+
+    Returns
+    -------
+    tuple[ServiceState, Deployment]
+        The started process and the deployment (also saved to ``deployment.json``).
+
+    Raises
+    ------
+    DevnetError
+        When a devnet of this state directory runs, the port is taken, Anvil is
+        missing, or the deployment fails (Anvil is then stopped again).
+    """
+    from mcfl_chain.chain.client import connect
+    from mcfl_chain.chain.deploy import deploy_network
+
+    state_dir = Path(state_dir)
+    previous = ServiceState.load(state_file(state_dir))
+    if previous is not None and is_running(previous):
+        raise DevnetError(f"a devnet is already running for {state_dir} (pid {previous.pid}, "
+                          f"http://{LOOPBACK}:{previous.port}); stop it with "
+                          f"`mcfl-chain devnet down --state-dir {state_dir}` first")
+    if port_in_use(port):
+        raise DevnetError(f"port {port} on {LOOPBACK} is already in use; choose another with "
+                          f"--port or stop what listens there")
+    if accounts < 1:
+        raise ValueError(f"accounts must be at least 1, got {accounts}")
+    command = [str(find_anvil()), "--host", LOOPBACK, "--port", str(port),
+               "--chain-id", str(CHAIN_ID), "--accounts", str(accounts)]
+    if block_time:
+        command += ["--block-time", f"{block_time:g}"]
+    state = start_service("anvil", command, port, state_file(state_dir),
+                          state_dir / "anvil.log")
+    try:
+        w3 = connect(f"http://{LOOPBACK}:{port}")
+        deployment = deploy_network(w3, 0, genesis_cid, task, min_trainers, phase_duration)
+        deployment.save(deployment_file(state_dir))
+    except Exception as exc:
+        # Never leave a chain without contracts running behind the caller's back.
+        stop_service(state_file(state_dir))
+        raise DevnetError(f"deploying the contracts on the devnet failed: {exc}") from exc
+    return state, deployment
+
+
+def stop_devnet(state_dir: Path) -> ServiceState | None:
+    """Stop the Anvil this package started for ``state_dir``; None when none ran.
+
+    Only the recorded PID is signalled. The deployment file is removed with it: the
+    chain it described is gone.
+    """
+    stopped = stop_service(state_file(state_dir))
+    deployment_file(state_dir).unlink(missing_ok=True)
+    return stopped
+
+
+def devnet_status(state_dir: Path) -> dict[str, Any]:
+    """What runs for ``state_dir``: process, chain head and round state.
+
+    Returns
+    -------
+    dict
+        ``running`` (bool); when running also ``pid``, ``rpc_url``, ``block``,
+        ``deployment`` (path), ``started``, ``round``, ``phase``, ``votes``, ``quorum``,
+        ``trainers``, ``models``.
+    """
+    from mcfl_chain.chain.client import ChainClient
+
+    state = ServiceState.load(state_file(state_dir))
+    if state is None or not is_running(state):
+        return {"running": False}
+    status: dict[str, Any] = {"running": True, "pid": state.pid,
+                              "rpc_url": f"http://{LOOPBACK}:{state.port}", "log": state.log}
+    path = deployment_file(state_dir)
+    if not path.is_file():
+        return status
+    client = ChainClient.read_only(Deployment.load(path), rpc_url=status["rpc_url"])
+    started, round_, phase = client.round_state()
+    votes, quorum = client.votes_and_quorum()
+    status.update(deployment=str(path), block=client.block_number(), started=started,
+                  round=round_, phase=phase.name, votes=votes, quorum=quorum,
+                  trainers=client.trainer_count(), models=client.model_count())
+    return status

@@ -1,0 +1,107 @@
+"""The small interface every trainer strategy implements, and the strategy registry.
+
+A strategy is a trainer's pair of rules for one round: which candidate models to train
+(step 1 of a round) and which proposed updates to aggregate with its own (step 3).
+Adding a strategy means adding a module that subclasses :class:`Strategy` and decorates
+it with :func:`register_strategy`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Candidate(Generic[K]):
+    """A model a trainer may train this round.
+
+    Attributes
+    ----------
+    key : K
+        The model's id.
+    metric : float
+        Its selection metric on the trainer's test split (higher is better).
+    popularity : int
+        How many times aggregators submitted it.
+    """
+
+    key: K
+    metric: float
+    popularity: int
+
+
+class Strategy(ABC):
+    """A trainer's rules for choosing models to train and updates to aggregate."""
+
+    name: str = ""
+
+    @abstractmethod
+    def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
+        """Keys of the candidate models to train this round, in training order."""
+
+    @abstractmethod
+    def choose_updates(
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+    ) -> list[K]:
+        """Keys of the updates to aggregate (own included), sorted ascending.
+
+        Parameters
+        ----------
+        own : K
+            The trainer's own update.
+        vectors : Mapping[K, numpy.ndarray]
+            Every update on the parent, own included, as flattened weights
+            (:func:`~mcfl_chain.algorithms.divergence.flatten_state`).
+        parent : numpy.ndarray, optional
+            The parent model's flattened weights, for rules that compare update deltas.
+        """
+
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+"""Registry: strategy name → class."""
+
+S = TypeVar("S", bound=type[Strategy])
+
+
+def register_strategy(name: str) -> Callable[[S], S]:
+    """Class decorator registering a strategy under ``name``."""
+
+    def decorate(cls: S) -> S:
+        cls.name = name
+        STRATEGIES[name] = cls
+        return cls
+
+    return decorate
+
+
+def make_strategy(name: str, **options: Any) -> Strategy:
+    """Instantiate a registered strategy by name.
+
+    Parameters
+    ----------
+    name : str
+        ``"mcfl"`` or ``"fedavg"`` (or any registered name).
+    **options
+        Constructor options, e.g. ``tolerance=2.0, divergence="cosine"`` for MCFL.
+
+    Raises
+    ------
+    ValueError
+        If the name is unknown or the options do not fit the strategy.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    try:
+        return STRATEGIES[name](**options)
+    except TypeError as error:
+        raise ValueError(f"strategy {name!r} does not accept options {options}: {error}") from error

@@ -1,0 +1,36 @@
+"""The decentralized FedAvg baseline (paper §5.1) on the same network.
+
+Every trainer trains the single most popular model and aggregates every update, so all
+trainers submit the same update set and the DAG stays a chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
+
+
+@register_strategy("fedavg")
+class FedAvgStrategy(Strategy):
+    """FedAvg's rules: the most popular model, every update."""
+
+    def __repr__(self) -> str:
+        return "FedAvgStrategy()"
+
+    def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
+        """The single most popular candidate; ties go to the higher metric, then the smaller key."""
+        if not candidates:
+            return []
+        best = min(candidates, key=lambda c: (-c.popularity, -c.metric, c.key))
+        return [best.key]
+
+    def choose_updates(
+        self, own: K, vectors: Mapping[K, np.ndarray], parent: np.ndarray | None = None
+    ) -> list[K]:
+        """Every update, sorted ascending."""
+        if own not in vectors:
+            raise KeyError(f"the own update {own!r} is not among the updates to select from")
+        return sorted(vectors)  # type: ignore[type-var]

@@ -1,0 +1,75 @@
+"""Model registry, output shapes and the seeded initialisation rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mcfl_chain.learning.models import ARCHITECTURES, create_model, model_kind
+
+
+def test_registry_and_kinds() -> None:
+    assert {name: arch.kind for name, arch in ARCHITECTURES.items()} == {
+        "lenet5": "classifier",
+        "lenet-light": "classifier",
+        "lenet-cae": "autoencoder",
+    }
+
+
+@pytest.mark.parametrize(
+    ("arch", "output", "conv_channels"),
+    [
+        ("lenet5", (5, 10), (6, 16)),
+        ("lenet-light", (5, 10), (3, 9)),
+        ("lenet-cae", (5, 1, 28, 28), (6, 16)),
+    ],
+)
+def test_shapes(arch: str, output: tuple[int, ...], conv_channels: tuple[int, int]) -> None:
+    model = create_model(arch, seed=0)
+    out = model(torch.rand(5, 1, 28, 28))
+    assert tuple(out.shape) == output
+    convs = [m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert tuple(convs[:2]) == conv_channels
+    assert model_kind(model) == ARCHITECTURES[arch].kind
+
+
+def test_autoencoder_output_is_in_unit_range() -> None:
+    out = create_model("lenet-cae", seed=1)(torch.rand(3, 1, 28, 28))
+    assert 0.0 <= float(out.min()) and float(out.max()) <= 1.0
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_same_seed_same_weights_other_seed_other_weights(arch: str) -> None:
+    a, b, c = (create_model(arch, s).state_dict() for s in (7, 7, 8))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_initialisation_does_not_touch_torch_global_random_state() -> None:
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    create_model("lenet5", 3)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_initialisation_bounds_follow_fan_in() -> None:
+    state = create_model("lenet5", 0).state_dict()
+    # conv1: fan_in 1·5·5 → bound 0.2; fc1: fan_in 400 → bound 0.05.
+    conv1 = state["features.0.weight"]
+    fc1 = state["classifier.1.weight"]
+    assert float(conv1.abs().max()) <= 0.2 and float(conv1.abs().max()) > 0.19
+    assert float(fc1.abs().max()) <= 0.05 and float(fc1.abs().max()) > 0.049
+    assert math.isclose(float(fc1.std()), 0.05 / math.sqrt(3), rel_tol=0.02)
+
+
+def test_unknown_architecture_is_reported() -> None:
+    with pytest.raises(ValueError, match="known: lenet-cae, lenet-light, lenet5"):
+        create_model("resnet", 0)
+
+
+def test_a_foreign_module_has_no_kind() -> None:
+    with pytest.raises(ValueError, match="has no kind"):
+        model_kind(torch.nn.Linear(2, 2))

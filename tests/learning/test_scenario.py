@@ -1,0 +1,161 @@
+"""Trainer data: determinism of sampling and split, and the scenarios' guarantees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mcfl_chain.learning.datasets import load_dataset
+from mcfl_chain.learning.masks import ClassSubset, Gaussian, Partition, Rotation
+from mcfl_chain.learning.scenario import (
+    SCENARIOS,
+    TrainerDataSpec,
+    build_trainer_data,
+    scenario_specs,
+)
+
+
+def _all_tensors(data: object) -> list[torch.Tensor]:
+    names = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
+    return [getattr(data, name) for name in names]
+
+
+def test_same_spec_gives_identical_tensors_and_another_seed_does_not() -> None:
+    # Prepare
+    spec = TrainerDataSpec("digits", (Gaussian(3, 2.0),), seed=11, split=(0.6, 0.2, 0.2))
+    # Execute
+    first, second = build_trainer_data(spec), build_trainer_data(spec)
+    other = build_trainer_data(TrainerDataSpec("digits", (Gaussian(3, 2.0),), seed=12))
+    # Assert
+    for a, b in zip(_all_tensors(first), _all_tensors(second), strict=True):
+        assert torch.equal(a, b)
+    assert not np.array_equal(first.indices, other.indices)
+
+
+def test_split_fractions_are_disjoint_and_follow_the_spec() -> None:
+    data = build_trainer_data(TrainerDataSpec("digits", seed=1, split=(0.5, 0.2, 0.3)))
+    n = len(data.indices)
+    assert n == 1797  # no mask, no cap: the whole dataset
+    assert (data.train_y.shape[0], data.val_y.shape[0]) == (round(0.5 * n), round(0.2 * n))
+    assert data.train_y.shape[0] + data.val_y.shape[0] + data.test_y.shape[0] == n
+    assert len(set(data.indices.tolist())) == n
+    assert data.num_samples == data.train_y.shape[0]
+    assert data.train_x.dtype == torch.float32 and data.train_y.dtype == torch.int64
+
+
+def test_cap_keeps_exactly_n_samples() -> None:
+    data = build_trainer_data(TrainerDataSpec("digits", (Partition(0, 2),), seed=0, n_samples=100))
+    assert len(data.indices) == 100
+
+
+def test_masks_shape_the_class_distribution() -> None:
+    data = build_trainer_data(TrainerDataSpec("digits", (ClassSubset((2, 5)),), seed=0))
+    counts = data.class_counts()
+    assert set(np.flatnonzero(counts)) == {2, 5}
+
+
+def test_rotation_is_applied_to_the_built_tensors() -> None:
+    plain = build_trainer_data(TrainerDataSpec("digits", (Partition(0, 4),), seed=3))
+    rotated = build_trainer_data(
+        TrainerDataSpec("digits", (Partition(0, 4), Rotation(180)), seed=3)
+    )
+    assert torch.equal(rotated.train_y, plain.train_y)
+    assert torch.equal(rotated.train_x, torch.flip(plain.train_x, dims=(2, 3)))
+
+
+def test_a_mask_that_keeps_nothing_is_reported() -> None:
+    spec = TrainerDataSpec("digits", (ClassSubset((1,)), ClassSubset((2,))), seed=0)
+    with pytest.raises(ValueError, match="keep no sample"):
+        build_trainer_data(spec)
+
+
+def test_bad_split_is_refused() -> None:
+    with pytest.raises(ValueError, match="summing to 1"):
+        TrainerDataSpec("digits", split=(0.5, 0.5, 0.5))
+
+
+def test_spec_round_trips_through_a_dict_and_accepts_mask_strings() -> None:
+    spec = TrainerDataSpec(
+        "digits", (Partition(1, 3, 9), Gaussian(2, 1.0)), 5, 50, (0.8, 0.1, 0.1), "g"
+    )
+    assert TrainerDataSpec.from_dict(spec.to_dict()) == spec
+    written = {
+        "dataset": "digits",
+        "masks": ["partition(1, 3, 9)", "gaussian(2, 1.0)"],
+        "seed": 5,
+        "n_samples": 50,
+        "split": [0.8, 0.1, 0.1],
+        "group": "g",
+    }
+    assert TrainerDataSpec.from_dict(written) == spec
+
+
+def _built(kind: str, n: int, **params: object) -> list:
+    specs = scenario_specs(kind, n, seed=4, dataset="digits", **params)  # type: ignore[arg-type]
+    return [build_trainer_data(spec) for spec in specs]
+
+
+@pytest.mark.parametrize("kind", ["iid", "groups", "gaussian", "dirichlet", "rotations"])
+def test_no_sample_is_shared_between_trainers(kind: str) -> None:
+    datas = _built(kind, 6)
+    indices = np.concatenate([d.indices for d in datas])
+    assert len(indices) == len(set(indices.tolist()))
+
+
+def test_iid_trainers_together_hold_the_whole_dataset() -> None:
+    datas = _built("iid", 5)
+    assert sum(len(d.indices) for d in datas) == 1797
+
+
+def test_groups_scenario_gives_disjoint_class_groups() -> None:
+    # Prepare / Execute: 7 trainers, 3 groups of classes 0-3, 4-6, 7-9.
+    specs = scenario_specs("groups", 7, seed=1, dataset="digits")
+    datas = [build_trainer_data(spec) for spec in specs]
+    # Assert
+    assert [s.group for s in specs[:3]] == ["classes 0-3", "classes 4-6", "classes 7-9"]
+    for spec, data in zip(specs, datas, strict=True):
+        classes = set(np.flatnonzero(data.class_counts()).tolist())
+        expected = {"classes 0-3": {0, 1, 2, 3}, "classes 4-6": {4, 5, 6}, "classes 7-9": {7, 8, 9}}
+        assert classes == expected[spec.group]
+    # Group 0's three trainers (0, 3, 6) share its samples: together, all of classes 0-3.
+    digits = load_dataset("digits")
+    group0 = np.concatenate([datas[i].indices for i in (0, 3, 6)])
+    np.testing.assert_array_equal(np.sort(group0), np.flatnonzero(digits.labels <= 3))
+
+
+def test_gaussian_scenario_centres_each_trainer_on_its_mean_class() -> None:
+    specs = scenario_specs("gaussian", 10, seed=2, dataset="digits", std=1.0)
+    for spec in specs[3:7]:
+        counts = build_trainer_data(spec).class_counts()
+        mean_class = int(spec.group.split()[-1])
+        assert spec.group == f"mean class {spec.seed - 2000}"
+        observed_mean = (np.arange(10) * counts).sum() / counts.sum()
+        assert abs(observed_mean - mean_class) < 0.75
+        far = np.abs(np.arange(10) - mean_class) >= 3
+        assert counts[far].sum() <= 0.1 * counts.sum()
+
+
+def test_two_datasets_scenario_splits_trainers_by_dataset() -> None:
+    specs = scenario_specs(
+        "two-datasets",
+        5,
+        seed=0,
+        dataset="fashion-mnist",
+        other_dataset="digits",
+        samples_per_trainer=60,
+    )
+    assert [s.dataset for s in specs] == ["fashion-mnist"] * 3 + ["digits"] * 2
+    assert [s.group for s in specs] == ["fashion-mnist"] * 3 + ["digits"] * 2
+    assert all(len(build_trainer_data(s).indices) == 60 for s in specs)
+
+
+def test_trainers_get_distinct_seeds_and_the_cap() -> None:
+    specs = scenario_specs("dirichlet", 4, seed=3, samples_per_trainer=40, alpha=1.0)
+    assert len({s.seed for s in specs}) == 4
+    assert all(s.n_samples == 40 for s in specs)
+
+
+def test_unknown_scenario_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=", ".join(SCENARIOS)):
+        scenario_specs("chaos", 3, seed=0)

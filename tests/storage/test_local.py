@@ -1,0 +1,149 @@
+"""The embedded local store: round trips, verified reads, several processes at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mcfl_chain.storage import (
+    BlobNotFound,
+    BlobTooLarge,
+    CorruptBlob,
+    InvalidCID,
+    LocalStorage,
+    cid_for_bytes,
+    unixfs_cid_for_bytes,
+)
+
+
+def run_python(code: str, *args: str) -> str:
+    """Run ``code`` in a fresh interpreter (a separate process); return its stdout."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("size", [0, 1, 250_000, 5_000_000])
+def test_round_trip(local_store: LocalStorage, size: int) -> None:
+    # Prepare
+    data = os.urandom(size)
+
+    # Execute
+    cid = local_store.put(data)
+    again = local_store.put(data)
+
+    # Assert: named by its raw CID whatever its size, stored once, read back intact.
+    assert cid == again == cid_for_bytes(data)
+    assert local_store.has(cid)
+    assert local_store.get(cid) == data
+    assert len(list(local_store.root.rglob("*"))) == 2  # one shard directory, one file
+
+
+def test_missing_blob(local_store: LocalStorage) -> None:
+    cid = cid_for_bytes(b"never stored")
+    assert not local_store.has(cid)
+    with pytest.raises(BlobNotFound, match="not in the local store"):
+        local_store.get(cid)
+
+
+def test_invalid_cid(local_store: LocalStorage) -> None:
+    with pytest.raises(InvalidCID, match="not-a-cid"):
+        local_store.get("not-a-cid")
+
+
+def test_dag_pb_cid_is_not_found_with_an_explanation(local_store: LocalStorage) -> None:
+    # Prepare: the IPFS root CID of a big blob that the local store holds by raw CID.
+    data = os.urandom(300_000)
+    local_store.put(data)
+
+    # Execute / Assert
+    with pytest.raises(BlobNotFound, match="raw CIDv1 only"):
+        local_store.get(unixfs_cid_for_bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "append"])
+def test_corrupted_file_is_detected(local_store: LocalStorage, damage: str) -> None:
+    # Prepare
+    data = os.urandom(1000)
+    cid = local_store.put(data)
+    path = local_store.path_for(cid)
+    altered = {"flip": bytes([data[0] ^ 1]) + data[1:], "truncate": data[:-1],
+               "append": data + b"\0"}[damage]
+    path.write_bytes(altered)
+
+    # Execute / Assert
+    with pytest.raises(CorruptBlob, match=str(path)):
+        local_store.get(cid)
+
+
+def test_read_bound(local_store: LocalStorage) -> None:
+    # Prepare
+    data = os.urandom(10_000)
+    cid = local_store.put(data)
+
+    # Execute / Assert: the bound is inclusive; the default bound comes from the store.
+    assert local_store.get(cid, max_bytes=10_000) == data
+    with pytest.raises(BlobTooLarge, match="10000 bytes"):
+        local_store.get(cid, max_bytes=9_999)
+    small = LocalStorage(local_store.root, max_blob_bytes=100)
+    with pytest.raises(BlobTooLarge):
+        small.get(cid)
+
+
+def test_a_second_process_reads_what_the_first_wrote(tmp_path: Path) -> None:
+    # Prepare: another process writes a blob.
+    root = tmp_path / "shared"
+    cid = run_python("""
+        import sys
+        from mcfl_chain.storage import LocalStorage
+        print(LocalStorage(sys.argv[1]).put(b"update weights" * 1000))
+    """, str(root)).strip()
+
+    # Execute
+    data = LocalStorage(root).get(cid)
+
+    # Assert
+    assert data == b"update weights" * 1000
+
+
+def test_processes_writing_at_once_leave_a_consistent_store(tmp_path: Path) -> None:
+    # Prepare: every process writes the same 20 shared blobs and 20 of its own, at once.
+    root = tmp_path / "shared"
+    writer = textwrap.dedent("""
+        import sys
+        from mcfl_chain.storage import LocalStorage
+        store = LocalStorage(sys.argv[1])
+        me = sys.argv[2]
+        for i in range(20):
+            store.put(f"shared-{i}".encode() * 20_000)
+            store.put(f"own-{me}-{i}".encode() * 20_000)
+    """)
+
+    # Execute
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(root), str(n)],
+                              stderr=subprocess.PIPE) for n in range(4)]
+    errors = [proc.communicate(timeout=120)[1] for proc in procs]
+
+    # Assert: every blob verifies, and no temporary file is left behind.
+    assert [proc.returncode for proc in procs] == [0] * 4, errors
+    store = LocalStorage(root)
+    expected = [f"shared-{i}".encode() * 20_000 for i in range(20)]
+    expected += [f"own-{n}-{i}".encode() * 20_000 for n in range(4) for i in range(20)]
+    for blob in expected:
+        assert store.get(cid_for_bytes(blob)) == blob
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) == len(expected)
+    assert not [p for p in files if p.name.startswith(".tmp-")]
+
+
+def test_remove(local_store: LocalStorage) -> None:
+    cid = local_store.put(b"old model")
+    assert local_store.remove(cid)
+    assert not local_store.has(cid)
+    assert not local_store.remove(cid)

@@ -1,0 +1,86 @@
+"""Bounded retries: transient failures are retried with backoff, permanent ones are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcfl_chain.storage import (
+    BlobNotFound,
+    RetryPolicy,
+    StorageError,
+    StorageTimeout,
+    StorageUnavailable,
+)
+
+
+class FlakyOperation:
+    """Fails with the given errors, in order, then returns "ok"."""
+
+    def __init__(self, *errors: StorageError) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def test_transient_failures_are_retried_until_success() -> None:
+    # Prepare
+    policy = RetryPolicy(attempts=4, initial_delay=0.1, multiplier=2, max_delay=1, jitter=0)
+    operation = FlakyOperation(StorageUnavailable("down"), StorageTimeout("slow"))
+    waits: list[float] = []
+
+    # Execute
+    result = policy.run(operation, "reading x", sleep=waits.append)
+
+    # Assert: two failures, two growing waits, then success.
+    assert result == "ok"
+    assert operation.calls == 3
+    assert waits == [0.1, 0.2]
+
+
+def test_retries_are_bounded_and_keep_the_error_class() -> None:
+    # Prepare
+    policy = RetryPolicy(attempts=3, initial_delay=0.5, multiplier=10, max_delay=1, jitter=0)
+    operation = FlakyOperation(*[StorageTimeout("no answer")] * 5)
+    waits: list[float] = []
+
+    # Execute
+    with pytest.raises(StorageTimeout, match="reading x failed after 3 attempt") as caught:
+        policy.run(operation, "reading x", sleep=waits.append)
+
+    # Assert: capped waits, no fourth try, the cause kept.
+    assert operation.calls == 3
+    assert waits == [0.5, 1.0]
+    assert isinstance(caught.value.__cause__, StorageTimeout)
+
+
+@pytest.mark.parametrize("error", [BlobNotFound("gone"), StorageError("refused")])
+def test_permanent_failures_are_not_retried(error: StorageError) -> None:
+    # Prepare
+    operation = FlakyOperation(error)
+    waits: list[float] = []
+
+    # Execute
+    with pytest.raises(type(error)):
+        RetryPolicy(attempts=5).run(operation, "reading x", sleep=waits.append)
+
+    # Assert
+    assert operation.calls == 1
+    assert waits == []
+
+
+def test_jitter_stays_within_its_fraction() -> None:
+    policy = RetryPolicy(attempts=6, initial_delay=0.1, multiplier=2, max_delay=0.5, jitter=0.25)
+    for _ in range(50):
+        for wait, base in zip(policy.delays(), [0.1, 0.2, 0.4, 0.5, 0.5], strict=True):
+            assert base <= wait <= base * 1.25
+
+
+@pytest.mark.parametrize("kwargs", [{"attempts": 0}, {"initial_delay": -1}, {"multiplier": 0.5}])
+def test_invalid_policies_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]
