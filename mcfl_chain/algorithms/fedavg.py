@@ -54,6 +54,12 @@ def _check(updates: Sequence[Update]) -> None:
                 )
 
 
+def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    source = tensor.detach().cpu()
+    # NumPy has no bfloat16; widening to float64 is exact.
+    return (source.to(torch.float64) if source.dtype == torch.bfloat16 else source).numpy()
+
+
 def fedavg(updates: Sequence[Update]) -> dict[str, torch.Tensor]:
     """Sample-weighted average of updates, bit-identical across machines and runs.
 
@@ -85,8 +91,10 @@ def fedavg(updates: Sequence[Update]) -> dict[str, torch.Tensor]:
             continue
         # NumPy ufuncs, one IEEE operation each: torch may rewrite x / c as x * (1/c).
         accumulator = np.zeros(tuple(reference.shape), dtype=np.float64)
+        weighted = np.empty_like(accumulator)
         for _, num_samples, state in ordered:
-            values = state[key].detach().cpu().to(torch.float64).numpy()
-            accumulator = np.add(accumulator, np.multiply(values, float(num_samples)))
-        result[key] = torch.from_numpy(np.divide(accumulator, total)).to(reference.dtype)
+            np.multiply(_as_numpy(state[key]), float(num_samples), out=weighted, dtype=np.float64)
+            np.add(accumulator, weighted, out=accumulator)
+        np.divide(accumulator, total, out=accumulator)
+        result[key] = torch.from_numpy(accumulator).to(reference.dtype)
     return result

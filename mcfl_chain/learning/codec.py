@@ -166,11 +166,16 @@ def decode_weights(
             f"weights blob is for architecture {arch!r}, expected {expected_arch!r}"
         )
     expected = expected_layout(expected_arch)
-    found = {
-        name: (tuple(entry["shape"]), entry["dtype"])
-        for name, entry in header.items()
-        if name != "__metadata__" and isinstance(entry, dict)
-    }
+    try:
+        found = {
+            name: (tuple(entry["shape"]), entry["dtype"])
+            for name, entry in header.items()
+            if name != "__metadata__"
+        }
+    except (KeyError, TypeError) as error:
+        raise MalformedWeightsError(
+            f"weights blob header has a tensor entry without a shape and dtype ({error!r})"
+        ) from error
     if set(found) != set(expected):
         missing = sorted(set(expected) - set(found))
         extra = sorted(set(found) - set(expected))

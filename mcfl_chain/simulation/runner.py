@@ -130,6 +130,8 @@ class Network:
             self.run_dir / "devnet", port=free_port(), genesis_cid=genesis_cid, task=cfg.task,
             min_trainers=min_trainers or cfg.n_trainers, phase_duration=cfg.phase_duration,
             accounts=cfg.n_trainers + 2)
+        # The devnet's own file goes when it stops; the run keeps a copy for the record.
+        self.deployment.save(self.run_dir / "deployment.json")
 
     def worker_command(self, index: int, tolerance: float) -> list[str]:
         cfg = self.config
@@ -166,7 +168,7 @@ class Network:
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         command = self.worker_command(index, self.config.tolerances()[index])
         with open(trainer_dir / "worker.log", "ab") as log:
-            return subprocess.Popen([*command, "-v", *(extra_args or [])], stdout=log,
+            return subprocess.Popen([*command, *(extra_args or [])], stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env)
 

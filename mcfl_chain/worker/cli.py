@@ -90,7 +90,8 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
               help="Seconds between two looks at the chain.")
 @click.option("--inject-fault", type=click.Choice(FAULTS), default=None,
               help="Testing aid: publish bad updates as a misbehaving peer would.")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("-v", "--verbose", count=True,
+              help="-v: the worker's debug lines; -vv: also every RPC request.")
 def worker(**opts: Any) -> None:
     """Run one sovereign MCFL trainer against a deployed network.
 
@@ -105,9 +106,12 @@ def worker(**opts: Any) -> None:
     """
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
 
-    logging.basicConfig(
-        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(opts.pop("verbose") + 1, 2)],
-        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    verbose = opts.pop("verbose")
+    logging.basicConfig(level=logging.DEBUG if verbose >= 2 else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
+    # -v: this worker's debug lines; -vv: also every JSON-RPC and HTTP request.
+    logging.getLogger("mcfl_chain").setLevel(logging.DEBUG if verbose else logging.INFO)
     try:
         node = build_worker(**opts)
     except WorkerSetupError as exc:

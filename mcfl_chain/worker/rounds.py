@@ -110,16 +110,20 @@ class Worker:
     def stop(self) -> None:
         self._stop.set()
 
-    def sync(self) -> None:
-        """Apply every event up to the latest block to the DAG; persist the position."""
-        with self.clock.measure("chain"):
-            head = self.chain.block_number()
-            if head <= self.state.last_block:
-                return
-            events = [event_record(e) for e in
-                      self.chain.events(self.state.last_block + 1, head)]
+    def sync(self) -> bool:
+        """Apply the events of new blocks to the DAG and persist the position.
+
+        Returns whether the round, the phase or this trainer's vote may have changed,
+        i.e. whether the contract views are worth reading again.
+        """
+        head = self.chain.block_number()
+        if head <= self.state.last_block:
+            return False
+        events = [event_record(e) for e in self.chain.events(self.state.last_block + 1, head)]
         apply_events(self.dag, events)
         self.state.record(events, head)
+        return any(e["event"] in ("PhaseChanged", "NewRound") or
+                   (e["event"] == "TrainerVoted" and e["trainer"] == self.me) for e in events)
 
     # -- main loop -------------------------------------------------------------------------
 
@@ -129,54 +133,64 @@ class Worker:
             if not self.chain.is_registered():
                 self.chain.register()
                 log.info("registered as trainer %s", self.chain.trainer_id())
-        while not self._stop.is_set():
             self.sync()
-            with self.clock.measure("chain"):
-                started, round_, phase = self.chain.round_state()
-            if not started:
-                self._wait()
-                continue
-            if self._first_round is None:
+            view = self._read_view()
+        while not self._stop.is_set():
+            started, round_, phase, voted, deadline = view
+            if started and self._first_round is None:
                 self._first_round = round_
                 self._round_started = time.perf_counter()
-            if self._budget_spent(round_):
+            if started and self._budget_spent(round_):
                 break
-            if phase is Phase.PROPOSE:
-                self._propose_phase(round_)
-            else:
-                self._aggregate_phase(round_)
-            self._wait()
+            if started and not voted:
+                if phase is Phase.PROPOSE:
+                    self._propose_phase(round_)
+                else:
+                    self._aggregate_phase(round_)
+                with self.clock.measure("chain"):
+                    self.sync()
+                    view = self._read_view()
+                continue
+            # Idle until a new block says something changed: this polling is waiting.
+            with self.clock.measure("waiting"):
+                self._stop.wait(self.options.poll_interval)
+                changed = self.sync()
+                if not started:
+                    changed = True
+            if deadline and time.time() >= deadline:
+                self._advance_after_deadline(round_, phase)
+                changed = True
+            if changed:
+                with self.clock.measure("chain"):
+                    view = self._read_view()
         return self.rounds_done
+
+    def _read_view(self) -> tuple[bool, int, Phase, bool, int]:
+        """(started, round, phase, voted, deadline) from the contract views."""
+        started, round_, phase = self.chain.round_state()
+        voted = started and self.chain.has_voted()
+        deadline = self.chain.phase_deadline() if started and voted else 0
+        return started, round_, phase, voted, deadline
 
     def _budget_spent(self, round_: int) -> bool:
         budget = self.options.rounds
         return budget is not None and self._first_round is not None and \
             round_ >= self._first_round + budget
 
-    def _wait(self) -> None:
-        with self.clock.measure("waiting"):
-            self._stop.wait(self.options.poll_interval)
-
-    def _advance_if_late(self) -> None:
-        """After a phase deadline, push the phase forward (thesis §7.1)."""
+    def _advance_after_deadline(self, round_: int, phase: Phase) -> None:
+        """Past the phase deadline, push the phase forward (thesis §7.1)."""
         with self.clock.measure("chain"):
-            if not self.chain.deadline_passed():
-                return
             try:
                 self.chain.force_advance()
-                log.info("phase deadline passed: advanced the phase without the full quorum")
+                log.info("round %d: %s deadline passed; advanced without the full quorum",
+                         round_, phase.name.lower())
             except ChainError as exc:
-                # Another trainer advanced it first: the next sync shows the new phase.
+                # Another trainer advanced it first: the next view shows the new phase.
                 log.debug("advance after deadline refused: %s", exc)
 
     # -- PROPOSE ---------------------------------------------------------------------------
 
     def _propose_phase(self, round_: int) -> None:
-        with self.clock.measure("chain"):
-            voted = self.chain.has_voted()
-        if voted:
-            self._advance_if_late()
-            return
         chosen = self.state.chosen_for(round_)
         if chosen is None:
             chosen = self._choose_models(round_)
@@ -273,12 +287,7 @@ class Worker:
     # -- AGGREGATE -----------------------------------------------------------------------
 
     def _aggregate_phase(self, round_: int) -> None:
-        with self.clock.measure("chain"):
-            voted = self.chain.has_voted()
-        if voted:
-            self._advance_if_late()
-            return
-        mine = [u for u in self._my_updates(round_)]
+        mine = self._my_updates(round_)
         results = []
         for own in mine:
             if self._stop.is_set():

@@ -25,6 +25,10 @@ def cid_bin(label: str, codec: str = "raw") -> bytes:
 
 
 GENESIS = cid_str("genesis")
+CID_LENGTH_REASON = ("CID: expected a 36-byte binary CIDv1 (raw or dag-pb codec, sha2-256 "
+                     "multihash)")
+CID_SHAPE_REASON = ("CID: only CIDv1 with the raw (0x55) or dag-pb (0x70) codec and a sha2-256 "
+                    "digest")
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +74,8 @@ def propose_all(updates, people, parent, round_label, samples=100):
     for i, person in enumerate(people):
         receipt = updates.propose(parent, cid_bin(f"{round_label}-{i}"), samples + i,
                                   sender=person)
-        ids.append(receipt.return_value)
+        (event,) = receipt.decode_logs(updates.UpdateProposed)
+        ids.append(event.updateId)
     return ids
 
 

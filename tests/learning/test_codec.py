@@ -119,6 +119,12 @@ def test_rejects_garbage(blob: bytes, message: str) -> None:
         decode_weights(blob, "lenet5")
 
 
+def test_rejects_a_header_entry_without_shape() -> None:
+    header = json.dumps({"__metadata__": _ours(), "w": {"dtype": "F32"}}).encode()
+    with pytest.raises(MalformedWeightsError, match="without a shape and dtype"):
+        decode_weights(struct.pack("<Q", len(header)) + header, "lenet5")
+
+
 def test_rejects_a_header_whose_offsets_lie(state: dict[str, torch.Tensor]) -> None:
     blob = bytearray(encode_weights("lenet5", state))
     truncated = bytes(blob[: len(blob) - 100])
