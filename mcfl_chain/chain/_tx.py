@@ -85,7 +85,11 @@ class Transactor:
             tx = {**tx, "from": self.address, "chainId": self._chain_id}
             try:
                 if "gas" not in tx:
-                    tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.2) + 10_000
+                    # Generous: the estimate is made against the current state, and another
+                    # trainer's transaction mined first can put this one on a costlier path
+                    # (the registration that opens round 0, the vote that ends a phase).
+                    # Unused gas is refunded, so the margin costs nothing.
+                    tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.3) + 150_000
             except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
                 reason = revert_reason(exc)
                 raise ChainError(f"{description} from {self.address} was refused: "

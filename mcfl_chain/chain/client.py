@@ -162,9 +162,9 @@ class ChainClient:
 
     # -- views ---------------------------------------------------------------------
 
-    def _view(self, call: Any) -> Any:
+    def _view(self, call: Any, block: int | None = None) -> Any:
         try:
-            return call.call()
+            return call.call() if block is None else call.call(block_identifier=block)
         except (ContractLogicError, ContractCustomError, Web3RPCError) as exc:
             reason = revert_reason(exc)
             raise ChainError(f"{call.fn_name} failed: {reason or exc}", reason) from exc
@@ -181,29 +181,34 @@ class ChainClient:
         """Number of registered trainers."""
         return int(self._view(self.trainers.functions.totalSupply()))
 
-    def round_state(self) -> tuple[bool, int, Phase]:
-        """Whether rounds started, the current round and its phase."""
-        return (bool(self._view(self.models.functions.started())),
-                int(self._view(self.models.functions.round())),
-                Phase(self._view(self.models.functions.phase())))
+    def round_state(self, block: int | None = None) -> tuple[bool, int, Phase]:
+        """Whether rounds started, the current round and its phase.
+
+        All three are read at one block (the latest unless ``block`` is given): read
+        separately, a phase change in between would pair a round with another's phase.
+        """
+        at = self.block_number() if block is None else block
+        return (bool(self._view(self.models.functions.started(), at)),
+                int(self._view(self.models.functions.round(), at)),
+                Phase(self._view(self.models.functions.phase(), at)))
 
     def votes_and_quorum(self) -> tuple[int, int]:
         """Counted votes in the current phase, and the votes needed to end it."""
         return (int(self._view(self.models.functions.votes())),
                 int(self._view(self.models.functions.quorum())))
 
-    def phase_deadline(self) -> int:
+    def phase_deadline(self, block: int | None = None) -> int:
         """Unix time after which any vote ends the phase; 0 without deadline."""
-        return int(self._view(self.models.functions.phaseDeadline()))
+        return int(self._view(self.models.functions.phaseDeadline(), block))
 
     def deadline_passed(self) -> bool:
         """Whether the current phase has a deadline and the latest block is past it."""
         deadline = self.phase_deadline()
         return deadline != 0 and int(self.w3.eth.get_block("latest")["timestamp"]) >= deadline
 
-    def has_voted(self, trainer: str | None = None) -> bool:
+    def has_voted(self, trainer: str | None = None, block: int | None = None) -> bool:
         """Whether ``trainer`` (default: this account) voted in the current phase."""
-        return bool(self._view(self.models.functions.hasVoted(trainer or self.address)))
+        return bool(self._view(self.models.functions.hasVoted(trainer or self.address), block))
 
     def model_exists(self, model_id: bytes) -> bool:
         """Whether ``model_id`` is in the DAG."""

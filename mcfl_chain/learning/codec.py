@@ -19,6 +19,7 @@ import json
 import struct
 from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -98,7 +99,7 @@ def expected_layout(arch: str) -> dict[str, tuple[tuple[int, ...], str]]:
     return {name: (tuple(t.shape), _DTYPE_NAMES[t.dtype]) for name, t in state.items()}
 
 
-def _read_header(blob: bytes) -> dict[str, object]:
+def _read_header(blob: bytes) -> dict[str, Any]:
     if len(blob) < 8:
         raise MalformedWeightsError(
             f"weights blob of {len(blob)} bytes is too short to be safetensors"

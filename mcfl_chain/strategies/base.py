@@ -8,6 +8,7 @@ it with :func:`register_strategy`.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,8 +85,18 @@ def register_strategy(name: str) -> Callable[[S], S]:
     return decorate
 
 
+def _accepted_options(cls: type[Strategy]) -> set[str]:
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name for p in parameters if p.kind in named and p.name != "self"}
+
+
 def make_strategy(name: str, **options: Any) -> Strategy:
     """Instantiate a registered strategy by name.
+
+    Options that another registered strategy accepts but this one does not (e.g.
+    ``tolerance`` for ``"fedavg"``) are dropped, so a command line can pass its strategy
+    options whatever the strategy chosen; an option no strategy accepts is an error.
 
     Parameters
     ----------
@@ -97,11 +108,17 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     Raises
     ------
     ValueError
-        If the name is unknown or the options do not fit the strategy.
+        If the name is unknown, an option is unknown to every strategy, or a value is
+        refused by the strategy.
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
-    try:
-        return STRATEGIES[name](**options)
-    except TypeError as error:
-        raise ValueError(f"strategy {name!r} does not accept options {options}: {error}") from error
+    known = set().union(*(_accepted_options(cls) for cls in STRATEGIES.values()))
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(
+            f"strategy {name!r}: unknown options {unknown}; strategies accept {sorted(known)}"
+        )
+    cls = STRATEGIES[name]
+    accepted = _accepted_options(cls)
+    return cls(**{key: value for key, value in options.items() if key in accepted})

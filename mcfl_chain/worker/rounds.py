@@ -166,11 +166,19 @@ class Worker:
         return self.rounds_done
 
     def _read_view(self) -> tuple[bool, int, Phase, bool, int]:
-        """(started, round, phase, voted, deadline) from the contract views."""
-        started, round_, phase = self.chain.round_state()
-        voted = started and self.chain.has_voted()
-        deadline = self.chain.phase_deadline() if started and voted else 0
+        """(started, round, phase, voted, deadline) from the contract views, all read
+        at one block so that they describe one and the same phase."""
+        block = self.chain.block_number()
+        started, round_, phase = self.chain.round_state(block)
+        voted = started and self.chain.has_voted(block=block)
+        deadline = self.chain.phase_deadline(block) if started and voted else 0
         return started, round_, phase, voted, deadline
+
+    def _still_in(self, round_: int, phase: Phase) -> bool:
+        """Whether the chain is still in (round, phase): checked right before a vote,
+        since a deadline may have moved the network on while this trainer worked."""
+        _, now_round, now_phase = self.chain.round_state()
+        return (now_round, now_phase) == (round_, phase)
 
     def _budget_spent(self, round_: int) -> bool:
         budget = self.options.rounds
@@ -200,7 +208,8 @@ class Worker:
                 return
             self._propose(round_, parent)
         with self.clock.measure("chain"):
-            self._vote(self.chain.finish_proposals)
+            if self._still_in(round_, Phase.PROPOSE):
+                self._vote(self.chain.finish_proposals)
 
     def _choose_models(self, round_: int) -> list[bytes]:
         """Paper Algorithm 1 over the round's candidates, scored on the test split."""
@@ -297,7 +306,8 @@ class Worker:
                 results.append(result)
         self._aggregated[round_] = results
         with self.clock.measure("chain"):
-            self._vote(self.chain.next_round)
+            if self._still_in(round_, Phase.AGGREGATE):
+                self._vote(self.chain.next_round)
         self._report(round_)
 
     def _my_updates(self, round_: int) -> list[Any]:
@@ -317,7 +327,8 @@ class Worker:
             return None
         with self.clock.measure("aggregation"):
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
-            selected = sorted(self.strategy.choose_updates(own, vectors))
+            start = flatten_state(self.book.model(parent))
+            selected = sorted(self.strategy.choose_updates(own, vectors, parent=start))
             weights = self.book.aggregate(selected, good)
         new_id = compute_model_id(parent, selected)
         with self.clock.measure("chain"):

@@ -54,7 +54,8 @@ class WorkerState:
             state.save()
             return state
         except ValueError as exc:
-            raise StateError(f"{path} is not valid JSON ({exc}); move it away to start over") from exc
+            raise StateError(f"{path} is not valid JSON ({exc}); move it away to start "
+                             f"over") from exc
         if raw.get("address", "").lower() != address.lower() or \
                 raw.get("deployment_block") != deployment_block:
             raise StateError(

@@ -43,10 +43,15 @@ def test_registry_builds_both_strategies() -> None:
 def test_registry_errors_are_clear() -> None:
     with pytest.raises(ValueError, match="unknown strategy 'krum'; known: fedavg, mcfl"):
         make_strategy("krum")
-    with pytest.raises(ValueError, match="does not accept options"):
-        make_strategy("fedavg", tolerance=1.0)
+    with pytest.raises(ValueError, match=r"unknown options \['tolerence'\]"):
+        make_strategy("mcfl", tolerence=1.0)
     with pytest.raises(ValueError, match="'l2' or 'cosine'"):
         MCFLStrategy(divergence="l1")  # type: ignore[arg-type]
+
+
+def test_options_of_other_strategies_are_dropped() -> None:
+    # A command line passes --tolerance and --divergence whatever the strategy.
+    assert isinstance(make_strategy("fedavg", tolerance=1.0, divergence="l2"), FedAvgStrategy)
 
 
 def test_mcfl_chooses_models_by_algorithm_1() -> None:

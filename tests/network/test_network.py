@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 def _config(**overrides) -> SimulationConfig:
     base = dict(name="test", dataset="digits", scenario="iid", n_trainers=4, rounds=3,
-                samples=400, epochs=2, round_timeout=240)
+                samples=440, epochs=5, round_timeout=240)
     base.update(overrides)
     return SimulationConfig(**base)
 
