@@ -19,6 +19,10 @@ from mcfl_chain.chain.errors import ChainError
 from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
 
 
+_VOTE_GAS = 300_000
+"""Gas limit of a vote sent without estimate (a vote that opens a round uses ~45k)."""
+
+
 class Phase(IntEnum):
     """The two phases of a round."""
 
@@ -102,9 +106,12 @@ class ChainClient:
 
     # -- transactions --------------------------------------------------------------
 
-    def _send(self, description: str, call: Any) -> TxReceipt:
-        return self._sender().send(description, {"to": call.address,
-                                           "data": call._encode_transaction_data(), "value": 0})
+    def _send(self, description: str, call: Any, gas: int | None = None) -> TxReceipt:
+        tx: dict[str, Any] = {"to": call.address, "data": call._encode_transaction_data(),
+                              "value": 0}
+        if gas is not None:
+            tx["gas"] = gas
+        return self._sender().send(description, tx)
 
     def register(self) -> int:
         """Register this account as a trainer; returns its trainer id."""
@@ -134,9 +141,17 @@ class ChainClient:
         return self._send("Models.finishProposals", self.models.functions.finishProposals())
 
     def force_advance(self) -> TxReceipt:
-        """After the phase deadline, vote (or vote again) to end the current phase."""
+        """After the phase deadline, vote (or vote again) to end the current phase.
+
+        Sent without a gas estimate: nodes estimate against the latest block, whose
+        timestamp may still be before the deadline that the new block will be past.
+        """
         _, _, phase = self.round_state()
-        return self.finish_proposals() if phase is Phase.PROPOSE else self.next_round()
+        if phase is Phase.PROPOSE:
+            return self._send("Models.finishProposals (deadline)",
+                              self.models.functions.finishProposals(), gas=_VOTE_GAS)
+        return self._send("Models.nextRound (deadline)", self.models.functions.nextRound(),
+                          gas=_VOTE_GAS)
 
     def aggregate(self, update_ids: Sequence[int], weights_cid: str | None = None) -> bytes:
         """Submit an aggregation of ``update_ids`` (sorted here); returns the model id.

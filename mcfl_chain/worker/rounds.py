@@ -92,9 +92,9 @@ class Worker:
         self.clock = RoundClock()
         self.me = chain.address
         self.rounds_done = 0
-        self._first_round: int | None = None
         self._round_started = time.perf_counter()
         self._aggregated: dict[int, list[dict[str, Any]]] = {}
+        self._next_advance = 0.0
         self._stop = threading.Event()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -137,9 +137,9 @@ class Worker:
             view = self._read_view()
         while not self._stop.is_set():
             started, round_, phase, voted, deadline = view
-            if started and self._first_round is None:
-                self._first_round = round_
-                self._round_started = time.perf_counter()
+            if started and self.state.first_round is None:
+                self.state.first_round = round_
+                self.state.save()
             if started and self._budget_spent(round_):
                 break
             if started and not voted:
@@ -157,8 +157,9 @@ class Worker:
                 changed = self.sync()
                 if not started:
                     changed = True
-            if deadline and time.time() >= deadline:
+            if deadline and time.time() >= max(deadline, self._next_advance):
                 self._advance_after_deadline(round_, phase)
+                self._next_advance = time.time() + 1.0  # do not hammer the node
                 changed = True
             if changed:
                 with self.clock.measure("chain"):
@@ -181,9 +182,8 @@ class Worker:
         return (now_round, now_phase) == (round_, phase)
 
     def _budget_spent(self, round_: int) -> bool:
-        budget = self.options.rounds
-        return budget is not None and self._first_round is not None and \
-            round_ >= self._first_round + budget
+        budget, first = self.options.rounds, self.state.first_round
+        return budget is not None and first is not None and round_ >= first + budget
 
     def _advance_after_deadline(self, round_: int, phase: Phase) -> None:
         """Past the phase deadline, push the phase forward (thesis §7.1)."""

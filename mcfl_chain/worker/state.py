@@ -31,6 +31,8 @@ class WorkerState:
     address: str = ""
     deployment_block: int = 0
     last_block: int = -1
+    first_round: int | None = None
+    """The first round this trainer took part in: ``--rounds`` counts from there."""
     chosen: dict[str, list[str]] = field(default_factory=dict)
     """round → hex ids of the models chosen for training in that round."""
     uploaded: dict[str, str] = field(default_factory=dict)

@@ -1,7 +1,6 @@
 """Trainers: registration, key rotation and the ERC-721 surface of trainer tokens."""
 
 import ape
-import pytest
 
 from .conftest import deploy
 

@@ -1,0 +1,67 @@
+"""Deployment files and the off-chain ids."""
+
+import json
+
+import pytest
+
+from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.errors import DeploymentError
+from mcfl_chain.chain.gas import fake_cid
+from mcfl_chain.dag import ROOT_MODEL_ID, model_id, update_id
+
+
+def _deployment():
+    return Deployment(chain_id=31337, rpc_url="http://127.0.0.1:8545",
+                      addresses={"Trainers": "0x1", "Models": "0x2", "Updates": "0x3"},
+                      abis={"Trainers": [], "Models": [{"type": "event"}], "Updates": []},
+                      deployment_block=1, genesis_cid=fake_cid("g"), task="lenet:mnist",
+                      min_trainers=2, phase_duration=30)
+
+
+def test_deployment_round_trip(tmp_path):
+    original = _deployment()
+    path = original.save(tmp_path / "sub" / "deployment.json")
+    assert Deployment.load(path) == original
+    assert not list((tmp_path / "sub").glob("*.tmp"))
+
+
+def test_deployment_load_errors(tmp_path):
+    with pytest.raises(DeploymentError, match="no deployment file"):
+        Deployment.load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(DeploymentError, match="cannot read deployment file"):
+        Deployment.load(tmp_path / "bad.json")
+    (tmp_path / "partial.json").write_text(json.dumps({"chain_id": 1}))
+    with pytest.raises(DeploymentError, match="missing abis, addresses"):
+        Deployment.load(tmp_path / "partial.json")
+    data = json.loads(_deployment().save(tmp_path / "d.json").read_text())
+    del data["addresses"]["Updates"]
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    with pytest.raises(DeploymentError, match="'addresses' lacks Updates"):
+        Deployment.load(tmp_path / "d.json")
+
+
+def test_model_id_validates_like_the_contract():
+    assert len(model_id(ROOT_MODEL_ID, [1, 2])) == 32
+    assert model_id(ROOT_MODEL_ID, [1, 2]) != model_id(ROOT_MODEL_ID, [1, 3])
+    with pytest.raises(ValueError, match="strictly ascending"):
+        model_id(ROOT_MODEL_ID, [2, 1])
+    with pytest.raises(ValueError, match="strictly ascending"):
+        model_id(ROOT_MODEL_ID, [2, 2])
+    with pytest.raises(ValueError, match="empty"):
+        model_id(ROOT_MODEL_ID, [])
+    with pytest.raises(ValueError, match="32-byte"):
+        model_id(b"\x00", [1])
+    with pytest.raises(ValueError, match="not a uint256"):
+        model_id(ROOT_MODEL_ID, [2**256])
+    with pytest.raises(ValueError, match="32-byte"):
+        update_id("0x" + "11" * 20, b"", 0)
+
+
+def test_cid_conversion():
+    cid = fake_cid("x")
+    assert cid_from_bytes(cid_to_bytes(cid)) == cid and len(cid_to_bytes(cid)) == 36
+    assert cid_from_bytes(b"") is None
+    with pytest.raises(ValueError, match="CIDv1 with the raw or dag-pb codec"):
+        cid_to_bytes("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG")
