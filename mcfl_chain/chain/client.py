@@ -140,13 +140,14 @@ class ChainClient:
         """Vote to end the PROPOSE phase."""
         return self._send("Models.finishProposals", self.models.functions.finishProposals())
 
-    def force_advance(self) -> TxReceipt:
-        """After the phase deadline, vote (or vote again) to end the current phase.
+    def force_advance(self, phase: Phase) -> TxReceipt:
+        """After the phase deadline, vote (or vote again) to end ``phase``.
 
+        The caller names the phase it means to end: should another trainer have ended
+        it already, the phase-specific call reverts instead of voting in the next phase.
         Sent without a gas estimate: nodes estimate against the latest block, whose
         timestamp may still be before the deadline that the new block will be past.
         """
-        _, _, phase = self.round_state()
         if phase is Phase.PROPOSE:
             return self._send("Models.finishProposals (deadline)",
                               self.models.functions.finishProposals(), gas=_VOTE_GAS)

@@ -188,8 +188,10 @@ class Worker:
     def _advance_after_deadline(self, round_: int, phase: Phase) -> None:
         """Past the phase deadline, push the phase forward (thesis §7.1)."""
         with self.clock.measure("chain"):
+            if not self._still_in(round_, phase):
+                return
             try:
-                self.chain.force_advance()
+                self.chain.force_advance(phase)
                 log.info("round %d: %s deadline passed; advanced without the full quorum",
                          round_, phase.name.lower())
             except ChainError as exc:

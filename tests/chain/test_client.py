@@ -85,7 +85,10 @@ def test_deadline_passed_and_force_advance(devnet):
     late.w3.provider.make_request("evm_increaseTime", [61])
     late.w3.provider.make_request("evm_mine", [])
     passed = late.deadline_passed()
-    late.force_advance()
+    other = Phase.AGGREGATE if phase is Phase.PROPOSE else Phase.PROPOSE
+    with pytest.raises(ChainError, match="only allowed in the"):
+        late.force_advance(other)  # naming a phase that is not current never votes
+    late.force_advance(phase)
     # Assert
     assert passed
     after = late.round_state()
