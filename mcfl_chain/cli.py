@@ -5,6 +5,12 @@ from __future__ import annotations
 import click
 
 from mcfl_chain import __version__
+from mcfl_chain.chain.cli import devnet
+from mcfl_chain.dag.cli import dag
+from mcfl_chain.explorer.cli import explorer
+from mcfl_chain.simulation.cli import demo, simulate
+from mcfl_chain.storage.cli import ipfs
+from mcfl_chain.worker.cli import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -14,18 +20,10 @@ def main() -> None:
 
     Sovereign trainers train many models at once; model versions form a DAG recorded by
     smart contracts; each trainer aggregates only the peers' updates whose weights diverge
-    little from its own. Start with `mcfl-chain devnet up`, then one `mcfl-chain worker`
-    per trainer, or `mcfl-chain simulate` for a whole network.
+    little from its own. Start with `mcfl-chain demo`, or `mcfl-chain devnet up` then one
+    `mcfl-chain worker` per trainer, or `mcfl-chain simulate` for a whole network.
     """
 
 
-from mcfl_chain.simulation.cli import demo, simulate  # noqa: E402
-from mcfl_chain.worker.cli import worker  # noqa: E402
-
-main.add_command(worker)
-main.add_command(simulate)
-main.add_command(demo)
-from mcfl_chain.storage.cli import ipfs  # noqa: E402
-main.add_command(ipfs)
-from mcfl_chain.chain.cli import devnet  # noqa: E402
-main.add_command(devnet)
+for command in (devnet, ipfs, worker, simulate, demo, dag, explorer):
+    main.add_command(command)

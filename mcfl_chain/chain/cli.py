@@ -33,9 +33,15 @@ def devnet() -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
               help="TCP port of the JSON-RPC endpoint on 127.0.0.1.")
 @_STATE_DIR
-@click.option("--genesis-cid", required=True,
+@click.option("--genesis-cid", default=None,
               help="CIDv1 (raw or dag-pb, sha2-256) of the initial model weights, stored "
-                   "beforehand in the storage the workers use; every trainer starts from it.")
+                   "beforehand in the storage the workers use; every trainer starts from it. "
+                   "Default: initialise the task's architecture from --seed and store it in "
+                   "--storage.")
+@click.option("--storage", default="local:.mcfl/blobs", show_default=True,
+              help="Where to store the initial weights when --genesis-cid is not given.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Initialisation seed of the initial weights (without --genesis-cid).")
 @click.option("--task", default="lenet:fashion-mnist", show_default=True,
               help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
                    "a network whose task they cannot run.")
@@ -48,9 +54,12 @@ def devnet() -> None:
               help="Seconds between blocks; by default a block is mined per transaction.")
 @click.option("--accounts", type=click.IntRange(min=1), default=20, show_default=True,
               help="Funded dev accounts (index 0 deploys, trainers use 1, 2, ...).")
-def up(port: int, state_dir: Path, genesis_cid: str, task: str, min_trainers: int,
-       phase_duration: int, block_time: float | None, accounts: int) -> None:
+def up(port: int, state_dir: Path, genesis_cid: str | None, storage: str, seed: int,
+       task: str, min_trainers: int, phase_duration: int, block_time: float | None,
+       accounts: int) -> None:
     """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
+    if genesis_cid is None:
+        genesis_cid = _store_genesis(task, seed, storage)
     try:
         state, deployment = start_devnet(state_dir, port, genesis_cid=genesis_cid, task=task,
                                          min_trainers=min_trainers,
@@ -63,6 +72,23 @@ def up(port: int, state_dir: Path, genesis_cid: str, task: str, min_trainers: in
     for name, address in deployment.addresses.items():
         click.echo(f"  {name:9s} {address}")
     click.echo(f"deployment file: {deployment_file(state_dir)}")
+
+
+def _store_genesis(task: str, seed: int, storage: str) -> str:
+    # Imported here: only this path needs torch and the worker's task rules.
+    from mcfl_chain.storage import open_storage
+    from mcfl_chain.storage.errors import StorageError
+    from mcfl_chain.worker.genesis import publish_genesis
+    from mcfl_chain.worker.launch import Task, WorkerSetupError
+
+    try:
+        arch = Task.parse(task).arch
+        with open_storage(storage) as store:
+            cid = publish_genesis(arch, seed, store)
+    except (WorkerSetupError, StorageError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"initial {arch} weights (seed {seed}) stored in {storage}: {cid}")
+    return cid
 
 
 @devnet.command("status")

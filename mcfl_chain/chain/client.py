@@ -18,7 +18,6 @@ from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import ChainError
 from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
 
-
 _VOTE_GAS = 300_000
 """Gas limit of a vote sent without estimate (a vote that opens a round uses ~45k)."""
 

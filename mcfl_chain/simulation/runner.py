@@ -27,12 +27,12 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.graph import ModelDAG
-from mcfl_chain.learning.codec import encode_weights
-from mcfl_chain.learning.models import create_model, get_architecture
+from mcfl_chain.learning.models import get_architecture
 from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
 from mcfl_chain.worker.events import apply_events, event_record
+from mcfl_chain.worker.genesis import publish_genesis
 
 MIXED_TOLERANCES = (1.0, 2.0, 3.0)
 
@@ -120,12 +120,8 @@ class Network:
             self.storage_spec = f"ipfs:/ip4/127.0.0.1/tcp/{port}"
         else:
             self.storage_spec = f"local:{self.run_dir / 'blobs'}"
-        storage = open_storage(self.storage_spec)
-        try:
-            genesis = create_model(cfg.arch, seed=cfg.seed).state_dict()
-            genesis_cid = storage.put(encode_weights(cfg.arch, genesis))
-        finally:
-            storage.close()
+        with open_storage(self.storage_spec) as storage:
+            genesis_cid = publish_genesis(cfg.arch, cfg.seed, storage)
         _, self.deployment = start_devnet(
             self.run_dir / "devnet", port=free_port(), genesis_cid=genesis_cid, task=cfg.task,
             min_trainers=min_trainers or cfg.n_trainers, phase_duration=cfg.phase_duration,

@@ -17,6 +17,7 @@ stall the others; without deadlines the protocol waits for the whole quorum.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -38,6 +39,7 @@ from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
+from mcfl_chain.storage.cid import cid_for_bytes
 from mcfl_chain.strategies.base import Candidate, Strategy
 from mcfl_chain.worker.events import apply_events, event_record
 from mcfl_chain.worker.state import WorkerState
@@ -88,6 +90,7 @@ class Worker:
         self.state = state
         self.dag = dag
         self.kind = get_architecture(options.arch).kind
+        self._template = create_model(options.arch, seed=0)
         self.book = WeightsBook(self._fetch, options.arch, dag)
         self.clock = RoundClock()
         self.me = chain.address
@@ -150,6 +153,12 @@ class Worker:
                 with self.clock.measure("chain"):
                     self.sync()
                     view = self._read_view()
+                if view[1:4] == (round_, phase, False):
+                    # The vote did not go through and the phase did not move: say so and
+                    # retry calmly rather than spin.
+                    log.warning("round %d: still no vote recorded in the %s phase; retrying",
+                                round_, phase.name.lower())
+                    self._stop.wait(1.0)
                 continue
             # Idle until a new block says something changed: this polling is waiting.
             with self.clock.measure("waiting"):
@@ -242,7 +251,7 @@ class Worker:
         return metric
 
     def _load(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
-        net = create_model(self.options.arch, seed=0)
+        net = copy.deepcopy(self._template)
         net.load_state_dict(weights)
         return net
 
@@ -285,7 +294,6 @@ class Worker:
             return self._put(b"not a weights blob " + self.me.encode())
         if fault == "unreachable-cid":
             # A well-formed CID whose content was never stored anywhere.
-            from mcfl_chain.storage.cid import cid_for_bytes
             return cid_for_bytes(b"never stored " + self.me.encode())
         return self._put(encode_weights(self.options.arch, state))
 

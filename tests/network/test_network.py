@@ -116,10 +116,12 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
         net.spawn_workers()
         # Execute: kill -9 right after its round-1 proposal, then right after its
         # round-1 aggregation, restarting it each time with the same state directory.
-        for event in ("UpdateProposed", "ModelAppended"):
-            key = "proposer" if event == "UpdateProposed" else "aggregator"
-            _wait_for(lambda: any(e.args[key] == victim and e.args["round"] == 1
-                                  for e in _events(chain, event)), what=f"{event} round 1")
+        for event, key in (("UpdateProposed", "proposer"), ("ModelAppended", "aggregator")):
+            def acted(event: str = event, key: str = key) -> bool:
+                return any(e.args[key] == victim and e.args["round"] == 1
+                           for e in _events(chain, event))
+
+            _wait_for(acted, what=f"{event} by the victim in round 1")
             os.kill(net.procs[1].pid, signal.SIGKILL)
             net.procs[1].wait()
             net.procs[1] = net.spawn(1)
