@@ -136,6 +136,7 @@ def __init__(trainers: address, genesis_cid: Bytes[render.CID_LENGTH],
         "Models: minTrainers must be between 1 and 2**32 - 1"
     assert phase_duration <= _MASK32, "Models: phaseDuration must be below 2**32 seconds"
     assert len(task_descriptor) > 0, "Models: the task descriptor must not be empty"
+    self._check_printable(task_descriptor)
     dag_pb: bool = False
     digest: bytes32 = empty(bytes32)
     dag_pb, digest = render._parse_cid(genesis_cid)
@@ -615,6 +616,19 @@ def _codec(meta: uint256) -> uint256:
     if meta & _DAG_PB_BIT != 0:
         return render.CODEC_DAG_PB
     return render.CODEC_RAW
+
+
+@internal
+@pure
+def _check_printable(text: String[128]):
+    # @dev tokenURI embeds the task in a JSON string: refuse what would need escaping.
+    raw: Bytes[128] = convert(text, Bytes[128])
+    for i: uint256 in range(128):
+        if i >= len(raw):
+            break
+        c: uint256 = convert(convert(slice(raw, i, 1), bytes1), uint256)
+        assert c >= 32 and c != 34 and c != 92 and c != 127, \
+            "Models: the task descriptor must be printable ASCII without quotes or backslashes"
 
 
 @internal

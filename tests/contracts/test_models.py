@@ -35,10 +35,17 @@ def test_genesis_root_exists_with_its_cid_and_task(network, deployer):
     assert models.ownerOf(0) == deployer and models.balanceOf(deployer) == 1
 
 
+PRINTABLE_REASON = ("Models: the task descriptor must be printable ASCII without quotes or "
+                    "backslashes")
+
+
 @pytest.mark.parametrize("args, reason", [
     (("bad", TASK, 1, 0), CID_LENGTH_REASON),
     (("dagcbor", TASK, 1, 0), CID_SHAPE_REASON),
     (("ok", "", 1, 0), "Models: the task descriptor must not be empty"),
+    (("ok", 'lenet:"x"', 1, 0), PRINTABLE_REASON),
+    (("ok", "lenet:a\\b", 1, 0), PRINTABLE_REASON),
+    (("ok", "lenet:\n", 1, 0), PRINTABLE_REASON),
     (("ok", TASK, 0, 0), "Models: minTrainers must be between 1 and 2**32 - 1"),
     (("ok", TASK, 1, 2**32), "Models: phaseDuration must be below 2**32 seconds"),
 ])
