@@ -369,6 +369,30 @@ def votes() -> uint256:
 
 @external
 @view
+def statusOf(trainer: address) -> (bool, uint256, uint256, bool, uint256, uint256, uint256):
+    """
+    @notice The round state as one trainer needs it, read in one call (so atomically).
+    @dev Workers poll this; reading `round()` and `phase()` separately could pair a
+         round with the next round's phase when a block lands in between.
+    @param trainer Address of a trainer (any address: unregistered ones never voted).
+    @return (started, round, phase, whether `trainer` voted in this phase,
+             phase deadline or 0, counted votes, quorum).
+    """
+    state: uint256 = self._state
+    started: bool = state & _STARTED_BIT != 0
+    deadline: uint256 = 0
+    voted: bool = False
+    if started:
+        if phaseDuration != 0:
+            deadline = ((state >> _START_SHIFT) & _MASK64) + phaseDuration
+        trainer_id: uint256 = staticcall ITrainers(TRAINERS).trainerId(trainer)
+        voted = trainer_id != 0 and self._voteStamp[trainer_id] == self._stamp(state)
+    return (started, state & _ROUND_MASK, (state >> _PHASE_SHIFT) & 255, voted, deadline,
+            (state >> _VOTES_SHIFT) & _MASK32, (state >> _QUORUM_SHIFT) & _MASK32)
+
+
+@external
+@view
 def hasVoted(trainer: address) -> bool:
     """
     @notice Whether the trainer token held by `trainer` voted in the current phase.

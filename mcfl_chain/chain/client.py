@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import event_abi_to_log_topic
@@ -29,7 +29,23 @@ class Phase(IntEnum):
     AGGREGATE = 1
 
 
-__all__ = ["ChainClient", "ChainError", "ChainEvent", "Phase", "connect"]
+_NOBODY = "0x0000000000000000000000000000000000000000"
+
+
+class TrainerStatus(NamedTuple):
+    """One atomic reading of the round state (``Models.statusOf``)."""
+
+    started: bool
+    round: int
+    phase: Phase
+    voted: bool
+    deadline: int
+    """Unix time after which any vote ends the phase; 0 without deadline."""
+    votes: int
+    quorum: int
+
+
+__all__ = ["ChainClient", "ChainError", "ChainEvent", "Phase", "TrainerStatus", "connect"]
 
 def connect(rpc_url: str, timeout: float = 30.0) -> Web3:
     """A web3 instance on ``rpc_url`` (HTTP), checked to answer."""
@@ -206,6 +222,15 @@ class ChainClient:
         return (bool(self._view(self.models.functions.started(), at)),
                 int(self._view(self.models.functions.round(), at)),
                 Phase(self._view(self.models.functions.phase(), at)))
+
+    def status(self, trainer: str | None = None) -> TrainerStatus:
+        """The round state and ``trainer``'s vote (default: this account, else nobody),
+        all read in one call, hence at one block."""
+        who = trainer or (self.address if self._tx is not None else _NOBODY)
+        started, round_, phase, voted, deadline, votes, quorum = self._view(
+            self.models.functions.statusOf(who))
+        return TrainerStatus(bool(started), int(round_), Phase(phase), bool(voted),
+                             int(deadline), int(votes), int(quorum))
 
     def votes_and_quorum(self) -> tuple[int, int]:
         """Counted votes in the current phase, and the votes needed to end it."""

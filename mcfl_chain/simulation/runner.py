@@ -202,10 +202,10 @@ class Network:
                 now_done = sum(len(p.read_text().splitlines()) for p in self.metrics_files())
                 if now_done != done:
                     done, last_progress = now_done, time.monotonic()
-                started, round_, phase = observer.round_state()
-                votes, quorum = observer.votes_and_quorum()
-                where = f"round {round_} {phase.name.lower()} ({votes}/{quorum} votes)" \
-                    if started else "waiting for trainers to register"
+                status = observer.status()
+                where = (f"round {status.round} {status.phase.name.lower()} "
+                         f"({status.votes}/{status.quorum} votes)") if status.started \
+                    else "waiting for trainers to register"
                 bar.update(task, completed=min(done, total), description=where)
                 codes = [p.poll() for p in self.procs]
                 failed = [i for i, c in enumerate(codes) if c not in (None, 0)]

@@ -176,19 +176,15 @@ class Worker:
         return self.rounds_done
 
     def _read_view(self) -> tuple[bool, int, Phase, bool, int]:
-        """(started, round, phase, voted, deadline) from the contract views, all read
-        at one block so that they describe one and the same phase."""
-        block = self.chain.block_number()
-        started, round_, phase = self.chain.round_state(block)
-        voted = started and self.chain.has_voted(block=block)
-        deadline = self.chain.phase_deadline(block) if started and voted else 0
-        return started, round_, phase, voted, deadline
+        """(started, round, phase, voted, deadline), read atomically from the chain."""
+        status = self.chain.status()
+        return status.started, status.round, status.phase, status.voted, status.deadline
 
     def _still_in(self, round_: int, phase: Phase) -> bool:
         """Whether the chain is still in (round, phase): checked right before a vote,
         since a deadline may have moved the network on while this trainer worked."""
-        _, now_round, now_phase = self.chain.round_state()
-        return (now_round, now_phase) == (round_, phase)
+        status = self.chain.status()
+        return (status.round, status.phase) == (round_, phase)
 
     def _budget_spent(self, round_: int) -> bool:
         budget, first = self.options.rounds, self.state.first_round

@@ -272,3 +272,19 @@ def test_model_safe_transfer_and_interfaces(project, network, deployer, people):
     assert models.ownerOf(0) == people[0]
     assert (models.name(), models.symbol()) == ("MCFL Model", "MCFLM")
     assert models.supportsInterface("0x80ac58cd") and not models.supportsInterface("0x12345678")
+
+
+def test_status_of_reads_the_round_state_for_one_trainer(project, deployer, people):
+    # Prepare: a network with a 60 s phase deadline; nothing registered yet
+    trainers, models, _ = deploy(project, deployer, phase_duration=60)
+    assert models.statusOf(people[0]) == (False, 0, 0, False, 0, 0, 0)
+    for person in people[:MIN_TRAINERS]:
+        trainers.register(sender=person)
+    # Execute
+    models.finishProposals(sender=people[0])
+    voter, other, outsider = (models.statusOf(p) for p in (people[0], people[1], people[9]))
+    # Assert: same round state for all, each with its own vote, the views agree
+    assert voter == (True, 0, PROPOSE, True, models.phaseDeadline(), 1, MIN_TRAINERS)
+    assert other[:3] == outsider[:3] == voter[:3]
+    assert not other[3] and not outsider[3]
+    assert voter[4] == models.phaseStart() + 60
