@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Any
 
 from eth_account import Account
@@ -16,6 +17,9 @@ from mcfl_chain.chain.errors import ChainError
 
 # Anvil's default dev accounts derive from this mnemonic (path m/44'/60'/0'/0/i).
 ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
+
+FEE_REFRESH = 30.0
+"""Seconds a base-fee reading is trusted for new transactions."""
 
 _REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
 
@@ -66,6 +70,8 @@ class Transactor:
         self.receipt_timeout = receipt_timeout
         self._lock = threading.Lock()
         self._nonce: int | None = None
+        self._fee_bound = 0
+        self._fee_checked = 0.0
         self._chain_id = w3.eth.chain_id
 
     @property
@@ -98,16 +104,24 @@ class Transactor:
                 self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
             tx["nonce"] = self._nonce
             if "maxFeePerGas" not in tx and "gasPrice" not in tx:
-                base = self.w3.eth.get_block("latest").get("baseFeePerGas", 0)
                 tx["maxPriorityFeePerGas"] = 1
-                tx["maxFeePerGas"] = 2 * int(base) + 1
-            signed = self.account.sign_transaction(tx)
+                tx["maxFeePerGas"] = self._max_fee()
             try:
-                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+                tx_hash = self._send_signed(tx)
             except (Web3RPCError, ValueError) as exc:
-                self._nonce = None
-                raise ChainError(f"{description} from {self.address} could not be sent: "
-                                 f"{exc}") from exc
+                if "base fee" not in str(exc).lower():
+                    self._nonce = None
+                    raise ChainError(f"{description} from {self.address} could not be "
+                                     f"sent: {exc}") from exc
+                # The base fee rose past the cached bound: read it again, retry once.
+                self._fee_checked = 0.0
+                tx["maxFeePerGas"] = self._max_fee()
+                try:
+                    tx_hash = self._send_signed(tx)
+                except (Web3RPCError, ValueError) as exc2:
+                    self._nonce = None
+                    raise ChainError(f"{description} from {self.address} could not be "
+                                     f"sent: {exc2}") from exc2
             self._nonce += 1
         receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash,
                                                            timeout=self.receipt_timeout)
@@ -116,6 +130,22 @@ class Transactor:
             raise ChainError(f"{description} from {self.address} reverted in block "
                              f"{receipt['blockNumber']}: {reason or 'no reason given'}", reason)
         return receipt
+
+    def _send_signed(self, tx: dict[str, Any]) -> Any:
+        return self.w3.eth.send_raw_transaction(self.account.sign_transaction(tx).raw_transaction)
+
+    def _max_fee(self) -> int:
+        """Twice the base fee, read at most every ``FEE_REFRESH`` seconds.
+
+        Saves one request per transaction; a base fee that outgrew the bound makes the
+        node refuse the transaction, and ``send`` then reads it again.
+        """
+        now = time.monotonic()
+        if now - self._fee_checked > FEE_REFRESH:
+            base = int(self.w3.eth.get_block("latest").get("baseFeePerGas", 0))
+            self._fee_bound = 2 * base + 1
+            self._fee_checked = now
+        return self._fee_bound
 
     def _replay_reason(self, tx: dict[str, Any], block: int) -> str | None:
         call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}

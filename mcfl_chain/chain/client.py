@@ -152,8 +152,10 @@ class ChainClient:
         return int(event["args"]["updateId"])
 
     def finish_proposals(self) -> TxReceipt:
-        """Vote to end the PROPOSE phase."""
-        return self._send("Models.finishProposals", self.models.functions.finishProposals())
+        """Vote to end the PROPOSE phase (sent without a gas estimate: votes are cheap
+        and bounded, and a round's votes are the bulk of its transactions)."""
+        return self._send("Models.finishProposals", self.models.functions.finishProposals(),
+                          gas=_VOTE_GAS)
 
     def force_advance(self, phase: Phase) -> TxReceipt:
         """After the phase deadline, vote (or vote again) to end ``phase``.
@@ -189,7 +191,8 @@ class ChainClient:
 
     def next_round(self) -> TxReceipt:
         """Vote to end the AGGREGATE phase (the last counted vote opens the next round)."""
-        return self._send("Models.nextRound", self.models.functions.nextRound())
+        return self._send("Models.nextRound", self.models.functions.nextRound(),
+                          gas=_VOTE_GAS)
 
     # -- views ---------------------------------------------------------------------
 

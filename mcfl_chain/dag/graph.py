@@ -102,6 +102,19 @@ class ModelDAG:
         ids = sorted(self._by_parent_round.get((parent, round_), ()))
         return [self.updates[i] for i in ids]
 
+    def proposal_by(self, proposer: str, parent: bytes, round_: int) -> UpdateRecord | None:
+        """``proposer``'s update of ``parent`` in ``round_``, if the chain recorded one."""
+        who = proposer.lower()
+        return next((u for u in self.updates_for(parent, round_) if u.proposer.lower() == who),
+                    None)
+
+    def aggregated_by(self, aggregator: str, parent: bytes, round_: int) -> bool:
+        """Whether ``aggregator`` submitted an aggregation of ``parent``'s updates in
+        ``round_`` (the contract allows one per trainer, parent and round)."""
+        who = aggregator.lower()
+        return any(m.parent == parent and who in (a.lower() for a in m.aggregators)
+                   for m in self.models_of_round(round_))
+
     def models_of_round(self, round_: int) -> list[ModelRecord]:
         """Models first appended during ``round_``, in the order they appeared."""
         return [self.models[m] for m in self._models_by_round.get(round_, ())]

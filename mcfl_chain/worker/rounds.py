@@ -252,9 +252,10 @@ class Worker:
         return net
 
     def _propose(self, round_: int, parent: bytes) -> None:
-        with self.clock.measure("chain"):
-            if self.chain.update_of(self.me, parent, round_):
-                return
+        # The DAG holds every event up to the last sync, which ran after this trainer's
+        # last transaction (and, after a restart, over the whole history).
+        if self.dag.proposal_by(self.me, parent, round_) is not None:
+            return
         cid = self.state.uploaded_cid(round_, parent)
         samples = len(self.data.train_y)
         if cid is None:
@@ -337,12 +338,10 @@ class Worker:
             selected = sorted(self.strategy.choose_updates(own, vectors, parent=start))
             weights = self.book.aggregate(selected, good)
         new_id = compute_model_id(parent, selected)
-        with self.clock.measure("chain"):
-            done = self.chain.has_aggregated(self.me, parent, round_)
-            exists = self.chain.model_exists(new_id)
-        if not done:
+        if not self.dag.aggregated_by(self.me, parent, round_):
             # Only a model's first aggregator has its weights recorded: skip the upload
             # when the model already exists (anyone can recompute it from the updates).
+            exists = new_id in self.dag.models
             cid = "" if exists else self._put(encode_weights(self.options.arch, weights))
             with self.clock.measure("chain"):
                 try:

@@ -51,3 +51,12 @@ def test_json_round_trip_preserves_everything():
     assert again.to_json() == dag.to_json()
     assert [u.update_id for u in again.updates_for(ROOT_ID, 0)] == [3, 7, 9]
     assert [m.model_id for m in again.candidates(1)] == [A, B]
+
+
+def test_own_proposals_and_aggregations_are_found_by_address():
+    dag = _network()
+    assert dag.proposal_by("0x2", ROOT_ID, 0).update_id == 3
+    assert dag.proposal_by("0x2", ROOT_ID, 1) is None
+    assert dag.aggregated_by("0x3", ROOT_ID, 0)
+    assert not dag.aggregated_by("0x3", A, 1)
+    assert dag.aggregated_by("0x1", A, 1)
