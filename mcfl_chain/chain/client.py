@@ -20,6 +20,9 @@ from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
 
 _VOTE_GAS = 300_000
 """Gas limit of a vote sent without estimate (a vote that opens a round uses ~45k)."""
+_PROPOSE_GAS = 400_000
+"""Gas limit of a proposal sent without estimate (one uses ~70k-115k): a bounded call
+made every round, whose preconditions the worker checks before sending."""
 
 
 class Phase(IntEnum):
@@ -147,7 +150,8 @@ class ChainClient:
         """
         receipt = self._send(f"Updates.propose(parent={bytes(parent).hex()[:12]}..)",
                              self.updates.functions.propose(bytes(parent), cid_to_bytes(cid),
-                                                            num_samples))
+                                                            num_samples),
+                             gas=_PROPOSE_GAS)
         (event,) = self.updates.events.UpdateProposed().process_receipt(receipt)
         return int(event["args"]["updateId"])
 
