@@ -87,8 +87,11 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory (default runs/<name>-<time>).")
 @click.option("--keep-running", is_flag=True, help="Leave the devnet and storage up at the end.")
+@click.option("--published-size", is_flag=True,
+              help="The paper's size instead: 38 trainers, 102 rounds, 2 epochs, all samples "
+                   "(hours on 2 cores).")
 def simulate(config_path: str | None, out: Path | None, keep_running: bool,
-             **options: Any) -> None:
+             published_size: bool, **options: Any) -> None:
     """Run a network of N trainers on a local devnet and report how it learned.
 
     Each trainer is its own `mcfl-chain worker` process with its own account, state and
@@ -106,6 +109,8 @@ def simulate(config_path: str | None, out: Path | None, keep_running: bool,
         config = load_config(Path(config_path), options)
     else:
         config = SimulationConfig(**{k: v for k, v in options.items() if v is not None})
+    if published_size:
+        config = config.published_size()
     _run(config, out, keep_running)
 
 

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,16 @@ class SimulationConfig:
 
     @property
     def task(self) -> str:
-        datasets = self.scenario_params.get("datasets") or [self.dataset]
+        """The task descriptor recorded on chain: architecture and the datasets used."""
+        datasets = [self.dataset]
+        if self.scenario == "two-datasets":
+            datasets.append(self.scenario_params.get("other_dataset", "mnist"))
         return f"{self.arch}:{'+'.join(datasets)}"
+
+    def published_size(self) -> SimulationConfig:
+        """The paper's setup (§5.1): 38 trainers, 102 rounds, 2 epochs, all samples."""
+        return replace(self, n_trainers=38, rounds=102, epochs=2, samples=None,
+                       name=f"{self.name}-published")
 
     def validate(self) -> None:
         if self.n_trainers < 1:

@@ -76,7 +76,6 @@ def build_worker(*, rpc: str, key: str | None, account_index: int | None, deploy
             raise ValueError("not a JSON object")
     except ValueError as exc:
         raise WorkerSetupError(f"--scenario-params must be a JSON object: {exc}") from exc
-    params.pop("datasets", None)
 
     torch.set_num_threads(threads)
     try:
