@@ -12,7 +12,7 @@ import torch
 from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
 from mcfl_chain.dag.graph import ModelDAG
-from mcfl_chain.learning.datasets import DatasetError
+from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.models import ARCHITECTURES
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
 from mcfl_chain.storage import open_storage
@@ -84,6 +84,8 @@ def build_worker(*, rpc: str, key: str | None, account_index: int | None, deploy
         data = build_trainer_data(spec)
     except (DatasetError, ValueError, TypeError) as exc:
         raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
+    finally:
+        release_datasets()
     if spec.dataset not in task.datasets:
         raise WorkerSetupError(f"this network's task is {dep.task!r}; data from "
                                f"{spec.dataset!r} does not belong to it")

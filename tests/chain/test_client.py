@@ -81,6 +81,10 @@ def test_deadline_passed_and_force_advance(devnet):
     started, round_, phase = late.round_state()
     assert started
     assert not late.deadline_passed()
+    status = late.status()
+    assert (status.started, status.round, status.phase) == (started, round_, phase)
+    assert status.deadline == late.phase_deadline() > 0 and not status.voted
+    assert (status.votes, status.quorum) == late.votes_and_quorum()
     # Execute
     late.w3.provider.make_request("evm_increaseTime", [61])
     late.w3.provider.make_request("evm_mine", [])

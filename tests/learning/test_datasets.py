@@ -118,3 +118,12 @@ def test_fashion_mnist_from_the_debian_package() -> None:
     assert dataset.official_train_size == 60000
     np.testing.assert_array_equal(np.bincount(dataset.labels), np.full(10, 7000))
     assert dataset.class_names[9] == "Ankle boot"
+
+
+def test_release_datasets_drops_the_cache():
+    from mcfl_chain.learning.datasets import load_dataset, release_datasets
+
+    first = load_dataset("digits")
+    assert load_dataset("digits") is first
+    release_datasets()
+    assert load_dataset("digits") is not first
