@@ -113,72 +113,61 @@ class Worker:
     def stop(self) -> None:
         self._stop.set()
 
-    def sync(self) -> bool:
-        """Apply the events of new blocks to the DAG and persist the position.
-
-        Returns whether the round, the phase or this trainer's vote may have changed,
-        i.e. whether the contract views are worth reading again.
-        """
+    def sync(self) -> None:
+        """Apply the events of new blocks to the DAG and persist the position."""
         head = self.chain.block_number()
         if head <= self.state.last_block:
-            return False
+            return
         events = [event_record(e) for e in self.chain.events(self.state.last_block + 1, head)]
         apply_events(self.dag, events)
         self.state.record(events, head)
-        return any(e["event"] in ("PhaseChanged", "NewRound") or
-                   (e["event"] == "TrainerVoted" and e["trainer"] == self.me) for e in events)
 
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Play rounds until the budget is spent or :meth:`stop`; returns rounds played."""
+        """Play rounds until the budget is spent or :meth:`stop`; returns rounds played.
+
+        While idle the worker polls one view (``Models.statusOf``) and nothing else; it
+        reads the events (``sync``) only when it has something to do, so that waiting
+        trainers leave the CPU to the ones still training.
+        """
         with self.clock.measure("chain"):
             if not self.chain.is_registered():
                 self.chain.register()
                 log.info("registered as trainer %s", self.chain.trainer_id())
-            self.sync()
-            view = self._read_view()
+            status = self.chain.status()
+        acted: tuple[int, Phase] | None = None
         while not self._stop.is_set():
-            started, round_, phase, voted, deadline = view
-            if started and self.state.first_round is None:
-                self.state.first_round = round_
+            if status.started and self.state.first_round is None:
+                self.state.first_round = status.round
                 self.state.save()
-            if started and self._budget_spent(round_):
+            if status.started and self._budget_spent(status.round):
                 break
-            if started and not voted:
-                if phase is Phase.PROPOSE:
-                    self._propose_phase(round_)
-                else:
-                    self._aggregate_phase(round_)
-                with self.clock.measure("chain"):
-                    self.sync()
-                    view = self._read_view()
-                if view[1:4] == (round_, phase, False):
+            if status.started and not status.voted:
+                if acted == (status.round, status.phase):
                     # The vote did not go through and the phase did not move: say so and
                     # retry calmly rather than spin.
                     log.warning("round %d: still no vote recorded in the %s phase; retrying",
-                                round_, phase.name.lower())
+                                status.round, status.phase.name.lower())
                     self._stop.wait(1.0)
-                continue
-            # Idle until a new block says something changed: this polling is waiting.
-            with self.clock.measure("waiting"):
-                self._stop.wait(self.options.poll_interval)
-                changed = self.sync()
-                if not started:
-                    changed = True
-            if deadline and time.time() >= max(deadline, self._next_advance):
-                self._advance_after_deadline(round_, phase)
-                self._next_advance = time.time() + 1.0  # do not hammer the node
-                changed = True
-            if changed:
+                acted = (status.round, status.phase)
                 with self.clock.measure("chain"):
-                    view = self._read_view()
+                    self.sync()
+                if status.phase is Phase.PROPOSE:
+                    self._propose_phase(status.round)
+                else:
+                    self._aggregate_phase(status.round)
+            elif status.deadline and time.time() >= max(status.deadline, self._next_advance):
+                self._advance_after_deadline(status.round, status.phase)
+                self._next_advance = time.time() + 1.0  # do not hammer the node
+            else:
+                with self.clock.measure("waiting"):
+                    self._stop.wait(self.options.poll_interval)
+                    status = self.chain.status()
+                continue
+            with self.clock.measure("chain"):
+                status = self.chain.status()
         return self.rounds_done
-
-    def _read_view(self) -> tuple[bool, int, Phase, bool, int]:
-        """(started, round, phase, voted, deadline), read atomically from the chain."""
-        status = self.chain.status()
-        return status.started, status.round, status.phase, status.voted, status.deadline
 
     def _still_in(self, round_: int, phase: Phase) -> bool:
         """Whether the chain is still in (round, phase): checked right before a vote,
