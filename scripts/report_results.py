@@ -151,8 +151,7 @@ def scenario_section(spec: dict[str, Any], runs_dir: Path, docs: Path) -> tuple[
               f"(70/15/15 train/validation/test), {config['rounds']} rounds, "
               f"{config['epochs']} epochs, `{config['arch']}`, seed {config['seed']}"
             + (f", MCFL tolerance {config['tolerance']}" if len(mcfl) == 1 else "") + ". "
-            + f"
-              f"Metric: {metric} of each trainer's aggregated model on its own test split "
+            + f"Metric: {metric} of each trainer's aggregated model on its own test split "
               f"({unit}).", "",
             "Reproduce: " + ", ".join(f"`mcfl-chain simulate --config "
                                       f"scenarios/paper/{n}.toml`" for n in spec["runs"])
