@@ -12,6 +12,7 @@ Usage: python scripts/report_results.py [--runs runs/experiments] [--out docs]
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -271,6 +272,16 @@ def performance_section(runs_dir: Path) -> str:
     return "\n".join(out)
 
 
+def keep_records(runs_dir: Path, target: Path) -> None:
+    """Copy each finished run's small records (config, per-round table, summary) next to
+    the report, so its figures can be checked without the run directories."""
+    for run_dir in sorted(runs_dir.iterdir()):
+        if (run_dir / "summary.json").exists():
+            (target / run_dir.name).mkdir(parents=True, exist_ok=True)
+            for name in ("config.json", "rounds.csv", "summary.json"):
+                shutil.copyfile(run_dir / name, target / run_dir.name / name)
+
+
 @click.command()
 @click.option("--runs", "runs_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("runs/experiments"), show_default=True)
@@ -279,6 +290,7 @@ def performance_section(runs_dir: Path) -> str:
 def main(runs_dir: Path, docs: Path) -> None:
     """Generate docs/RESULTS.md and docs/results/*.png from the run directories."""
     (docs / "results").mkdir(parents=True, exist_ok=True)
+    keep_records(runs_dir, docs / "results" / "runs")
     sections, rows = [], []
     for spec in SCENARIOS:
         text, summary_rows = scenario_section(spec, runs_dir, docs)
