@@ -213,3 +213,15 @@ def test_fedavg_baseline_trains_one_model_accepting_every_update(tmp_path):
     for round_ in (0, 1):
         (model,) = dag.models_of_round(round_)
         assert model.popularity == 3 and len(model.update_ids) == 3
+
+
+def test_a_network_over_a_real_ipfs_node(tmp_path):
+    # Execute: the same workers with every blob going through js-ipfs's RPC API
+    config = _config(n_trainers=3, rounds=2, samples=300, storage="ipfs")
+    summary = run_simulation(config, tmp_path, Console(quiet=True))
+    # Assert: both rounds completed with every trainer, and the updates on chain are
+    # IPFS CIDs of real weights (raw leaves, CIDv1 base32)
+    assert [(r["round"], r["trainers"]) for r in summary["rounds"]] == [(0, 3), (1, 3)]
+    dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
+    assert len(dag.updates) >= 6
+    assert all(u.cid.startswith("bafkrei") for u in dag.updates.values())
