@@ -35,6 +35,8 @@ class ServiceState:
     command: list[str]
     log: str
     started_at: float
+    title: str = ""
+    """The name the program gives its own process, when it renames itself."""
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,14 +110,20 @@ def is_running(state: ServiceState) -> bool:
     if not pid_alive(state.pid):
         return False
     cmd = _cmdline(state.pid)
-    # Node programs show up as "node <script>": compare the program names loosely.
-    return not cmd or any(Path(state.command[0]).name in Path(part).name for part in cmd[:3])
+    # Node programs show up as "node <script>", or under the title they give themselves:
+    # compare the program names loosely.
+    names = [n for n in (Path(state.command[0]).name, state.title) if n]
+    return not cmd or any(n in Path(part).name for n in names for part in cmd[:3])
 
 
 def start_service(name: str, command: Sequence[str], port: int, state_file: Path,
                   log_file: Path, env: dict[str, str] | None = None,
-                  cwd: Path | None = None, ready_timeout: float = 30.0) -> ServiceState:
+                  cwd: Path | None = None, ready_timeout: float = 30.0,
+                  title: str = "") -> ServiceState:
     """Start ``command`` detached, wait until it listens on ``port``, record it.
+
+    ``title`` is the process name the program sets for itself, if it renames itself
+    (js-ipfs calls itself ``ipfs``), so that later PID checks still recognise it.
 
     Raises :class:`ServiceError` if a service recorded in ``state_file`` still runs or if
     the port is taken, with a message that says what to do.
@@ -140,7 +148,7 @@ def start_service(name: str, command: Sequence[str], port: int, state_file: Path
         tail = log_file.read_text(errors="replace")[-2000:]
         raise ServiceError(f"{name} did not start: {exc}\n--- {log_file} ---\n{tail}") from exc
     state = ServiceState(name=name, pid=proc.pid, port=port, command=list(command),
-                         log=str(log_file), started_at=time.time())
+                         log=str(log_file), started_at=time.time(), title=title)
     state.save(state_file)
     return state
 

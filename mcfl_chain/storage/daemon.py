@@ -128,23 +128,10 @@ def start_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO, port: int | None
     # behind; no node of ours runs on this repo (checked above), so they are stale.
     shutil.rmtree(ipfs_repo / "repo.lock", ignore_errors=True)
     (ipfs_repo / "api").unlink(missing_ok=True)
-    return start_service(_SERVICE, [str(_launcher(binary, repo)), "daemon", "--offline"], port,
-                         state_file, log_file, env=env, cwd=repo, ready_timeout=ready_timeout)
-
-
-def _launcher(binary: Path, repo: Path) -> Path:
-    """A link named ``ipfs`` to ``jsipfs``, the program recorded in the state file.
-
-    js-ipfs renames its process ``ipfs`` (``process.title``); the PID check before
-    stopping compares that name with the recorded program's, so the names must agree.
-    """
-    link = repo / "bin" / "ipfs"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    target = binary.resolve()
-    if not link.is_symlink() or link.resolve() != target:
-        link.unlink(missing_ok=True)
-        link.symlink_to(target)
-    return link
+    # js-ipfs renames its process "ipfs" (process.title): record that name for PID checks.
+    return start_service(_SERVICE, [str(binary), "daemon", "--offline"], port, state_file,
+                         log_file, env=env, cwd=repo, ready_timeout=ready_timeout,
+                         title="ipfs")
 
 
 def stop_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO,
