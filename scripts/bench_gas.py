@@ -38,17 +38,30 @@ SNAPSHOT = Path(__file__).resolve().parent.parent / "tests" / "contracts" / "gas
 
 
 @click.command()
-@click.option("--write-snapshot", is_flag=True,
-              help=f"Write the figures to {SNAPSHOT.relative_to(SNAPSHOT.parents[2])}, which "
-                   "the test suite compares against.")
-@click.option("--trainers", type=click.IntRange(min=2), default=10, show_default=True,
-              help="Trainers in the measured round.")
+@click.option(
+    "--write-snapshot",
+    is_flag=True,
+    help=f"Write the figures to {SNAPSHOT.relative_to(SNAPSHOT.parents[2])}, which "
+    "the test suite compares against.",
+)
+@click.option(
+    "--trainers",
+    type=click.IntRange(min=2),
+    default=10,
+    show_default=True,
+    help="Trainers in the measured round.",
+)
 def main(write_snapshot: bool, trainers: int) -> None:
     """Measure the gas of every protocol call on a throw-away Anvil devnet."""
     console = Console()
     with tempfile.TemporaryDirectory() as state_dir:
-        start_devnet(Path(state_dir), free_port(), genesis_cid=fake_cid("genesis"),
-                     min_trainers=1, accounts=1)
+        start_devnet(
+            Path(state_dir),
+            free_port(),
+            genesis_cid=fake_cid("genesis"),
+            min_trainers=1,
+            accounts=1,
+        )
         try:
             w3 = connect(f"http://127.0.0.1:{_port(Path(state_dir))}")
             with console.status("measuring a round of trainers..."):
@@ -66,8 +79,13 @@ def main(write_snapshot: bool, trainers: int) -> None:
     per = Table(title=f"Per trainer and round ({trainers} trainers, steady state)")
     for column in ("step", "this project", "thesis"):
         per.add_column(column, justify="right" if column != "step" else "left")
-    thesis = {"propose": THESIS_PROPOSE, "finishProposals": 0, "aggregate": THESIS_AGGREGATE,
-              "nextRound": THESIS_VOTE, "total": THESIS_PER_TRAINER_ROUND}
+    thesis = {
+        "propose": THESIS_PROPOSE,
+        "finishProposals": 0,
+        "aggregate": THESIS_AGGREGATE,
+        "nextRound": THESIS_VOTE,
+        "total": THESIS_PER_TRAINER_ROUND,
+    }
     for step, gas in report.per_trainer_round.items():
         per.add_row(step, f"{gas:,}", f"{thesis[step]:,}" if thesis[step] else "-")
     console.print(per)

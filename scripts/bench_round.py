@@ -30,12 +30,22 @@ from mcfl_chain.worker.timing import CATEGORIES
 @click.option("--samples", default=3000, show_default=True, help="Samples per trainer.")
 @click.option("--epochs", default=2, show_default=True, help="Local epochs per round.")
 @click.option("--scenario", default="iid", show_default=True, help="Data partition.")
-@click.option("--storage", type=click.Choice(["local", "ipfs"]), default="local",
-              show_default=True)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep the run directory here (default: a temporary one).")
-def main(trainers: int, rounds: int, samples: int, epochs: int, scenario: str, storage: str,
-         out: Path | None) -> None:
+@click.option("--storage", type=click.Choice(["local", "ipfs"]), default="local", show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the run directory here (default: a temporary one).",
+)
+def main(
+    trainers: int,
+    rounds: int,
+    samples: int,
+    epochs: int,
+    scenario: str,
+    storage: str,
+    out: Path | None,
+) -> None:
     """Run a network and print the round-time split."""
     console = Console()
     try:
@@ -45,23 +55,33 @@ def main(trainers: int, rounds: int, samples: int, epochs: int, scenario: str, s
         dataset = "digits"
         samples = min(samples, 1797 // trainers)
         console.print("Fashion-MNIST is not installed: using digits (smaller, less telling)")
-    config = SimulationConfig(name="bench-round", dataset=dataset, scenario=scenario,
-                              n_trainers=trainers, rounds=rounds, epochs=epochs,
-                              samples=samples, storage=storage, tolerance=2.0)
+    config = SimulationConfig(
+        name="bench-round",
+        dataset=dataset,
+        scenario=scenario,
+        n_trainers=trainers,
+        rounds=rounds,
+        epochs=epochs,
+        samples=samples,
+        storage=storage,
+        tolerance=2.0,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = out or Path(tmp)
         run_simulation(config, run_dir, console)
-        lines = [json.loads(line) for line in
-                 (run_dir / "metrics.jsonl").read_text().splitlines()]
+        lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steady = [line for line in lines if line["round"] > 0]
     seconds = {c: statistics.fmean(line["split"][c] for line in steady) for c in CATEGORIES}
     total = statistics.fmean(line["seconds"] for line in steady)
     seconds["other"] = max(0.0, total - sum(seconds.values()))
-    console.print(f"\n{trainers} trainers, {dataset}, {samples} samples each, {epochs} epochs, "
-                  f"storage {storage}; mean per trainer per round over rounds 1..{rounds - 1}:")
+    console.print(
+        f"\n{trainers} trainers, {dataset}, {samples} samples each, {epochs} epochs, "
+        f"storage {storage}; mean per trainer per round over rounds 1..{rounds - 1}:"
+    )
     for category in seconds:
-        console.print(f"  {category:<12} {seconds[category]:8.3f} s  "
-                      f"{100 * seconds[category] / total:5.1f}%")
+        console.print(
+            f"  {category:<12} {seconds[category]:8.3f} s  {100 * seconds[category] / total:5.1f}%"
+        )
     outside = 1 - (seconds["training"] + seconds["evaluation"]) / total
     console.print(f"  {'round':<12} {total:8.3f} s")
     print(f"share of a round outside training and evaluation: {100 * outside:.1f}%")

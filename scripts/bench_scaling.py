@@ -35,12 +35,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_aggregation import measure as measure_aggregation  # noqa: E402
 
 
-def round_split(n: int, rounds: int, samples: int, run_dir: Path, console: Console
-                ) -> dict[str, float]:
+def round_split(
+    n: int, rounds: int, samples: int, run_dir: Path, console: Console
+) -> dict[str, float]:
     """Mean seconds per trainer per round (rounds 1..) in each category, plus the total."""
-    config = SimulationConfig(name=f"scale-{n}", dataset="fashion-mnist", scenario="iid",
-                              n_trainers=n, rounds=rounds, epochs=2, samples=samples,
-                              tolerance=2.0, round_timeout=1800)
+    config = SimulationConfig(
+        name=f"scale-{n}",
+        dataset="fashion-mnist",
+        scenario="iid",
+        n_trainers=n,
+        rounds=rounds,
+        epochs=2,
+        samples=samples,
+        tolerance=2.0,
+        round_timeout=1800,
+    )
     run_simulation(config, run_dir, console)
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steady = [line for line in lines if line["round"] > 0]
@@ -53,22 +62,27 @@ def round_split(n: int, rounds: int, samples: int, run_dir: Path, console: Conso
 def round_gas(n: int) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         state_dir = Path(tmp)
-        state, _ = start_devnet(state_dir, free_port(), genesis_cid=fake_cid("genesis"),
-                                min_trainers=1, accounts=1)
+        state, _ = start_devnet(
+            state_dir, free_port(), genesis_cid=fake_cid("genesis"), min_trainers=1, accounts=1
+        )
         try:
-            return measure_round_gas(connect(f"http://127.0.0.1:{state.port}"), n
-                                     ).per_trainer_round
+            return measure_round_gas(connect(f"http://127.0.0.1:{state.port}"), n).per_trainer_round
         finally:
             stop_devnet(state_dir)
 
 
 @click.command()
-@click.option("--sizes", default="10,20,38", show_default=True,
-              help="Comma-separated numbers of trainers.")
+@click.option(
+    "--sizes", default="10,20,38", show_default=True, help="Comma-separated numbers of trainers."
+)
 @click.option("--rounds", default=3, show_default=True, help="Rounds per network.")
 @click.option("--samples", default=1000, show_default=True, help="Samples per trainer.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("runs/scaling"), show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/scaling"),
+    show_default=True,
+)
 def main(sizes: str, rounds: int, samples: int, out: Path) -> None:
     """Measure round time split, gas and aggregation cost for several network sizes."""
     console = Console()
@@ -79,23 +93,40 @@ def main(sizes: str, rounds: int, samples: int, out: Path) -> None:
         results[str(n)] = {
             "split": round_split(n, rounds, samples, out / f"network-{n}", console),
             "gas_per_trainer_round": round_gas(n),
-            "aggregation_ms": {"decode": float(aggregation[2]),
-                               "flatten_select_fedavg": float(aggregation[8])},
+            "aggregation_ms": {
+                "decode": float(aggregation[2]),
+                "flatten_select_fedavg": float(aggregation[8]),
+            },
         }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling.json").write_text(json.dumps(
-        {"rounds": rounds, "samples": samples, "sizes": results}, indent=1))
+    (out / "scaling.json").write_text(
+        json.dumps({"rounds": rounds, "samples": samples, "sizes": results}, indent=1)
+    )
     table = Table(title="per trainer per round, by network size")
-    for column in ("trainers", "round s", "training", "evaluation", "chain", "storage",
-                   "waiting", "gas", "aggregation ms"):
+    for column in (
+        "trainers",
+        "round s",
+        "training",
+        "evaluation",
+        "chain",
+        "storage",
+        "waiting",
+        "gas",
+        "aggregation ms",
+    ):
         table.add_column(column, justify="right")
     for n, r in results.items():
         s = r["split"]
-        table.add_row(n, f"{s['round']:.1f}", *(f"{100 * s[c] / s['round']:.1f}%" for c in
-                                                 ("training", "evaluation", "chain", "storage",
-                                                  "waiting")),
-                      f"{r['gas_per_trainer_round']['total']:,}",
-                      f"{r['aggregation_ms']['flatten_select_fedavg']:.1f}")
+        table.add_row(
+            n,
+            f"{s['round']:.1f}",
+            *(
+                f"{100 * s[c] / s['round']:.1f}%"
+                for c in ("training", "evaluation", "chain", "storage", "waiting")
+            ),
+            f"{r['gas_per_trainer_round']['total']:,}",
+            f"{r['aggregation_ms']['flatten_select_fedavg']:.1f}",
+        )
     console.print(table)
     print(f"written {out / 'scaling.json'}")
 

@@ -38,8 +38,9 @@ def ipfs_spec(address: str | None, workdir: Path) -> Iterator[str]:
         yield spec
 
 
-def measure(store: Storage, size: int, repeat: int, progress: Progress,
-            label: str) -> dict[str, list[float]]:
+def measure(
+    store: Storage, size: int, repeat: int, progress: Progress, label: str
+) -> dict[str, list[float]]:
     """Put then get ``repeat`` fresh random blobs of ``size`` bytes; seconds per call."""
     puts, gets = [], []
     task = progress.add_task(f"{label} {size:,} B", total=repeat)
@@ -68,17 +69,35 @@ def parse_sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> lis
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--sizes", default="250000,20000000", show_default=True, callback=parse_sizes,
-              help="Blob sizes in bytes, comma-separated (an update of LeNet is ~250 KB).")
-@click.option("--repeat", type=click.IntRange(1), default=5, show_default=True,
-              help="Fresh blobs put and read back per size and backend.")
-@click.option("--ipfs", "ipfs_address", default=None, metavar="SPEC",
-              help="Measure this running node (e.g. ipfs:/ip4/127.0.0.1/tcp/5001) instead of "
-                   "starting a temporary js-ipfs daemon.")
-@click.option("--local-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory of the local store to measure (default: a temporary one).")
-def main(sizes: list[int], repeat: int, ipfs_address: str | None,
-         local_dir: Path | None) -> None:
+@click.option(
+    "--sizes",
+    default="250000,20000000",
+    show_default=True,
+    callback=parse_sizes,
+    help="Blob sizes in bytes, comma-separated (an update of LeNet is ~250 KB).",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Fresh blobs put and read back per size and backend.",
+)
+@click.option(
+    "--ipfs",
+    "ipfs_address",
+    default=None,
+    metavar="SPEC",
+    help="Measure this running node (e.g. ipfs:/ip4/127.0.0.1/tcp/5001) instead of "
+    "starting a temporary js-ipfs daemon.",
+)
+@click.option(
+    "--local-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of the local store to measure (default: a temporary one).",
+)
+def main(sizes: list[int], repeat: int, ipfs_address: str | None, local_dir: Path | None) -> None:
     """Print put/get latency (median and min over --repeat) of the local and IPFS stores."""
     console = Console()
     rows = []
@@ -93,18 +112,30 @@ def main(sizes: list[int], repeat: int, ipfs_address: str | None,
                     for size in sizes:
                         rows.append((label, size, measure(store, size, repeat, progress, label)))
 
-    table = Table(title=f"Storage latency in ms ({repeat} fresh blobs per row; get includes "
-                        f"verification)")
-    for column in ("backend", "size (B)", "put median", "put min", "get median", "get min",
-                   "get MB/s"):
+    table = Table(
+        title=f"Storage latency in ms ({repeat} fresh blobs per row; get includes verification)"
+    )
+    for column in (
+        "backend",
+        "size (B)",
+        "put median",
+        "put min",
+        "get median",
+        "get min",
+        "get MB/s",
+    ):
         table.add_column(column, justify="left" if column == "backend" else "right")
     for label, size, times in rows:
         get_median = statistics.median(times["get"])
-        table.add_row(label, f"{size:,}",
-                      f"{statistics.median(times['put']) * 1e3:.1f}",
-                      f"{min(times['put']) * 1e3:.1f}", f"{get_median * 1e3:.1f}",
-                      f"{min(times['get']) * 1e3:.1f}",
-                      f"{size / get_median / 1e6:.0f}" if get_median > 0 else "-")
+        table.add_row(
+            label,
+            f"{size:,}",
+            f"{statistics.median(times['put']) * 1e3:.1f}",
+            f"{min(times['put']) * 1e3:.1f}",
+            f"{get_median * 1e3:.1f}",
+            f"{min(times['get']) * 1e3:.1f}",
+            f"{size / get_median / 1e6:.0f}" if get_median > 0 else "-",
+        )
     for label, spec in backends.items():
         table.caption = (table.caption + "; " if table.caption else "") + f"{label} = {spec}"
     console.print(table)

@@ -41,21 +41,33 @@ def campaign(scenarios: Path, published: bool, only: tuple[str, ...]) -> list[Si
         for run in (config, baseline_of(config)):
             previous = runs.get(run.name)
             if previous is not None and asdict(previous) != asdict(run):
-                raise click.ClickException(f"two scenarios define different runs named "
-                                           f"{run.name!r}")
+                raise click.ClickException(
+                    f"two scenarios define different runs named {run.name!r}"
+                )
             runs[run.name] = run
     return list(runs.values())
 
 
 @click.command()
-@click.option("--scenarios", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("scenarios/paper"), show_default=True,
-              help="Folder of scenario files.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("runs/experiments"), show_default=True,
-              help="One run directory per run is made here.")
-@click.option("--published-size", is_flag=True,
-              help="38 trainers, 102 rounds, 2 epochs, all samples (days on 2 cores).")
+@click.option(
+    "--scenarios",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("scenarios/paper"),
+    show_default=True,
+    help="Folder of scenario files.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/experiments"),
+    show_default=True,
+    help="One run directory per run is made here.",
+)
+@click.option(
+    "--published-size",
+    is_flag=True,
+    help="38 trainers, 102 rounds, 2 epochs, all samples (days on 2 cores).",
+)
 @click.option("--only", multiple=True, help="Run only these scenario names (repeatable).")
 def main(scenarios: Path, out: Path, published_size: bool, only: tuple[str, ...]) -> None:
     """Run every scenario and its FedAvg baseline; skip runs already finished."""
@@ -76,8 +88,10 @@ def main(scenarios: Path, out: Path, published_size: bool, only: tuple[str, ...]
         console.rule(f"[{index}/{len(runs)}] {config.name}")
         summary = run_simulation(config, run_dir, console)
         console.print(f"{config.name}: {summary['seconds']:.0f} s")
-    console.print(f"campaign finished in {time.monotonic() - started:.0f} s; "
-                  f"now run: python scripts/report_results.py --runs {out}")
+    console.print(
+        f"campaign finished in {time.monotonic() - started:.0f} s; "
+        f"now run: python scripts/report_results.py --runs {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -68,16 +68,18 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None,
-                  host: str = LOOPBACK) -> None:
+def wait_for_port(
+    port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None, host: str = LOOPBACK
+) -> None:
     """Block until ``host:port`` accepts connections; fail early if ``proc`` exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if port_in_use(port, host):
             return
         if proc is not None and proc.poll() is not None:
-            raise ServiceError(f"process exited with code {proc.returncode} before listening "
-                               f"on {host}:{port}")
+            raise ServiceError(
+                f"process exited with code {proc.returncode} before listening on {host}:{port}"
+            )
         time.sleep(0.05)
     raise ServiceError(f"nothing listens on {host}:{port} after {timeout:.0f} s")
 
@@ -116,10 +118,17 @@ def is_running(state: ServiceState) -> bool:
     return not cmd or any(n in Path(part).name for n in names for part in cmd[:3])
 
 
-def start_service(name: str, command: Sequence[str], port: int, state_file: Path,
-                  log_file: Path, env: dict[str, str] | None = None,
-                  cwd: Path | None = None, ready_timeout: float = 30.0,
-                  title: str = "") -> ServiceState:
+def start_service(
+    name: str,
+    command: Sequence[str],
+    port: int,
+    state_file: Path,
+    log_file: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    ready_timeout: float = 30.0,
+    title: str = "",
+) -> ServiceState:
     """Start ``command`` detached, wait until it listens on ``port``, record it.
 
     ``title`` is the process name the program sets for itself, if it renames itself
@@ -130,16 +139,25 @@ def start_service(name: str, command: Sequence[str], port: int, state_file: Path
     """
     previous = ServiceState.load(state_file)
     if previous is not None and is_running(previous):
-        raise ServiceError(f"{name} is already running (pid {previous.pid}, port {previous.port}); "
-                           f"stop it first")
+        raise ServiceError(
+            f"{name} is already running (pid {previous.pid}, port {previous.port}); stop it first"
+        )
     if port_in_use(port):
-        raise ServiceError(f"port {port} on {LOOPBACK} is already in use; choose another with "
-                           f"--port or stop what listens there")
+        raise ServiceError(
+            f"port {port} on {LOOPBACK} is already in use; choose another with "
+            f"--port or stop what listens there"
+        )
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
-        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
     try:
         wait_for_port(port, ready_timeout, proc)
     except ServiceError as exc:
@@ -147,8 +165,15 @@ def start_service(name: str, command: Sequence[str], port: int, state_file: Path
             proc.kill()
         tail = log_file.read_text(errors="replace")[-2000:]
         raise ServiceError(f"{name} did not start: {exc}\n--- {log_file} ---\n{tail}") from exc
-    state = ServiceState(name=name, pid=proc.pid, port=port, command=list(command),
-                         log=str(log_file), started_at=time.time(), title=title)
+    state = ServiceState(
+        name=name,
+        pid=proc.pid,
+        port=port,
+        command=list(command),
+        log=str(log_file),
+        started_at=time.time(),
+        title=title,
+    )
     state.save(state_file)
     return state
 
@@ -210,8 +235,19 @@ def npm_install(packages: Sequence[str], prefix: Path | None = None) -> None:
         raise ServiceError("npm is not installed: install Node.js (which ships npm) and retry")
     target = prefix or user_node_prefix()
     target.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run([npm, "install", "--prefix", str(target), "--omit=optional",
-                             "--no-audit", "--no-fund", *packages],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(target),
+            "--omit=optional",
+            "--no-audit",
+            "--no-fund",
+            *packages,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise ServiceError(f"npm install {' '.join(packages)} failed:\n{result.stderr[-2000:]}")

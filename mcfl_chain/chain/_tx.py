@@ -98,8 +98,9 @@ class Transactor:
                     tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.3) + 150_000
             except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
                 reason = revert_reason(exc)
-                raise ChainError(f"{description} from {self.address} was refused: "
-                                 f"{reason or exc}", reason) from exc
+                raise ChainError(
+                    f"{description} from {self.address} was refused: {reason or exc}", reason
+                ) from exc
             if self._nonce is None:
                 self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
             tx["nonce"] = self._nonce
@@ -111,8 +112,9 @@ class Transactor:
             except (Web3RPCError, ValueError) as exc:
                 if "base fee" not in str(exc).lower():
                     self._nonce = None
-                    raise ChainError(f"{description} from {self.address} could not be "
-                                     f"sent: {exc}") from exc
+                    raise ChainError(
+                        f"{description} from {self.address} could not be sent: {exc}"
+                    ) from exc
                 # The base fee rose past the cached bound: read it again, retry once.
                 self._fee_checked = 0.0
                 tx["maxFeePerGas"] = self._max_fee()
@@ -120,15 +122,18 @@ class Transactor:
                     tx_hash = self._send_signed(tx)
                 except (Web3RPCError, ValueError) as exc2:
                     self._nonce = None
-                    raise ChainError(f"{description} from {self.address} could not be "
-                                     f"sent: {exc2}") from exc2
+                    raise ChainError(
+                        f"{description} from {self.address} could not be sent: {exc2}"
+                    ) from exc2
             self._nonce += 1
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash,
-                                                           timeout=self.receipt_timeout)
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout)
         if receipt["status"] != 1:
             reason = self._replay_reason(tx, receipt["blockNumber"])
-            raise ChainError(f"{description} from {self.address} reverted in block "
-                             f"{receipt['blockNumber']}: {reason or 'no reason given'}", reason)
+            raise ChainError(
+                f"{description} from {self.address} reverted in block "
+                f"{receipt['blockNumber']}: {reason or 'no reason given'}",
+                reason,
+            )
         return receipt
 
     def _send_signed(self, tx: dict[str, Any]) -> Any:

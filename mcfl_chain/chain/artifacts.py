@@ -31,8 +31,10 @@ def contracts_dir() -> Path:
     """Folder holding ``Trainers.vy``, ``Models.vy`` and ``Updates.vy``."""
     folder = Path(os.environ.get("MCFL_CONTRACTS_DIR", project_root() / "contracts"))
     if not (folder / "Models.vy").is_file():
-        raise FileNotFoundError(f"no Vyper contracts in {folder}: run from a source checkout of "
-                                f"mcfl-chain or set MCFL_CONTRACTS_DIR to its contracts/ folder")
+        raise FileNotFoundError(
+            f"no Vyper contracts in {folder}: run from a source checkout of "
+            f"mcfl-chain or set MCFL_CONTRACTS_DIR to its contracts/ folder"
+        )
     return folder
 
 
@@ -60,8 +62,9 @@ def _compile(folder: Path) -> dict[str, Artifact]:
     compiled = {}
     for name in CONTRACT_NAMES:
         file_input = bundle.load_file(folder / f"{name}.vy")
-        out = compile_from_file_input(file_input, input_bundle=bundle,
-                                      output_formats=["abi", "bytecode"])
+        out = compile_from_file_input(
+            file_input, input_bundle=bundle, output_formats=["abi", "bytecode"]
+        )
         compiled[name] = Artifact(name=name, abi=out["abi"], bytecode=out["bytecode"])
     return compiled
 

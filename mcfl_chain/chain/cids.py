@@ -35,11 +35,16 @@ def cid_to_bytes(cid: str) -> bytes:
         parsed = CID.decode(cid)
     except Exception as exc:
         raise ValueError(f"{cid!r} is not a CID: {exc}") from exc
-    if parsed.version != 1 or parsed.codec.code not in (RAW, DAG_PB) \
-            or parsed.hashfun.code != SHA2_256:
-        raise ValueError(f"{cid!r}: the contracts accept CIDv1 with the raw or dag-pb codec and a "
-                         f"sha2-256 digest (got v{parsed.version}, {parsed.codec.name}, "
-                         f"{parsed.hashfun.name}); add the file with cid-version 1")
+    if (
+        parsed.version != 1
+        or parsed.codec.code not in (RAW, DAG_PB)
+        or parsed.hashfun.code != SHA2_256
+    ):
+        raise ValueError(
+            f"{cid!r}: the contracts accept CIDv1 with the raw or dag-pb codec and a "
+            f"sha2-256 digest (got v{parsed.version}, {parsed.codec.name}, "
+            f"{parsed.hashfun.name}); add the file with cid-version 1"
+        )
     return bytes(parsed)
 
 

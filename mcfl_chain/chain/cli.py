@@ -18,10 +18,13 @@ from mcfl_chain.chain.devnet import (
     stop_devnet,
 )
 
-_STATE_DIR = click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-                          default=DEFAULT_STATE_DIR, show_default=True,
-                          help="Directory holding the devnet's process record, log and "
-                               "deployment.json.")
+_STATE_DIR = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    help="Directory holding the devnet's process record, log and deployment.json.",
+)
 
 
 @click.group()
@@ -30,45 +33,101 @@ def devnet() -> None:
 
 
 @devnet.command("up")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="TCP port of the JSON-RPC endpoint on 127.0.0.1.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="TCP port of the JSON-RPC endpoint on 127.0.0.1.",
+)
 @_STATE_DIR
-@click.option("--genesis-cid", default=None,
-              help="CIDv1 (raw or dag-pb, sha2-256) of the initial model weights, stored "
-                   "beforehand in the storage the workers use; every trainer starts from it. "
-                   "Default: initialise the task's architecture from --seed and store it in "
-                   "--storage.")
-@click.option("--storage", default="local:.mcfl/blobs", show_default=True,
-              help="Where to store the initial weights when --genesis-cid is not given.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Initialisation seed of the initial weights (without --genesis-cid).")
-@click.option("--task", default="lenet:fashion-mnist", show_default=True,
-              help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
-                   "a network whose task they cannot run.")
-@click.option("--min-trainers", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Registered trainers needed before round 0 opens.")
-@click.option("--phase-duration", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seconds after which any trainer's vote ends a phase without the full "
-                   "quorum; 0 for no deadline.")
-@click.option("--block-time", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between blocks; by default a block is mined per transaction.")
-@click.option("--accounts", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Funded dev accounts (index 0 deploys, trainers use 1, 2, ...).")
-def up(port: int, state_dir: Path, genesis_cid: str | None, storage: str, seed: int,
-       task: str, min_trainers: int, phase_duration: int, block_time: float | None,
-       accounts: int) -> None:
+@click.option(
+    "--genesis-cid",
+    default=None,
+    help="CIDv1 (raw or dag-pb, sha2-256) of the initial model weights, stored "
+    "beforehand in the storage the workers use; every trainer starts from it. "
+    "Default: initialise the task's architecture from --seed and store it in "
+    "--storage.",
+)
+@click.option(
+    "--storage",
+    default="local:.mcfl/blobs",
+    show_default=True,
+    help="Where to store the initial weights when --genesis-cid is not given.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Initialisation seed of the initial weights (without --genesis-cid).",
+)
+@click.option(
+    "--task",
+    default="lenet:fashion-mnist",
+    show_default=True,
+    help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
+    "a network whose task they cannot run.",
+)
+@click.option(
+    "--min-trainers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Registered trainers needed before round 0 opens.",
+)
+@click.option(
+    "--phase-duration",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds after which any trainer's vote ends a phase without the full "
+    "quorum; 0 for no deadline.",
+)
+@click.option(
+    "--block-time",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between blocks; by default a block is mined per transaction.",
+)
+@click.option(
+    "--accounts",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Funded dev accounts (index 0 deploys, trainers use 1, 2, ...).",
+)
+def up(
+    port: int,
+    state_dir: Path,
+    genesis_cid: str | None,
+    storage: str,
+    seed: int,
+    task: str,
+    min_trainers: int,
+    phase_duration: int,
+    block_time: float | None,
+    accounts: int,
+) -> None:
     """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
     if genesis_cid is None:
         genesis_cid = _store_genesis(task, seed, storage)
     try:
-        state, deployment = start_devnet(state_dir, port, genesis_cid=genesis_cid, task=task,
-                                         min_trainers=min_trainers,
-                                         phase_duration=phase_duration,
-                                         block_time=block_time, accounts=accounts)
+        state, deployment = start_devnet(
+            state_dir,
+            port,
+            genesis_cid=genesis_cid,
+            task=task,
+            min_trainers=min_trainers,
+            phase_duration=phase_duration,
+            block_time=block_time,
+            accounts=accounts,
+        )
     except (ServiceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"devnet running: {deployment.rpc_url} (pid {state.pid}, chain "
-               f"{deployment.chain_id})")
+    click.echo(
+        f"devnet running: {deployment.rpc_url} (pid {state.pid}, chain {deployment.chain_id})"
+    )
     for name, address in deployment.addresses.items():
         click.echo(f"  {name:9s} {address}")
     click.echo(f"deployment file: {deployment_file(state_dir)}")

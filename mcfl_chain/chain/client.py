@@ -50,12 +50,15 @@ class TrainerStatus(NamedTuple):
 
 __all__ = ["ChainClient", "ChainError", "ChainEvent", "Phase", "TrainerStatus", "connect"]
 
+
 def connect(rpc_url: str, timeout: float = 30.0) -> Web3:
     """A web3 instance on ``rpc_url`` (HTTP), checked to answer."""
     w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
     if not w3.is_connected():
-        raise ChainError(f"no JSON-RPC node answers at {rpc_url}: start one with "
-                         f"`mcfl-chain devnet up` or check the URL")
+        raise ChainError(
+            f"no JSON-RPC node answers at {rpc_url}: start one with "
+            f"`mcfl-chain devnet up` or check the URL"
+        )
     return w3
 
 
@@ -78,9 +81,16 @@ class ChainClient:
         A connected web3 instance to use instead of ``rpc_url``.
     """
 
-    def __init__(self, deployment: Deployment, account: str | int | LocalAccount | None = None,
-                 *, private_key: str | None = None, account_index: int | None = None,
-                 rpc_url: str | None = None, w3: Web3 | None = None) -> None:
+    def __init__(
+        self,
+        deployment: Deployment,
+        account: str | int | LocalAccount | None = None,
+        *,
+        private_key: str | None = None,
+        account_index: int | None = None,
+        rpc_url: str | None = None,
+        w3: Web3 | None = None,
+    ) -> None:
         given = [a for a in (account, private_key, account_index) if a is not None]
         if len(given) > 1:
             raise ValueError("give one of account, private_key and account_index, not several")
@@ -88,9 +98,11 @@ class ChainClient:
         self.w3 = w3 or connect(rpc_url or deployment.rpc_url)
         chain_id = self.w3.eth.chain_id
         if chain_id != deployment.chain_id:
-            raise ChainError(f"the node at {rpc_url or deployment.rpc_url} runs chain "
-                             f"{chain_id}, the deployment was made on chain "
-                             f"{deployment.chain_id}: wrong deployment file or node")
+            raise ChainError(
+                f"the node at {rpc_url or deployment.rpc_url} runs chain "
+                f"{chain_id}, the deployment was made on chain "
+                f"{deployment.chain_id}: wrong deployment file or node"
+            )
         self._tx = Transactor(self.w3, as_account(given[0])) if given else None
         self.trainers = self._contract("Trainers")
         self.models = self._contract("Models")
@@ -98,8 +110,9 @@ class ChainClient:
         self._topics: dict[bytes, tuple[str, Any]] = {}
         for name, source in EVENT_SOURCES.items():
             contract = {"Models": self.models, "Updates": self.updates}[source]
-            abi = next(e for e in deployment.abis[source]
-                       if e.get("type") == "event" and e["name"] == name)
+            abi = next(
+                e for e in deployment.abis[source] if e.get("type") == "event" and e["name"] == name
+            )
             self._topics[event_abi_to_log_topic(abi)] = (name, contract.events[name]())
 
     @classmethod
@@ -108,8 +121,9 @@ class ChainClient:
         return cls(deployment, rpc_url=rpc_url)
 
     def _contract(self, name: str) -> Any:
-        return self.w3.eth.contract(address=self.deployment.addresses[name],
-                                    abi=self.deployment.abis[name])
+        return self.w3.eth.contract(
+            address=self.deployment.addresses[name], abi=self.deployment.abis[name]
+        )
 
     @property
     def address(self) -> str:
@@ -118,15 +132,19 @@ class ChainClient:
 
     def _sender(self) -> Transactor:
         if self._tx is None:
-            raise ChainError("this client is read-only: create it with an account to send "
-                             "transactions")
+            raise ChainError(
+                "this client is read-only: create it with an account to send transactions"
+            )
         return self._tx
 
     # -- transactions --------------------------------------------------------------
 
     def _send(self, description: str, call: Any, gas: int | None = None) -> TxReceipt:
-        tx: dict[str, Any] = {"to": call.address, "data": call._encode_transaction_data(),
-                              "value": 0}
+        tx: dict[str, Any] = {
+            "to": call.address,
+            "data": call._encode_transaction_data(),
+            "value": 0,
+        }
         if gas is not None:
             tx["gas"] = gas
         return self._sender().send(description, tx)
@@ -148,18 +166,20 @@ class ChainClient:
         num_samples
             Training samples behind the update (its FedAvg weight), 1 to 2**30 - 1.
         """
-        receipt = self._send(f"Updates.propose(parent={bytes(parent).hex()[:12]}..)",
-                             self.updates.functions.propose(bytes(parent), cid_to_bytes(cid),
-                                                            num_samples),
-                             gas=_PROPOSE_GAS)
+        receipt = self._send(
+            f"Updates.propose(parent={bytes(parent).hex()[:12]}..)",
+            self.updates.functions.propose(bytes(parent), cid_to_bytes(cid), num_samples),
+            gas=_PROPOSE_GAS,
+        )
         (event,) = self.updates.events.UpdateProposed().process_receipt(receipt)
         return int(event["args"]["updateId"])
 
     def finish_proposals(self) -> TxReceipt:
         """Vote to end the PROPOSE phase (sent without a gas estimate: votes are cheap
         and bounded, and a round's votes are the bulk of its transactions)."""
-        return self._send("Models.finishProposals", self.models.functions.finishProposals(),
-                          gas=_VOTE_GAS)
+        return self._send(
+            "Models.finishProposals", self.models.functions.finishProposals(), gas=_VOTE_GAS
+        )
 
     def force_advance(self, phase: Phase) -> TxReceipt:
         """After the phase deadline, vote (or vote again) to end ``phase``.
@@ -170,10 +190,14 @@ class ChainClient:
         timestamp may still be before the deadline that the new block will be past.
         """
         if phase is Phase.PROPOSE:
-            return self._send("Models.finishProposals (deadline)",
-                              self.models.functions.finishProposals(), gas=_VOTE_GAS)
-        return self._send("Models.nextRound (deadline)", self.models.functions.nextRound(),
-                          gas=_VOTE_GAS)
+            return self._send(
+                "Models.finishProposals (deadline)",
+                self.models.functions.finishProposals(),
+                gas=_VOTE_GAS,
+            )
+        return self._send(
+            "Models.nextRound (deadline)", self.models.functions.nextRound(), gas=_VOTE_GAS
+        )
 
     def aggregate(self, update_ids: Sequence[int], weights_cid: str | None = None) -> bytes:
         """Submit an aggregation of ``update_ids`` (sorted here); returns the model id.
@@ -188,15 +212,15 @@ class ChainClient:
         """
         ids = sorted(update_ids)
         cid = cid_to_bytes(weights_cid) if weights_cid else b""
-        receipt = self._send(f"Updates.aggregate({len(ids)} updates)",
-                             self.updates.functions.aggregate(ids, cid))
+        receipt = self._send(
+            f"Updates.aggregate({len(ids)} updates)", self.updates.functions.aggregate(ids, cid)
+        )
         (event,) = self.models.events.ModelAppended().process_receipt(receipt)
         return bytes(event["args"]["modelId"])
 
     def next_round(self) -> TxReceipt:
         """Vote to end the AGGREGATE phase (the last counted vote opens the next round)."""
-        return self._send("Models.nextRound", self.models.functions.nextRound(),
-                          gas=_VOTE_GAS)
+        return self._send("Models.nextRound", self.models.functions.nextRound(), gas=_VOTE_GAS)
 
     # -- views ---------------------------------------------------------------------
 
@@ -226,23 +250,35 @@ class ChainClient:
         separately, a phase change in between would pair a round with another's phase.
         """
         at = self.block_number() if block is None else block
-        return (bool(self._view(self.models.functions.started(), at)),
-                int(self._view(self.models.functions.round(), at)),
-                Phase(self._view(self.models.functions.phase(), at)))
+        return (
+            bool(self._view(self.models.functions.started(), at)),
+            int(self._view(self.models.functions.round(), at)),
+            Phase(self._view(self.models.functions.phase(), at)),
+        )
 
     def status(self, trainer: str | None = None) -> TrainerStatus:
         """The round state and ``trainer``'s vote (default: this account, else nobody),
         all read in one call, hence at one block."""
         who = trainer or (self.address if self._tx is not None else _NOBODY)
         started, round_, phase, voted, deadline, votes, quorum = self._view(
-            self.models.functions.statusOf(who))
-        return TrainerStatus(bool(started), int(round_), Phase(phase), bool(voted),
-                             int(deadline), int(votes), int(quorum))
+            self.models.functions.statusOf(who)
+        )
+        return TrainerStatus(
+            bool(started),
+            int(round_),
+            Phase(phase),
+            bool(voted),
+            int(deadline),
+            int(votes),
+            int(quorum),
+        )
 
     def votes_and_quorum(self) -> tuple[int, int]:
         """Counted votes in the current phase, and the votes needed to end it."""
-        return (int(self._view(self.models.functions.votes())),
-                int(self._view(self.models.functions.quorum())))
+        return (
+            int(self._view(self.models.functions.votes())),
+            int(self._view(self.models.functions.quorum())),
+        )
 
     def phase_deadline(self, block: int | None = None) -> int:
         """Unix time after which any vote ends the phase; 0 without deadline."""
@@ -298,8 +334,9 @@ class ChainClient:
 
     def has_aggregated(self, trainer: str, parent: bytes, round_: int) -> bool:
         """Whether ``trainer`` aggregated updates of ``parent`` in ``round_``."""
-        return bool(self._view(self.updates.functions.hasAggregated(trainer, bytes(parent),
-                                                                    round_)))
+        return bool(
+            self._view(self.updates.functions.hasAggregated(trainer, bytes(parent), round_))
+        )
 
     def genesis_cid(self) -> str:
         """CID of the root model's weights, as recorded on chain."""
@@ -323,11 +360,16 @@ class ChainClient:
         UpdateProposed, ModelAppended, PhaseChanged, NewRound and TrainerVoted; ERC-721
         events are left out.
         """
-        logs = self.w3.eth.get_logs({
-            "fromBlock": from_block, "toBlock": to_block,
-            "address": [self.deployment.addresses["Models"],
-                        self.deployment.addresses["Updates"]],
-        })
+        logs = self.w3.eth.get_logs(
+            {
+                "fromBlock": from_block,
+                "toBlock": to_block,
+                "address": [
+                    self.deployment.addresses["Models"],
+                    self.deployment.addresses["Updates"],
+                ],
+            }
+        )
         records = []
         for log in logs:
             known = self._topics.get(bytes(log["topics"][0])) if log["topics"] else None
@@ -335,10 +377,15 @@ class ChainClient:
                 continue
             name, decoder = known
             event = decoder.process_log(log)
-            records.append(ChainEvent(
-                name=name, block_number=int(event["blockNumber"]),
-                log_index=int(event["logIndex"]), tx_hash=event["transactionHash"].to_0x_hex(),
-                args=_plain_args(event["args"])))
+            records.append(
+                ChainEvent(
+                    name=name,
+                    block_number=int(event["blockNumber"]),
+                    log_index=int(event["logIndex"]),
+                    tx_hash=event["transactionHash"].to_0x_hex(),
+                    args=_plain_args(event["args"]),
+                )
+            )
         records.sort(key=lambda r: (r.block_number, r.log_index))
         return records
 

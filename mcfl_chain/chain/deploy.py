@@ -13,8 +13,14 @@ from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
 
 
-def deploy_network(w3: Web3, deployer: str | int | LocalAccount, genesis_cid: str, task: str,
-                   min_trainers: int, phase_duration: int) -> Deployment:
+def deploy_network(
+    w3: Web3,
+    deployer: str | int | LocalAccount,
+    genesis_cid: str,
+    task: str,
+    min_trainers: int,
+    phase_duration: int,
+) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
 
     Parameters
@@ -58,8 +64,10 @@ def deploy_network(w3: Web3, deployer: str | int | LocalAccount, genesis_cid: st
     trainers = create("Trainers")
     models = create("Models", trainers, cid, task, min_trainers, phase_duration)
     updates = create("Updates", trainers, models)
-    for name, address, setter, target in (("Trainers", trainers, "setModels", models),
-                                          ("Models", models, "setUpdates", updates)):
+    for name, address, setter, target in (
+        ("Trainers", trainers, "setModels", models),
+        ("Models", models, "setUpdates", updates),
+    ):
         contract = w3.eth.contract(address=address, abi=artifacts[name].abi)
         call = getattr(contract.functions, setter)(target)
         sender.send(f"{name}.{setter}", {"to": address, "data": call._encode_transaction_data()})

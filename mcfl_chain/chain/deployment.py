@@ -71,15 +71,18 @@ class Deployment:
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
-            raise DeploymentError(f"no deployment file at {path}: start a network with "
-                                  f"`mcfl-chain devnet up` or pass the file it wrote") from None
+            raise DeploymentError(
+                f"no deployment file at {path}: start a network with "
+                f"`mcfl-chain devnet up` or pass the file it wrote"
+            ) from None
         except (OSError, ValueError) as exc:
             raise DeploymentError(f"cannot read deployment file {path}: {exc}") from exc
         expected = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or not expected <= data.keys():
             missing = sorted(expected - set(data)) if isinstance(data, dict) else sorted(expected)
-            raise DeploymentError(f"{path} is not an mcfl-chain deployment file "
-                                  f"(missing {', '.join(missing)})")
+            raise DeploymentError(
+                f"{path} is not an mcfl-chain deployment file (missing {', '.join(missing)})"
+            )
         for key in ("addresses", "abis"):
             absent = [c for c in CONTRACT_KEYS if c not in data[key]]
             if absent:

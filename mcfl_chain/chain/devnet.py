@@ -53,13 +53,18 @@ def find_anvil(install: bool = True) -> Path:
     override = os.environ.get("MCFL_ANVIL")
     if override:
         if not Path(override).is_file():
-            raise DevnetError(f"MCFL_ANVIL is set to {override}, which is not a file: point it "
-                              f"to an anvil binary or unset it")
+            raise DevnetError(
+                f"MCFL_ANVIL is set to {override}, which is not a file: point it "
+                f"to an anvil binary or unset it"
+            )
         return Path(override)
-    arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(),
-                                                                       platform.machine())
-    candidates = (f"@foundry-rs/anvil-{platform.system().lower()}-{arch}/bin/anvil",
-                  "@foundry-rs/anvil/anvil")
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine(), platform.machine()
+    )
+    candidates = (
+        f"@foundry-rs/anvil-{platform.system().lower()}-{arch}/bin/anvil",
+        "@foundry-rs/anvil/anvil",
+    )
     for relative in candidates:
         found = node_binary(relative, "MCFL_ANVIL")
         if found is not None and found.is_file():
@@ -67,14 +72,23 @@ def find_anvil(install: bool = True) -> Path:
     if install:
         npm_install([ANVIL_PACKAGE])
         return find_anvil(install=False)
-    raise DevnetError("Anvil is not installed: run `make node` in the mcfl-chain checkout "
-                      f"(or `npm install {ANVIL_PACKAGE}`), or set MCFL_ANVIL to an anvil binary")
+    raise DevnetError(
+        "Anvil is not installed: run `make node` in the mcfl-chain checkout "
+        f"(or `npm install {ANVIL_PACKAGE}`), or set MCFL_ANVIL to an anvil binary"
+    )
 
 
-def start_devnet(state_dir: Path, port: int = DEFAULT_PORT, *, genesis_cid: str,
-                 task: str = "lenet:fashion-mnist", min_trainers: int = 2,
-                 phase_duration: int = 0, block_time: float | None = None,
-                 accounts: int = 20) -> tuple[ServiceState, Deployment]:
+def start_devnet(
+    state_dir: Path,
+    port: int = DEFAULT_PORT,
+    *,
+    genesis_cid: str,
+    task: str = "lenet:fashion-mnist",
+    min_trainers: int = 2,
+    phase_duration: int = 0,
+    block_time: float | None = None,
+    accounts: int = 20,
+) -> tuple[ServiceState, Deployment]:
     """Start Anvil on 127.0.0.1:``port``, deploy the contracts, write the deployment file.
 
     Parameters
@@ -113,20 +127,32 @@ def start_devnet(state_dir: Path, port: int = DEFAULT_PORT, *, genesis_cid: str,
     state_dir = Path(state_dir)
     previous = ServiceState.load(state_file(state_dir))
     if previous is not None and is_running(previous):
-        raise DevnetError(f"a devnet is already running for {state_dir} (pid {previous.pid}, "
-                          f"http://{LOOPBACK}:{previous.port}); stop it with "
-                          f"`mcfl-chain devnet down --state-dir {state_dir}` first")
+        raise DevnetError(
+            f"a devnet is already running for {state_dir} (pid {previous.pid}, "
+            f"http://{LOOPBACK}:{previous.port}); stop it with "
+            f"`mcfl-chain devnet down --state-dir {state_dir}` first"
+        )
     if port_in_use(port):
-        raise DevnetError(f"port {port} on {LOOPBACK} is already in use; choose another with "
-                          f"--port or stop what listens there")
+        raise DevnetError(
+            f"port {port} on {LOOPBACK} is already in use; choose another with "
+            f"--port or stop what listens there"
+        )
     if accounts < 1:
         raise ValueError(f"accounts must be at least 1, got {accounts}")
-    command = [str(find_anvil()), "--host", LOOPBACK, "--port", str(port),
-               "--chain-id", str(CHAIN_ID), "--accounts", str(accounts)]
+    command = [
+        str(find_anvil()),
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--chain-id",
+        str(CHAIN_ID),
+        "--accounts",
+        str(accounts),
+    ]
     if block_time:
         command += ["--block-time", f"{block_time:g}"]
-    state = start_service("anvil", command, port, state_file(state_dir),
-                          state_dir / "anvil.log")
+    state = start_service("anvil", command, port, state_file(state_dir), state_dir / "anvil.log")
     try:
         w3 = connect(f"http://{LOOPBACK}:{port}")
         deployment = deploy_network(w3, 0, genesis_cid, task, min_trainers, phase_duration)
@@ -164,15 +190,27 @@ def devnet_status(state_dir: Path) -> dict[str, Any]:
     state = ServiceState.load(state_file(state_dir))
     if state is None or not is_running(state):
         return {"running": False}
-    status: dict[str, Any] = {"running": True, "pid": state.pid,
-                              "rpc_url": f"http://{LOOPBACK}:{state.port}", "log": state.log}
+    status: dict[str, Any] = {
+        "running": True,
+        "pid": state.pid,
+        "rpc_url": f"http://{LOOPBACK}:{state.port}",
+        "log": state.log,
+    }
     path = deployment_file(state_dir)
     if not path.is_file():
         return status
     client = ChainClient.read_only(Deployment.load(path), rpc_url=status["rpc_url"])
     started, round_, phase = client.round_state()
     votes, quorum = client.votes_and_quorum()
-    status.update(deployment=str(path), block=client.block_number(), started=started,
-                  round=round_, phase=phase.name, votes=votes, quorum=quorum,
-                  trainers=client.trainer_count(), models=client.model_count())
+    status.update(
+        deployment=str(path),
+        block=client.block_number(),
+        started=started,
+        round=round_,
+        phase=phase.name,
+        votes=votes,
+        quorum=quorum,
+        trainers=client.trainer_count(),
+        models=client.model_count(),
+    )
     return status

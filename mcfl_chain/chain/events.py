@@ -7,8 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 # The protocol events a client decodes, and the contract that emits each.
-EVENT_SOURCES = {"UpdateProposed": "Updates", "ModelAppended": "Models",
-                 "PhaseChanged": "Models", "NewRound": "Models", "TrainerVoted": "Models"}
+EVENT_SOURCES = {
+    "UpdateProposed": "Updates",
+    "ModelAppended": "Models",
+    "PhaseChanged": "Models",
+    "NewRound": "Models",
+    "TrainerVoted": "Models",
+}
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,11 @@ class GasReport:
         return self.per_trainer_round_total / THESIS_PER_TRAINER_ROUND
 
     def as_dict(self) -> dict[str, dict[str, int]]:
-        return {"calls": self.calls, "per_trainer_round": self.per_trainer_round,
-                "aggregate_by_size": self.aggregate_by_size}
+        return {
+            "calls": self.calls,
+            "per_trainer_round": self.per_trainer_round,
+            "aggregate_by_size": self.aggregate_by_size,
+        }
 
 
 def fake_cid(label: str) -> str:
@@ -91,10 +94,13 @@ def measure_round_gas(w3: Web3, trainers: int = 10) -> GasReport:
     slots and balances already written) gives the per-trainer-round figure.
     """
     report = GasReport()
-    deployment = deploy_network(w3, 0, fake_cid("genesis"), "lenet:fashion-mnist",
-                                min_trainers=trainers, phase_duration=0)
-    clients = [ChainClient(deployment, account, w3=w3)
-               for account in _funded_accounts(w3, trainers, "round")]
+    deployment = deploy_network(
+        w3, 0, fake_cid("genesis"), "lenet:fashion-mnist", min_trainers=trainers, phase_duration=0
+    )
+    clients = [
+        ChainClient(deployment, account, w3=w3)
+        for account in _funded_accounts(w3, trainers, "round")
+    ]
     registers = [_measured(c, c.register) for c in clients]
     report.calls["register (first trainer)"] = registers[0]
     report.calls["register (opens round 0)"] = registers[-1]
@@ -120,21 +126,30 @@ def measure_round_gas(w3: Web3, trainers: int = 10) -> GasReport:
             report.calls[f"aggregate {trainers} updates (existing model)"] = aggregates[1]
             report.calls["nextRound (vote)"] = nexts[0]
             report.calls["nextRound (vote that opens the next round)"] = nexts[-1]
-            means = {"propose": sum(proposes), "finishProposals": sum(finishes),
-                     "aggregate": sum(aggregates), "nextRound": sum(nexts)}
+            means = {
+                "propose": sum(proposes),
+                "finishProposals": sum(finishes),
+                "aggregate": sum(aggregates),
+                "nextRound": sum(nexts),
+            }
             report.per_trainer_round = {k: round(v / trainers) for k, v in means.items()}
-            report.per_trainer_round["total"] = round(
-                sum(means.values()) / trainers)
+            report.per_trainer_round["total"] = round(sum(means.values()) / trainers)
         parent = model
     owner = clients[0]
     some_update = ids[0]
     other = clients[1].address
     report.calls["Updates.transferFrom"] = _measured(
-        owner, lambda: owner._send("transfer", owner.updates.functions.transferFrom(
-            owner.address, other, some_update)))
+        owner,
+        lambda: owner._send(
+            "transfer", owner.updates.functions.transferFrom(owner.address, other, some_update)
+        ),
+    )
     report.calls["Models.approve"] = _measured(
-        owner, lambda: owner._send("approve", owner.models.functions.approve(
-            other, int.from_bytes(parent, "big"))))
+        owner,
+        lambda: owner._send(
+            "approve", owner.models.functions.approve(other, int.from_bytes(parent, "big"))
+        ),
+    )
     return report
 
 
@@ -146,14 +161,18 @@ def measure_aggregate_sizes(w3: Web3, sizes: tuple[int, ...] = AGGREGATE_SIZES) 
     largest list is then submitted a second time, by another trainer.
     """
     largest = max(sizes)
-    deployment = deploy_network(w3, 0, fake_cid("genesis"), "lenet:fashion-mnist",
-                                min_trainers=1, phase_duration=0)
-    clients = [ChainClient(deployment, account, w3=w3)
-               for account in _funded_accounts(w3, largest, "sizes")]
+    deployment = deploy_network(
+        w3, 0, fake_cid("genesis"), "lenet:fashion-mnist", min_trainers=1, phase_duration=0
+    )
+    clients = [
+        ChainClient(deployment, account, w3=w3)
+        for account in _funded_accounts(w3, largest, "sizes")
+    ]
     for c in clients:
         c.register()
-    ids = sorted((c.propose(ROOT_MODEL_ID, fake_cid(f"u{i}"), 100), c)
-                 for i, c in enumerate(clients))
+    ids = sorted(
+        (c.propose(ROOT_MODEL_ID, fake_cid(f"u{i}"), 100), c) for i, c in enumerate(clients)
+    )
     clients[0].finish_proposals()
     figures = {}
     # The k-th list starts at (or, for the largest, contains) the k-th update, whose
@@ -161,7 +180,7 @@ def measure_aggregate_sizes(w3: Web3, sizes: tuple[int, ...] = AGGREGATE_SIZES) 
     # aggregates twice on the same parent in a round.
     for k, size in enumerate(sizes):
         start = min(k, largest - size)
-        chosen = ids[start:start + size]
+        chosen = ids[start : start + size]
         aggregator = ids[k][1]
         aggregator.aggregate([uid for uid, _ in chosen], fake_cid(f"m{size}"))
         figures[f"{size} (new model)"] = _last_gas(aggregator)

@@ -35,36 +35,78 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
 
 
 @click.command("dag")
-@click.option("--deployment", type=click.Path(dir_okay=False), default=DEFAULT_DEPLOYMENT,
-              show_default=True, help="Deployment file of the network (written by "
-                                      "`mcfl-chain devnet up` or by a simulation run).")
-@click.option("--rpc", default=None,
-              help="JSON-RPC URL of a node of that chain. Default: the deployment's.")
-@click.option("--format", "fmt", type=click.Choice(["tree", "json", "dot"]), default="tree",
-              show_default=True,
-              help="tree: readable text by round; json: the full document (models, updates, "
-                   "trainers, status); dot: Graphviz, e.g. `| dot -Tsvg > dag.svg`.")
-@click.option("--brief", is_flag=True,
-              help="Tree format: one line per model, without ids, CIDs, updates and "
-                   "transactions.")
-@click.option("--from-block", type=click.IntRange(min=0), default=None,
-              help="First block to read. Default: the deployment block (the whole history). "
-                   "Models whose parent or updates came earlier show them as unknown.")
-@click.option("--to-block", type=click.IntRange(min=0), default=None,
-              help="Last block to read: the DAG as it was then. Default: the latest block.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=DEFAULT_CACHE, show_default=True,
-              help="Where the events read are kept (one subfolder per deployment and start "
-                   "block), so the next call only reads the new blocks.")
+@click.option(
+    "--deployment",
+    type=click.Path(dir_okay=False),
+    default=DEFAULT_DEPLOYMENT,
+    show_default=True,
+    help="Deployment file of the network (written by "
+    "`mcfl-chain devnet up` or by a simulation run).",
+)
+@click.option(
+    "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tree", "json", "dot"]),
+    default="tree",
+    show_default=True,
+    help="tree: readable text by round; json: the full document (models, updates, "
+    "trainers, status); dot: Graphviz, e.g. `| dot -Tsvg > dag.svg`.",
+)
+@click.option(
+    "--brief",
+    is_flag=True,
+    help="Tree format: one line per model, without ids, CIDs, updates and transactions.",
+)
+@click.option(
+    "--from-block",
+    type=click.IntRange(min=0),
+    default=None,
+    help="First block to read. Default: the deployment block (the whole history). "
+    "Models whose parent or updates came earlier show them as unknown.",
+)
+@click.option(
+    "--to-block",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Last block to read: the DAG as it was then. Default: the latest block.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_CACHE,
+    show_default=True,
+    help="Where the events read are kept (one subfolder per deployment and start "
+    "block), so the next call only reads the new blocks.",
+)
 @click.option("--no-cache", is_flag=True, help="Read every event from the node; keep nothing.")
-@click.option("--check", is_flag=True,
-              help="Also compare each model with the Models contract's views (parent, round, "
-                   "popularity, weights CID); exit with status 1 if any differs.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to this file instead of the standard output.")
-def dag(deployment: str, rpc: str | None, fmt: str, brief: bool, from_block: int | None,
-        to_block: int | None, cache_dir: Path, no_cache: bool, check: bool,
-        output: Path | None) -> None:
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Also compare each model with the Models contract's views (parent, round, "
+    "popularity, weights CID); exit with status 1 if any differs.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file instead of the standard output.",
+)
+def dag(
+    deployment: str,
+    rpc: str | None,
+    fmt: str,
+    brief: bool,
+    from_block: int | None,
+    to_block: int | None,
+    cache_dir: Path,
+    no_cache: bool,
+    check: bool,
+    output: Path | None,
+) -> None:
     """Rebuild the model DAG from contract events and print it.
 
     Every model version with its parent, round, popularity, the updates aggregated into
@@ -78,17 +120,28 @@ def dag(deployment: str, rpc: str | None, fmt: str, brief: bool, from_block: int
         client = ChainClient.read_only(dep, rpc_url=rpc)
         start = dep.deployment_block if from_block is None else from_block
         cache = None if no_cache else default_cache_dir(cache_dir, dep, start)
-        with Progress(TextColumn("reading events"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total} blocks"), console=err,
-                      transient=True) as bar:
+        with Progress(
+            TextColumn("reading events"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} blocks"),
+            console=err,
+            transient=True,
+        ) as bar:
             task = bar.add_task("events", total=None)
-            log = sync_events(client, start, to_block, cache,
-                              progress=lambda done, total: bar.update(task, completed=done,
-                                                                      total=total))
+            log = sync_events(
+                client,
+                start,
+                to_block,
+                cache,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
         graph = build_dag(log, dep.genesis_cid)
-        document = dag_document(graph, network=network_facts(client, log),
-                                status=network_status(client, log.last_block),
-                                trainers=log.trainers)
+        document = dag_document(
+            graph,
+            network=network_facts(client, log),
+            status=network_status(client, log.last_block),
+            trainers=log.trainers,
+        )
         problems = check_against_chain(graph, client) if check else []
     except (DeploymentError, ChainError, CacheError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -103,8 +156,9 @@ def dag(deployment: str, rpc: str | None, fmt: str, brief: bool, from_block: int
         buffer = io.StringIO()
         to_terminal = output is None and sys.stdout.isatty()
         width = shutil.get_terminal_size().columns if to_terminal else 240
-        Console(file=buffer, width=width, force_terminal=to_terminal,
-                no_color=not to_terminal).print(text_tree(document, details=not brief))
+        Console(
+            file=buffer, width=width, force_terminal=to_terminal, no_color=not to_terminal
+        ).print(text_tree(document, details=not brief))
         text = buffer.getvalue()
     if output is not None:
         output.write_text(text)
@@ -115,5 +169,4 @@ def dag(deployment: str, rpc: str | None, fmt: str, brief: bool, from_block: int
             err.print(f"[red]mismatch[/red] {line}")
         if problems:
             sys.exit(1)
-        err.print(f"checked {len(graph.models) - 1} models against the contract views: "
-                  f"all agree")
+        err.print(f"checked {len(graph.models) - 1} models against the contract views: all agree")

@@ -61,8 +61,9 @@ class ModelDAG:
 
     def __post_init__(self) -> None:
         if ROOT_ID not in self.models:
-            self.models[ROOT_ID] = ModelRecord(ROOT_ID, None, None, (), 1,
-                                               weights_cid=self.genesis_cid)
+            self.models[ROOT_ID] = ModelRecord(
+                ROOT_ID, None, None, (), 1, weights_cid=self.genesis_cid
+            )
         self._by_parent_round: dict[tuple[bytes, int], list[int]] = defaultdict(list)
         self._models_by_round: dict[int, list[bytes]] = defaultdict(list)
         for update in self.updates.values():
@@ -79,9 +80,18 @@ class ModelDAG:
         self.updates[update.update_id] = update
         self._by_parent_round[(update.parent, update.round)].append(update.update_id)
 
-    def add_aggregation(self, model_id: bytes, parent: bytes, round_: int,
-                        update_ids: tuple[int, ...], aggregator: str, popularity: int,
-                        weights_cid: str | None, tx_hash: str = "", block: int = 0) -> None:
+    def add_aggregation(
+        self,
+        model_id: bytes,
+        parent: bytes,
+        round_: int,
+        update_ids: tuple[int, ...],
+        aggregator: str,
+        popularity: int,
+        weights_cid: str | None,
+        tx_hash: str = "",
+        block: int = 0,
+    ) -> None:
         """Record one accepted ``aggregate`` call (a ModelAppended event)."""
         model = self.models.get(model_id)
         if model is None:
@@ -105,15 +115,18 @@ class ModelDAG:
     def proposal_by(self, proposer: str, parent: bytes, round_: int) -> UpdateRecord | None:
         """``proposer``'s update of ``parent`` in ``round_``, if the chain recorded one."""
         who = proposer.lower()
-        return next((u for u in self.updates_for(parent, round_) if u.proposer.lower() == who),
-                    None)
+        return next(
+            (u for u in self.updates_for(parent, round_) if u.proposer.lower() == who), None
+        )
 
     def aggregated_by(self, aggregator: str, parent: bytes, round_: int) -> bool:
         """Whether ``aggregator`` submitted an aggregation of ``parent``'s updates in
         ``round_`` (the contract allows one per trainer, parent and round)."""
         who = aggregator.lower()
-        return any(m.parent == parent and who in (a.lower() for a in m.aggregators)
-                   for m in self.models_of_round(round_))
+        return any(
+            m.parent == parent and who in (a.lower() for a in m.aggregators)
+            for m in self.models_of_round(round_)
+        )
 
     def models_of_round(self, round_: int) -> list[ModelRecord]:
         """Models first appended during ``round_``, in the order they appeared."""
@@ -146,6 +159,7 @@ class ModelDAG:
 
     def to_json(self) -> dict[str, Any]:
         """A plain-JSON picture of the DAG (ids as 0x-hex)."""
+
         def hexid(b: bytes | None) -> str | None:
             return None if b is None else "0x" + b.hex()
 
@@ -153,19 +167,29 @@ class ModelDAG:
             "genesis_cid": self.genesis_cid,
             "models": [
                 {
-                    "id": hexid(m.model_id), "short": short_id(m.model_id),
-                    "parent": hexid(m.parent), "round": m.round,
-                    "updates": [str(u) for u in m.update_ids], "popularity": m.popularity,
-                    "aggregators": m.aggregators, "weights_cid": m.weights_cid,
-                    "tx_hashes": m.tx_hashes, "block": m.block,
+                    "id": hexid(m.model_id),
+                    "short": short_id(m.model_id),
+                    "parent": hexid(m.parent),
+                    "round": m.round,
+                    "updates": [str(u) for u in m.update_ids],
+                    "popularity": m.popularity,
+                    "aggregators": m.aggregators,
+                    "weights_cid": m.weights_cid,
+                    "tx_hashes": m.tx_hashes,
+                    "block": m.block,
                 }
                 for m in self.models.values()
             ],
             "updates": [
                 {
-                    "id": str(u.update_id), "proposer": u.proposer, "parent": hexid(u.parent),
-                    "round": u.round, "cid": u.cid, "num_samples": u.num_samples,
-                    "tx_hash": u.tx_hash, "block": u.block,
+                    "id": str(u.update_id),
+                    "proposer": u.proposer,
+                    "parent": hexid(u.parent),
+                    "round": u.round,
+                    "cid": u.cid,
+                    "num_samples": u.num_samples,
+                    "tx_hash": u.tx_hash,
+                    "block": u.block,
                 }
                 for u in sorted(self.updates.values(), key=lambda u: (u.round, u.update_id))
             ],
@@ -175,6 +199,7 @@ class ModelDAG:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelDAG:
         """Inverse of :meth:`to_json` (used to resume without re-reading old events)."""
+
         def unhex(s: str | None) -> bytes | None:
             return None if s is None else bytes.fromhex(s[2:])
 
@@ -183,15 +208,33 @@ class ModelDAG:
             model_id = unhex(m["id"])
             assert model_id is not None
             models[model_id] = ModelRecord(
-                model_id, unhex(m["parent"]), m["round"], tuple(int(u) for u in m["updates"]),
-                m["popularity"], list(m["aggregators"]), m["weights_cid"],
-                list(m["tx_hashes"]), m["block"])
+                model_id,
+                unhex(m["parent"]),
+                m["round"],
+                tuple(int(u) for u in m["updates"]),
+                m["popularity"],
+                list(m["aggregators"]),
+                m["weights_cid"],
+                list(m["tx_hashes"]),
+                m["block"],
+            )
         updates = {}
         for u in data["updates"]:
             parent = unhex(u["parent"])
             assert parent is not None
-            updates[int(u["id"])] = UpdateRecord(int(u["id"]), u["proposer"], parent,
-                                                 u["round"], u["cid"], u["num_samples"],
-                                                 u["tx_hash"], u["block"])
-        return cls(genesis_cid=data.get("genesis_cid"), models=models, updates=updates,
-                   phases=list(data.get("phases", [])))
+            updates[int(u["id"])] = UpdateRecord(
+                int(u["id"]),
+                u["proposer"],
+                parent,
+                u["round"],
+                u["cid"],
+                u["num_samples"],
+                u["tx_hash"],
+                u["block"],
+            )
+        return cls(
+            genesis_cid=data.get("genesis_cid"),
+            models=models,
+            updates=updates,
+            phases=list(data.get("phases", [])),
+        )

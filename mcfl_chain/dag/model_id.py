@@ -43,8 +43,10 @@ def model_id(parent: bytes, update_ids: Sequence[int]) -> bytes:
         if not 0 <= uid <= UINT256_MAX:
             raise ValueError(f"update id {uid} at position {i} is not a uint256")
         if i and uid <= ids[i - 1]:
-            raise ValueError(f"update ids must be strictly ascending: position {i} ({uid:#x}) "
-                             f"is not above {ids[i - 1]:#x}; sort them and drop duplicates")
+            raise ValueError(
+                f"update ids must be strictly ascending: position {i} ({uid:#x}) "
+                f"is not above {ids[i - 1]:#x}; sort them and drop duplicates"
+            )
     return keccak(encode(["bytes32", "uint256[]"], [bytes(parent), ids]))
 
 
@@ -70,6 +72,7 @@ def update_id(proposer: str, parent: bytes, round_: int) -> int:
     """
     if len(parent) != 32:
         raise ValueError(f"parent must be a 32-byte model id, got {len(parent)} bytes")
-    encoded = encode(["address", "bytes32", "uint256"],
-                     [to_canonical_address(proposer), bytes(parent), round_])
+    encoded = encode(
+        ["address", "bytes32", "uint256"], [to_canonical_address(proposer), bytes(parent), round_]
+    )
     return int.from_bytes(keccak(encoded), "big")

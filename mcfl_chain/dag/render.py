@@ -51,8 +51,9 @@ def model_states(dag: ModelDAG, current_round: int | None) -> dict[bytes, str]:
     return states
 
 
-def dag_document(dag: ModelDAG, *, network: dict[str, Any], status: dict[str, Any],
-                 trainers: dict[str, str]) -> dict[str, Any]:
+def dag_document(
+    dag: ModelDAG, *, network: dict[str, Any], status: dict[str, Any], trainers: dict[str, str]
+) -> dict[str, Any]:
     """Everything known about the network as one plain-JSON document.
 
     Parameters
@@ -86,44 +87,74 @@ def dag_document(dag: ModelDAG, *, network: dict[str, Any], status: dict[str, An
     for entry, model in zip(base["models"], dag.models.values(), strict=True):
         kids = children.get(model.model_id, [])
         txs = model.tx_hashes + [""] * (len(model.aggregators) - len(model.tx_hashes))
-        models.append({**entry, "state": states[model.model_id], "children": kids,
-                       "fork": len(kids) > 1,
-                       "aggregations": [{"aggregator": a, "tx": t}
-                                        for a, t in zip(model.aggregators, txs, strict=True)]})
+        models.append(
+            {
+                **entry,
+                "state": states[model.model_id],
+                "children": kids,
+                "fork": len(kids) > 1,
+                "aggregations": [
+                    {"aggregator": a, "tx": t} for a, t in zip(model.aggregators, txs, strict=True)
+                ],
+            }
+        )
     models.sort(key=lambda m: (-1 if m["round"] is None else m["round"], m["block"], m["id"]))
-    return {"network": network, "status": status, "models": models,
-            "updates": base["updates"], "trainers": _trainers(dag, status, trainers),
-            "rounds": _rounds(dag), "phases": base["phases"]}
+    return {
+        "network": network,
+        "status": status,
+        "models": models,
+        "updates": base["updates"],
+        "trainers": _trainers(dag, status, trainers),
+        "rounds": _rounds(dag),
+        "phases": base["phases"],
+    }
 
 
-def _trainers(dag: ModelDAG, status: dict[str, Any], holders: dict[str, str]
-              ) -> list[dict[str, Any]]:
+def _trainers(
+    dag: ModelDAG, status: dict[str, Any], holders: dict[str, str]
+) -> list[dict[str, Any]]:
     proposals = Counter(u.proposer for u in dag.updates.values())
     aggregations = Counter(a for m in dag.models.values() for a in m.aggregators)
     phase = PHASE_NAMES.index(status["phase"]) if status.get("phase") in PHASE_NAMES else None
-    voted = {v["trainer"]: v for v in dag.votes
-             if status.get("started") and v["round"] == status.get("round")
-             and v["phase"] == phase}
+    voted = {
+        v["trainer"]: v
+        for v in dag.votes
+        if status.get("started") and v["round"] == status.get("round") and v["phase"] == phase
+    }
     ids = {address: int(token) for token, address in holders.items()}
     for vote in dag.votes:
         ids.setdefault(vote["trainer"], int(vote["trainerId"]))
     addresses = set(ids) | set(proposals) | set(aggregations)
-    rows = [{"address": a, "trainer_id": ids.get(a), "updates": proposals[a],
-             "aggregations": aggregations[a], "voted": a in voted,
-             "vote_counted": bool(voted[a]["counted"]) if a in voted else None}
-            for a in addresses]
-    return sorted(rows, key=lambda r: (r["trainer_id"] is None, r["trainer_id"] or 0,
-                                       r["address"]))
+    rows = [
+        {
+            "address": a,
+            "trainer_id": ids.get(a),
+            "updates": proposals[a],
+            "aggregations": aggregations[a],
+            "voted": a in voted,
+            "vote_counted": bool(voted[a]["counted"]) if a in voted else None,
+        }
+        for a in addresses
+    ]
+    return sorted(rows, key=lambda r: (r["trainer_id"] is None, r["trainer_id"] or 0, r["address"]))
 
 
 def _rounds(dag: ModelDAG) -> list[dict[str, Any]]:
-    numbers = sorted({u.round for u in dag.updates.values()}
-                     | {m.round for m in dag.models.values() if m.round is not None})
+    numbers = sorted(
+        {u.round for u in dag.updates.values()}
+        | {m.round for m in dag.models.values() if m.round is not None}
+    )
     out = []
     for r in numbers:
         updates = [u for u in dag.updates.values() if u.round == r]
-        out.append({"round": r, "models": len(dag.models_of_round(r)), "updates": len(updates),
-                    "trainers": len({u.proposer for u in updates})})
+        out.append(
+            {
+                "round": r,
+                "models": len(dag.models_of_round(r)),
+                "updates": len(updates),
+                "trainers": len({u.proposer for u in updates}),
+            }
+        )
     return out
 
 
@@ -155,13 +186,21 @@ def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
         samples, tx) and aggregators (with tx); otherwise one line per model.
     """
     net, status = document["network"], document["status"]
-    where = (f"round {status['round']} {status['phase']} ({status['votes']}/{status['quorum']} "
-             f"votes)" if status.get("started") else "rounds not started")
-    tree = Tree(Text.assemble(("MCFL network ", "bold"), f"task {net.get('task')}  chain "
-                              f"{net.get('chain_id')}  blocks {net.get('from_block')}.."
-                              f"{net.get('last_block')}  {where}  {status.get('trainers')} "
-                              f"trainers  {len(document['models'])} models  "
-                              f"{len(document['updates'])} updates"))
+    where = (
+        f"round {status['round']} {status['phase']} ({status['votes']}/{status['quorum']} votes)"
+        if status.get("started")
+        else "rounds not started"
+    )
+    tree = Tree(
+        Text.assemble(
+            ("MCFL network ", "bold"),
+            f"task {net.get('task')}  chain "
+            f"{net.get('chain_id')}  blocks {net.get('from_block')}.."
+            f"{net.get('last_block')}  {where}  {status.get('trainers')} "
+            f"trainers  {len(document['models'])} models  "
+            f"{len(document['updates'])} updates",
+        )
+    )
     updates = {u["id"]: u for u in document["updates"]}
     by_round: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
     for model in document["models"]:
@@ -178,14 +217,16 @@ def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
     return tree
 
 
-def _add_model(branch: Tree, model: dict[str, Any], updates: dict[str, dict[str, Any]],
-               details: bool) -> None:
+def _add_model(
+    branch: Tree, model: dict[str, Any], updates: dict[str, dict[str, Any]], details: bool
+) -> None:
     flags = [model["state"]] + (["fork"] if model["fork"] else [])
     label = Text.assemble(
         (model["short"], _STATE_STYLE[model["state"]]),
         f"  parent {_short(model['parent'])}  popularity {model['popularity']}  "
         f"{len(model['updates'])} updates  {len(model['children'])} children  ",
-        (" ".join(flags), "italic"))
+        (" ".join(flags), "italic"),
+    )
     node = branch.add(label)
     if not details:
         return
@@ -198,8 +239,10 @@ def _add_model(branch: Tree, model: dict[str, Any], updates: dict[str, dict[str,
             if u is None:
                 ups.add(f"#{uid} (proposed before the block range read)")
             else:
-                ups.add(f"#{short_update_id(uid)}  by {u['proposer']}  {u['num_samples']} "
-                        f"samples  cid {u['cid']}  tx {u['tx_hash']}")
+                ups.add(
+                    f"#{short_update_id(uid)}  by {u['proposer']}  {u['num_samples']} "
+                    f"samples  cid {u['cid']}  tx {u['tx_hash']}"
+                )
     if model["aggregations"]:
         aggs = node.add("aggregators")
         for a in model["aggregations"]:
@@ -218,21 +261,27 @@ def _dot_quote(text: str) -> str:
 def to_dot(document: dict[str, Any]) -> str:
     """Graphviz DOT: models by round left to right, edges parent → child labelled with
     the updates aggregated, line width by popularity, dead branches dashed."""
-    lines = ["digraph mcfl {", "  rankdir=LR;", "  node [shape=box, style=\"rounded,filled\", "
-             "fontname=\"monospace\"];", "  edge [fontname=\"monospace\", fontsize=10];"]
+    lines = [
+        "digraph mcfl {",
+        "  rankdir=LR;",
+        '  node [shape=box, style="rounded,filled", fontname="monospace"];',
+        '  edge [fontname="monospace", fontsize=10];',
+    ]
     by_round: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
     for model in document["models"]:
         by_round[model["round"]].append(model)
     for round_ in sorted(by_round, key=lambda r: -1 if r is None else r):
         name = "genesis" if round_ is None else f"round {round_}"
         lines.append(f"  subgraph {_dot_quote('cluster_' + name)} {{")
-        lines.append(f"    label={_dot_quote(name)}; style=dashed; color=\"#999999\";")
+        lines.append(f'    label={_dot_quote(name)}; style=dashed; color="#999999";')
         for m in by_round[round_]:
             label = f"{m['short']}\\npopularity {m['popularity']}"
-            style = "\"rounded,filled,dashed\"" if m["state"] == DEAD else "\"rounded,filled\""
-            lines.append(f"    {_dot_quote(m['id'])} [label=\"{label}\", style={style}, "
-                         f"fillcolor=\"{_DOT_FILL[m['state']]}\", "
-                         f"tooltip={_dot_quote(m['id'])}];")
+            style = '"rounded,filled,dashed"' if m["state"] == DEAD else '"rounded,filled"'
+            lines.append(
+                f'    {_dot_quote(m["id"])} [label="{label}", style={style}, '
+                f'fillcolor="{_DOT_FILL[m["state"]]}", '
+                f"tooltip={_dot_quote(m['id'])}];"
+            )
         lines.append("  }")
     known = {m["id"] for m in document["models"]}
     for m in document["models"]:
@@ -240,7 +289,9 @@ def to_dot(document: dict[str, Any]) -> str:
             continue
         width = 1 + min(m["popularity"], 8) * 0.5
         dashed = ", style=dashed" if m["state"] == DEAD else ""
-        lines.append(f"  {_dot_quote(m['parent'])} -> {_dot_quote(m['id'])} "
-                     f"[label=\"{len(m['updates'])} updates\", penwidth={width:g}{dashed}];")
+        lines.append(
+            f"  {_dot_quote(m['parent'])} -> {_dot_quote(m['id'])} "
+            f'[label="{len(m["updates"])} updates", penwidth={width:g}{dashed}];'
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -52,8 +52,7 @@ class EventLog:
 
 
 def _identity(client: ChainClient) -> dict[str, Any]:
-    return {"chain_id": client.deployment.chain_id,
-            "models": client.deployment.addresses["Models"]}
+    return {"chain_id": client.deployment.chain_id, "models": client.deployment.addresses["Models"]}
 
 
 class EventCache:
@@ -83,13 +82,17 @@ class EventCache:
         except FileNotFoundError:
             return EventLog(from_block, from_block - 1)
         except ValueError as exc:
-            raise CacheError(f"{self.position_path} is not valid JSON ({exc}); delete "
-                             f"{self.directory} to read the chain again") from exc
+            raise CacheError(
+                f"{self.position_path} is not valid JSON ({exc}); delete "
+                f"{self.directory} to read the chain again"
+            ) from exc
         expected = {**_identity(client), "from_block": from_block}
         found = {k: position.get(k) for k in expected}
         if found != expected:
-            raise CacheError(f"the cache {self.directory} holds events of {found}, not of "
-                             f"{expected}; use another --cache-dir or delete it")
+            raise CacheError(
+                f"the cache {self.directory} holds events of {found}, not of "
+                f"{expected}; use another --cache-dir or delete it"
+            )
         last_block = int(position["last_block"])
         records = []
         try:
@@ -105,8 +108,7 @@ class EventCache:
                 records.append(record)
         return EventLog(from_block, last_block, records, dict(position.get("trainers", {})))
 
-    def save(self, client: ChainClient, log: EventLog, new_records: list[dict[str, Any]]
-             ) -> None:
+    def save(self, client: ChainClient, log: EventLog, new_records: list[dict[str, Any]]) -> None:
         """Append ``new_records`` then move the recorded position to ``log.last_block``.
 
         In that order, so an interruption leaves records past the position, which
@@ -120,15 +122,23 @@ class EventCache:
                 f.writelines(json.dumps(r) + "\n" for r in new_records)
                 f.flush()
                 os.fsync(f.fileno())
-        position = {**_identity(client), "from_block": log.from_block,
-                    "last_block": log.last_block, "trainers": log.trainers}
+        position = {
+            **_identity(client),
+            "from_block": log.from_block,
+            "last_block": log.last_block,
+            "trainers": log.trainers,
+        }
         tmp = self.position_path.with_name(f".{self.position_path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(position, indent=1))
         tmp.replace(self.position_path)
 
 
-def read_events(client: ChainClient, log: EventLog, to_block: int,
-                progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+def read_events(
+    client: ChainClient,
+    log: EventLog,
+    to_block: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
     """Read blocks ``log.last_block + 1`` .. ``to_block`` into ``log``; returns the new records.
 
     Parameters
@@ -158,9 +168,13 @@ def read_events(client: ChainClient, log: EventLog, to_block: int,
     return new
 
 
-def sync_events(client: ChainClient, from_block: int | None = None,
-                to_block: int | None = None, cache_dir: Path | None = None,
-                progress: Callable[[int, int], None] | None = None) -> EventLog:
+def sync_events(
+    client: ChainClient,
+    from_block: int | None = None,
+    to_block: int | None = None,
+    cache_dir: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> EventLog:
     """Events of the deployment in ``[from_block, to_block]``, from the cache and the node.
 
     Parameters
@@ -184,9 +198,11 @@ def sync_events(client: ChainClient, from_block: int | None = None,
     start = client.deployment.deployment_block if from_block is None else from_block
     end = client.block_number() if to_block is None else to_block
     if end < start:
-        raise ValueError(f"the block range {start}..{end} is empty: --to-block must not be "
-                         f"before --from-block (the deployment is at block "
-                         f"{client.deployment.deployment_block})")
+        raise ValueError(
+            f"the block range {start}..{end} is empty: --to-block must not be "
+            f"before --from-block (the deployment is at block "
+            f"{client.deployment.deployment_block})"
+        )
     cache = EventCache(cache_dir) if cache_dir is not None else None
     log = cache.load(client, start) if cache else EventLog(start, start - 1)
     if end > log.last_block:
@@ -225,16 +241,23 @@ def check_against_chain(dag: ModelDAG, client: ChainClient) -> list[str]:
             problems.append(f"model {name}: unknown to the Models contract")
             continue
         found: dict[str, Any] = {
-            "parent": client.parent_of(model.model_id), "round": client.round_of(model.model_id),
+            "parent": client.parent_of(model.model_id),
+            "round": client.round_of(model.model_id),
             "popularity": client.popularity_of(model.model_id),
-            "weights CID": client.weights_cid_of(model.model_id)}
-        expected: dict[str, Any] = {"parent": model.parent, "round": model.round,
-                                    "popularity": model.popularity,
-                                    "weights CID": model.weights_cid}
+            "weights CID": client.weights_cid_of(model.model_id),
+        }
+        expected: dict[str, Any] = {
+            "parent": model.parent,
+            "round": model.round,
+            "popularity": model.popularity,
+            "weights CID": model.weights_cid,
+        }
         for key, value in expected.items():
             if found[key] != value:
-                shown = (found[key].hex() if isinstance(found[key], bytes) else found[key],
-                         value.hex() if isinstance(value, bytes) else value)
+                shown = (
+                    found[key].hex() if isinstance(found[key], bytes) else found[key],
+                    value.hex() if isinstance(value, bytes) else value,
+                )
                 problems.append(f"model {name}: {key} on chain {shown[0]}, from events {shown[1]}")
     return problems
 
@@ -247,15 +270,29 @@ def network_status(client: ChainClient, block: int) -> dict[str, Any]:
     votes = int(client.models.functions.votes().call(block_identifier=block))
     quorum = int(client.models.functions.quorum().call(block_identifier=block))
     trainers = int(client.trainers.functions.totalSupply().call(block_identifier=block))
-    return {"started": started, "round": round_, "phase": phase.name, "votes": votes,
-            "quorum": quorum, "trainers": trainers, "block": block,
-            "deadline": client.phase_deadline(block)}
+    return {
+        "started": started,
+        "round": round_,
+        "phase": phase.name,
+        "votes": votes,
+        "quorum": quorum,
+        "trainers": trainers,
+        "block": block,
+        "deadline": client.phase_deadline(block),
+    }
 
 
 def network_facts(client: ChainClient, log: EventLog) -> dict[str, Any]:
     """What identifies the network and the block range read."""
     dep = client.deployment
-    return {"chain_id": dep.chain_id, "task": dep.task, "genesis_cid": dep.genesis_cid,
-            "addresses": dict(dep.addresses), "deployment_block": dep.deployment_block,
-            "min_trainers": dep.min_trainers, "phase_duration": dep.phase_duration,
-            "from_block": log.from_block, "last_block": log.last_block}
+    return {
+        "chain_id": dep.chain_id,
+        "task": dep.task,
+        "genesis_cid": dep.genesis_cid,
+        "addresses": dict(dep.addresses),
+        "deployment_block": dep.deployment_block,
+        "min_trainers": dep.min_trainers,
+        "phase_duration": dep.phase_duration,
+        "from_block": log.from_block,
+        "last_block": log.last_block,
+    }

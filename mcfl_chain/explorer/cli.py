@@ -22,23 +22,54 @@ DEFAULT_PORT = 8600
 
 
 @click.command("explorer")
-@click.option("--deployment", type=click.Path(dir_okay=False), default=DEFAULT_DEPLOYMENT,
-              show_default=True, help="Deployment file of the network to show.")
-@click.option("--rpc", default=None,
-              help="JSON-RPC URL of a node of that chain. Default: the deployment's.")
-@click.option("--storage", default=DEFAULT_STORAGE, show_default=True,
-              help="Blob store the trainers publish weights to (local:DIR or "
-                   "ipfs:/ip4/127.0.0.1/tcp/PORT), for the weights downloads.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
-              help=f"TCP port on {LOOPBACK} (the page is never served on other addresses); "
-                   f"0 picks a free one.")
-@click.option("--poll", "poll_seconds", type=click.FloatRange(min=0.1), default=1.0,
-              show_default=True, help="Seconds between two looks at the chain for new blocks.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep the events read in this folder so a restart only reads new blocks "
-                   "(do not share it with a running `mcfl-chain dag`).")
-def explorer(deployment: str, rpc: str | None, storage: str, port: int, poll_seconds: float,
-             cache_dir: Path | None) -> None:
+@click.option(
+    "--deployment",
+    type=click.Path(dir_okay=False),
+    default=DEFAULT_DEPLOYMENT,
+    show_default=True,
+    help="Deployment file of the network to show.",
+)
+@click.option(
+    "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
+)
+@click.option(
+    "--storage",
+    default=DEFAULT_STORAGE,
+    show_default=True,
+    help="Blob store the trainers publish weights to (local:DIR or "
+    "ipfs:/ip4/127.0.0.1/tcp/PORT), for the weights downloads.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help=f"TCP port on {LOOPBACK} (the page is never served on other addresses); "
+    f"0 picks a free one.",
+)
+@click.option(
+    "--poll",
+    "poll_seconds",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    help="Seconds between two looks at the chain for new blocks.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the events read in this folder so a restart only reads new blocks "
+    "(do not share it with a running `mcfl-chain dag`).",
+)
+def explorer(
+    deployment: str,
+    rpc: str | None,
+    storage: str,
+    port: int,
+    poll_seconds: float,
+    cache_dir: Path | None,
+) -> None:
     """Serve a web page that draws the model DAG and follows the chain live.
 
     Models laid out by round with edges parent → child, popularity, forks and dead
@@ -48,8 +79,10 @@ def explorer(deployment: str, rpc: str | None, storage: str, port: int, poll_sec
     """
     console = Console(stderr=True)
     if port and port_in_use(port):
-        raise click.ClickException(f"port {port} on {LOOPBACK} is already in use; choose "
-                                   f"another with --port (0 picks a free one)")
+        raise click.ClickException(
+            f"port {port} on {LOOPBACK} is already in use; choose "
+            f"another with --port (0 picks a free one)"
+        )
     try:
         client = ChainClient.read_only(Deployment.load(deployment), rpc_url=rpc)
         store = open_storage(storage)
@@ -62,8 +95,10 @@ def explorer(deployment: str, rpc: str | None, storage: str, port: int, poll_sec
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     server.start()
     _, document = view.snapshot()
-    console.print(f"explorer at [bold]{server.url}[/bold]  ({len(document['models'])} models, "
-                  f"block {document['status']['block']}); Ctrl-C to stop")
+    console.print(
+        f"explorer at [bold]{server.url}[/bold]  ({len(document['models'])} models, "
+        f"block {document['status']['block']}); Ctrl-C to stop"
+    )
     try:
         stopping.wait()
     except KeyboardInterrupt:

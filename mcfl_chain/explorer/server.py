@@ -63,8 +63,9 @@ class NetworkView:
         Optional event cache (see :class:`~mcfl_chain.dag.sync.EventCache`).
     """
 
-    def __init__(self, client: ChainClient, storage: Storage | None = None,
-                 cache_dir: Path | None = None) -> None:
+    def __init__(
+        self, client: ChainClient, storage: Storage | None = None, cache_dir: Path | None = None
+    ) -> None:
         self.client = client
         self.storage = storage
         self._cache = EventCache(cache_dir) if cache_dir is not None else None
@@ -95,13 +96,20 @@ class NetworkView:
 
         if self.version and not new and phase(status) == phase(self._status):
             with self._lock:  # only the head moved: no new version, no redraw
-                self.document = {**self.document, "status": status,
-                                 "network": {**self.document["network"], "last_block": head}}
+                self.document = {
+                    **self.document,
+                    "status": status,
+                    "network": {**self.document["network"], "last_block": head},
+                }
                 self._status = status
             return False
         dag = build_dag(self._log, self.client.deployment.genesis_cid)
-        document = dag_document(dag, network=network_facts(self.client, self._log),
-                                status=status, trainers=self._log.trainers)
+        document = dag_document(
+            dag,
+            network=network_facts(self.client, self._log),
+            status=status,
+            trainers=self._log.trainers,
+        )
         with self._lock:
             self.dag, self.document, self._status = dag, document, status
             self.version += 1
@@ -121,8 +129,7 @@ class NetworkView:
             Without storage, for an unknown model, or when the blobs cannot be had.
         """
         if self.storage is None:
-            raise Unavailable("the explorer was started without --storage: no weights to "
-                              "serve")
+            raise Unavailable("the explorer was started without --storage: no weights to serve")
         with self._lock:
             dag = self.dag
         model = dag.models.get(model_id)
@@ -132,8 +139,9 @@ class NetworkView:
             try:
                 return self.storage.get(model.weights_cid), "published"
             except StorageError as exc:
-                log.info("published weights %s unreachable (%s); recomputing",
-                         model.weights_cid, exc)
+                log.info(
+                    "published weights %s unreachable (%s); recomputing", model.weights_cid, exc
+                )
         arch = self.client.deployment.task.split(":", 1)[0]
         book = WeightsBook(self.storage.get, arch, dag)
         return encode_weights(arch, book.model(model_id)), "recomputed"
@@ -141,8 +149,7 @@ class NetworkView:
     def update_weights(self, update_id: int) -> bytes:
         """An update's weights blob, fetched by the CID its proposer put on chain."""
         if self.storage is None:
-            raise Unavailable("the explorer was started without --storage: no weights to "
-                              "serve")
+            raise Unavailable("the explorer was started without --storage: no weights to serve")
         with self._lock:
             update = self.dag.updates.get(update_id)
         if update is None:
@@ -160,15 +167,21 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Security-Policy",
-                         "default-src 'self'; style-src 'self' 'unsafe-inline'")
+        self.send_header(
+            "Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'"
+        )
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
@@ -185,8 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
         # sends its own Host: refuse anything but this server's loopback names.
         port = self.server.server_address[1]
         if self.headers.get("Host") not in (f"{LOOPBACK}:{port}", f"localhost:{port}"):
-            self._error(HTTPStatus.FORBIDDEN, "this explorer only answers requests for "
-                                              f"http://{LOOPBACK}:{port}")
+            self._error(
+                HTTPStatus.FORBIDDEN,
+                f"this explorer only answers requests for http://{LOOPBACK}:{port}",
+            )
             return
         path = self.path.split("?", 1)[0]
         view = self.server.view
@@ -194,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path in ("/", "/index.html"):
                 self._static("index.html")
             elif path.startswith("/static/"):
-                self._static(path[len("/static/"):])
+                self._static(path[len("/static/") :])
             elif path == "/api/version":
                 version, document = view.snapshot()
                 self._json({"version": version, "block": document["status"]["block"]})
@@ -204,14 +219,24 @@ class _Handler(BaseHTTPRequestHandler):
             elif match := _MODEL_WEIGHTS.match(path):
                 blob, source = view.model_weights(bytes.fromhex(match.group(1)))
                 name = f"model-{match.group(1)[:8].lower()}.safetensors"
-                self._send(HTTPStatus.OK, blob, "application/octet-stream",
-                           {"Content-Disposition": f'attachment; filename="{name}"',
-                            "X-Weights-Source": source})
+                self._send(
+                    HTTPStatus.OK,
+                    blob,
+                    "application/octet-stream",
+                    {
+                        "Content-Disposition": f'attachment; filename="{name}"',
+                        "X-Weights-Source": source,
+                    },
+                )
             elif match := _UPDATE_WEIGHTS.match(path):
                 blob = view.update_weights(int(match.group(1)))
                 name = f"update-{match.group(1)[:10]}.safetensors"
-                self._send(HTTPStatus.OK, blob, "application/octet-stream",
-                           {"Content-Disposition": f'attachment; filename="{name}"'})
+                self._send(
+                    HTTPStatus.OK,
+                    blob,
+                    "application/octet-stream",
+                    {"Content-Disposition": f'attachment; filename="{name}"'},
+                )
             else:
                 self._error(HTTPStatus.NOT_FOUND, f"nothing at {path}")
         except Unavailable as exc:
@@ -252,8 +277,7 @@ class ExplorerServer(ThreadingHTTPServer):
         self.view = view
         self.poll_seconds = poll_seconds
         self._stop = threading.Event()
-        self._poller = threading.Thread(target=self._follow, name="explorer-poller",
-                                        daemon=True)
+        self._poller = threading.Thread(target=self._follow, name="explorer-poller", daemon=True)
 
     @property
     def url(self) -> str:
@@ -270,8 +294,9 @@ class ExplorerServer(ThreadingHTTPServer):
             try:
                 self.view.refresh()
             except Exception as exc:  # a node restart must not end the page
-                log.warning("reading the chain failed (%s); retrying in %.0f s", exc,
-                            self.poll_seconds)
+                log.warning(
+                    "reading the chain failed (%s); retrying in %.0f s", exc, self.poll_seconds
+                )
 
     def stop(self) -> None:
         """Stop following the chain and serving."""

@@ -47,9 +47,11 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
         summary = run_simulation(config, run_dir, console, keep_running=keep_running)
     except SimulationError as exc:
         raise click.ClickException(f"{exc}\n(run directory kept: {run_dir})") from exc
-    console.print(f"[bold]done in {summary['seconds']:.0f} s[/]. Results in {run_dir}/: "
-                  "metrics.jsonl (per trainer per round), rounds.csv, summary.json, "
-                  "dag.json, accuracy.png, models.png; worker logs in trainers/*/worker.log")
+    console.print(
+        f"[bold]done in {summary['seconds']:.0f} s[/]. Results in {run_dir}/: "
+        "metrics.jsonl (per trainer per round), rounds.csv, summary.json, "
+        "dag.json, accuracy.png, models.png; worker logs in trainers/*/worker.log"
+    )
     if summary["grouping"]:
         console.print("trainers' data groups sharing each final model:")
         for model, groups in summary["grouping"].items():
@@ -57,41 +59,81 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 
 
 @click.command("simulate")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="Scenario file (TOML/JSON, keys as below with underscores); options "
-                   "given on the command line override it.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Scenario file (TOML/JSON, keys as below with underscores); options "
+    "given on the command line override it.",
+)
 @click.option("--name", help="Run name (prefix of the run directory).  [default: demo]")
 @click.option("--dataset", help="fashion-mnist, mnist or digits.  [default: fashion-mnist]")
-@click.option("--scenario", type=click.Choice(SCENARIOS),
-              help="Data partition: iid, groups (disjoint classes), gaussian, dirichlet, "
-                   "two-datasets, rotations.  [default: groups]")
-@click.option("--scenario-params", help="JSON object, e.g. '{\"n_groups\": 3}', "
-                                        "'{\"std\": 1}', '{\"alpha\": 0.3}'.")
-@click.option("-n", "--trainers", "n_trainers", type=click.IntRange(min=1),
-              help="Number of trainers.  [default: 6]")
+@click.option(
+    "--scenario",
+    type=click.Choice(SCENARIOS),
+    help="Data partition: iid, groups (disjoint classes), gaussian, dirichlet, "
+    "two-datasets, rotations.  [default: groups]",
+)
+@click.option(
+    "--scenario-params",
+    help="JSON object, e.g. '{\"n_groups\": 3}', '{\"std\": 1}', '{\"alpha\": 0.3}'.",
+)
+@click.option(
+    "-n",
+    "--trainers",
+    "n_trainers",
+    type=click.IntRange(min=1),
+    help="Number of trainers.  [default: 6]",
+)
 @click.option("--rounds", type=click.IntRange(min=1), help="Rounds.  [default: 5]")
 @click.option("--epochs", type=click.IntRange(min=1), help="Local epochs per round.  [default: 2]")
-@click.option("--samples", type=click.IntRange(min=10),
-              help="Samples per trainer (train+val+test).  [default: 1200]")
+@click.option(
+    "--samples",
+    type=click.IntRange(min=10),
+    help="Samples per trainer (train+val+test).  [default: 1200]",
+)
 @click.option("--model", "arch", help="lenet5, lenet-light or lenet-cae.  [default: lenet5]")
-@click.option("--strategy", type=click.Choice(["mcfl", "fedavg"]),
-              help="MCFL or the decentralized FedAvg baseline.  [default: mcfl]")
-@click.option("--tolerance", help="Update-selection tolerance for every trainer, or 'mixed' "
-                                  "(1, 2, 3 in turn).  [default: 1]")
+@click.option(
+    "--strategy",
+    type=click.Choice(["mcfl", "fedavg"]),
+    help="MCFL or the decentralized FedAvg baseline.  [default: mcfl]",
+)
+@click.option(
+    "--tolerance",
+    help="Update-selection tolerance for every trainer, or 'mixed' "
+    "(1, 2, 3 in turn).  [default: 1]",
+)
 @click.option("--divergence", type=click.Choice(["l2", "cosine"]), help="[default: l2]")
-@click.option("--storage", type=click.Choice(["local", "ipfs"]),
-              help="Embedded local store or a js-ipfs daemon.  [default: local]")
-@click.option("--phase-duration", type=click.IntRange(min=0),
-              help="Phase deadline in seconds (0: wait for the whole quorum).  [default: 0]")
+@click.option(
+    "--storage",
+    type=click.Choice(["local", "ipfs"]),
+    help="Embedded local store or a js-ipfs daemon.  [default: local]",
+)
+@click.option(
+    "--phase-duration",
+    type=click.IntRange(min=0),
+    help="Phase deadline in seconds (0: wait for the whole quorum).  [default: 0]",
+)
 @click.option("--seed", type=int, help="Data split, initial weights and training seed.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default runs/<name>-<time>).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (default runs/<name>-<time>).",
+)
 @click.option("--keep-running", is_flag=True, help="Leave the devnet and storage up at the end.")
-@click.option("--published-size", is_flag=True,
-              help="The paper's size instead: 38 trainers, 102 rounds, 2 epochs, all samples "
-                   "(hours on 2 cores).")
-def simulate(config_path: str | None, out: Path | None, keep_running: bool,
-             published_size: bool, **options: Any) -> None:
+@click.option(
+    "--published-size",
+    is_flag=True,
+    help="The paper's size instead: 38 trainers, 102 rounds, 2 epochs, all samples "
+    "(hours on 2 cores).",
+)
+def simulate(
+    config_path: str | None,
+    out: Path | None,
+    keep_running: bool,
+    published_size: bool,
+    **options: Any,
+) -> None:
     """Run a network of N trainers on a local devnet and report how it learned.
 
     Each trainer is its own `mcfl-chain worker` process with its own account, state and
@@ -115,8 +157,11 @@ def simulate(config_path: str | None, out: Path | None, keep_running: bool,
 
 
 @click.command("demo")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default runs/demo-<time>).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (default runs/demo-<time>).",
+)
 def demo(out: Path | None) -> None:
     """A small network end to end: 6 trainers in 3 disjoint class groups, 5 rounds.
 
@@ -131,6 +176,15 @@ def demo(out: Path | None) -> None:
     except DatasetError as exc:
         click.echo(f"{exc}\nFalling back to scikit-learn's digits.", err=True)
         dataset = "digits"
-    _run(SimulationConfig(name="demo", dataset=dataset, scenario="groups", n_trainers=6,
-                          rounds=5, samples=1200 if dataset == "fashion-mnist" else 290),
-         out, keep_running=False)
+    _run(
+        SimulationConfig(
+            name="demo",
+            dataset=dataset,
+            scenario="groups",
+            n_trainers=6,
+            rounds=5,
+            samples=1200 if dataset == "fashion-mnist" else 290,
+        ),
+        out,
+        keep_running=False,
+    )

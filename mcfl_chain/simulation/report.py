@@ -62,8 +62,9 @@ def fair_accuracy(by_group: dict[Any, list[float]], alpha: float = FAIR_ALPHA) -
     return alpha * statistics.fmean(means) + (1 - alpha) * (1 - (max(means) - min(means)))
 
 
-def summarize(lines: Sequence[dict[str, Any]], models_per_round: dict[int, int]
-              ) -> list[RoundSummary]:
+def summarize(
+    lines: Sequence[dict[str, Any]], models_per_round: dict[int, int]
+) -> list[RoundSummary]:
     """One summary per round over every trainer's line for that round."""
     by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for line in lines:
@@ -76,28 +77,52 @@ def summarize(lines: Sequence[dict[str, Any]], models_per_round: dict[int, int]
             if r.get("accuracy") is not None:
                 groups[r.get("group", 0)].append(r["accuracy"])
         split = {c: statistics.fmean(r["split"].get(c, 0.0) for r in rows) for c in CATEGORIES}
-        out.append(RoundSummary(
-            round=round_, trainers=len(rows),
-            metric_min=min(values) if values else None,
-            metric_avg=statistics.fmean(values) if values else None,
-            metric_max=max(values) if values else None,
-            models=models_per_round.get(round_, 0),
-            seconds=max(r["seconds"] for r in rows),
-            fair_accuracy=fair_accuracy(groups),
-            split=split,
-        ))
+        out.append(
+            RoundSummary(
+                round=round_,
+                trainers=len(rows),
+                metric_min=min(values) if values else None,
+                metric_avg=statistics.fmean(values) if values else None,
+                metric_max=max(values) if values else None,
+                models=models_per_round.get(round_, 0),
+                seconds=max(r["seconds"] for r in rows),
+                fair_accuracy=fair_accuracy(groups),
+                split=split,
+            )
+        )
     return out
 
 
 def write_csv(summaries: Sequence[RoundSummary], path: Path) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["round", "trainers", "min", "avg", "max", "models", "seconds",
-                         "fair_accuracy", *[f"{c}_s" for c in CATEGORIES]])
+        writer.writerow(
+            [
+                "round",
+                "trainers",
+                "min",
+                "avg",
+                "max",
+                "models",
+                "seconds",
+                "fair_accuracy",
+                *[f"{c}_s" for c in CATEGORIES],
+            ]
+        )
         for s in summaries:
-            writer.writerow([s.round, s.trainers, s.metric_min, s.metric_avg, s.metric_max,
-                             s.models, round(s.seconds, 3), s.fair_accuracy,
-                             *[round(s.split[c], 4) for c in CATEGORIES]])
+            writer.writerow(
+                [
+                    s.round,
+                    s.trainers,
+                    s.metric_min,
+                    s.metric_avg,
+                    s.metric_max,
+                    s.models,
+                    round(s.seconds, 3),
+                    s.fair_accuracy,
+                    *[round(s.split[c], 4) for c in CATEGORIES],
+                ]
+            )
 
 
 def time_split(summaries: Sequence[RoundSummary]) -> dict[str, float]:
@@ -116,8 +141,12 @@ def grouping(lines: Sequence[dict[str, Any]], last_round: int) -> dict[str, list
     return {m: sorted(g) for m, g in out.items()}
 
 
-def write_summary(run_dir: Path, lines: Sequence[dict[str, Any]],
-                  summaries: Sequence[RoundSummary], extra: dict[str, Any]) -> dict[str, Any]:
+def write_summary(
+    run_dir: Path,
+    lines: Sequence[dict[str, Any]],
+    summaries: Sequence[RoundSummary],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
     last = summaries[-1] if summaries else None
     summary = {
         **extra,
@@ -130,8 +159,12 @@ def write_summary(run_dir: Path, lines: Sequence[dict[str, Any]],
     return summary
 
 
-def plot(run_dir: Path, lines: Sequence[dict[str, Any]], summaries: Sequence[RoundSummary],
-         metric_name: str) -> list[Path]:
+def plot(
+    run_dir: Path,
+    lines: Sequence[dict[str, Any]],
+    summaries: Sequence[RoundSummary],
+    metric_name: str,
+) -> list[Path]:
     """accuracy.png (per trainer and min/avg/max) and models.png (models per round)."""
     import matplotlib
 
@@ -150,8 +183,13 @@ def plot(run_dir: Path, lines: Sequence[dict[str, Any]], summaries: Sequence[Rou
         ax.plot(xs, ys, color="0.8", linewidth=0.7)
     rounds = [s.round for s in summaries if s.metric_avg is not None]
     for attr, style in (("metric_min", "--"), ("metric_avg", "-"), ("metric_max", ":")):
-        ax.plot(rounds, [getattr(s, attr) for s in summaries if s.metric_avg is not None],
-                style, color="C0", label=attr.split("_")[1])
+        ax.plot(
+            rounds,
+            [getattr(s, attr) for s in summaries if s.metric_avg is not None],
+            style,
+            color="C0",
+            label=attr.split("_")[1],
+        )
     ax.set_xlabel("round")
     ax.set_ylabel(metric_name)
     ax.set_title(f"{metric_name} of each trainer's aggregated model on its test split")

@@ -84,8 +84,9 @@ class SimulationConfig:
 
     def published_size(self) -> SimulationConfig:
         """The paper's setup (§5.1): 38 trainers, 102 rounds, 2 epochs, all samples."""
-        return replace(self, n_trainers=38, rounds=102, epochs=2, samples=None,
-                       name=f"{self.name}-published")
+        return replace(
+            self, n_trainers=38, rounds=102, epochs=2, samples=None, name=f"{self.name}-published"
+        )
 
     def validate(self) -> None:
         if self.n_trainers < 1:
@@ -100,8 +101,9 @@ class SimulationConfig:
             try:
                 float(self.tolerance)
             except ValueError as exc:
-                raise SimulationError(f"tolerance must be a number or 'mixed', "
-                                      f"not {self.tolerance!r}") from exc
+                raise SimulationError(
+                    f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
+                ) from exc
 
 
 class Network:
@@ -131,9 +133,14 @@ class Network:
         with open_storage(self.storage_spec) as storage:
             genesis_cid = publish_genesis(cfg.arch, cfg.seed, storage)
         _, self.deployment = start_devnet(
-            self.run_dir / "devnet", port=free_port(), genesis_cid=genesis_cid, task=cfg.task,
-            min_trainers=min_trainers or cfg.n_trainers, phase_duration=cfg.phase_duration,
-            accounts=cfg.n_trainers + 2)
+            self.run_dir / "devnet",
+            port=free_port(),
+            genesis_cid=genesis_cid,
+            task=cfg.task,
+            min_trainers=min_trainers or cfg.n_trainers,
+            phase_duration=cfg.phase_duration,
+            accounts=cfg.n_trainers + 2,
+        )
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")
 
@@ -142,18 +149,50 @@ class Network:
         assert self.deployment is not None
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
         cmd = [
-            sys.executable, "-m", "mcfl_chain", "worker",
-            "--rpc", self.deployment.rpc_url, "--account-index", str(index + 1),
-            "--deployment", str(self.deployment_path), "--storage", self.storage_spec,
-            "--dataset", cfg.dataset, "--scenario", cfg.scenario,
-            "--n-trainers", str(cfg.n_trainers), "--trainer-index", str(index),
-            "--seed", str(cfg.seed), "--model", cfg.arch, "--strategy", cfg.strategy,
-            "--tolerance", str(tolerance), "--divergence", cfg.divergence,
-            "--epochs", str(cfg.epochs), "--batch-size", str(cfg.batch_size),
-            "--lr", str(cfg.lr), "--rounds", str(cfg.rounds),
-            "--state-dir", str(trainer_dir / "state"),
-            "--metrics", str(trainer_dir / "metrics.jsonl"),
-            "--scenario-params", json.dumps(cfg.scenario_params),
+            sys.executable,
+            "-m",
+            "mcfl_chain",
+            "worker",
+            "--rpc",
+            self.deployment.rpc_url,
+            "--account-index",
+            str(index + 1),
+            "--deployment",
+            str(self.deployment_path),
+            "--storage",
+            self.storage_spec,
+            "--dataset",
+            cfg.dataset,
+            "--scenario",
+            cfg.scenario,
+            "--n-trainers",
+            str(cfg.n_trainers),
+            "--trainer-index",
+            str(index),
+            "--seed",
+            str(cfg.seed),
+            "--model",
+            cfg.arch,
+            "--strategy",
+            cfg.strategy,
+            "--tolerance",
+            str(tolerance),
+            "--divergence",
+            cfg.divergence,
+            "--epochs",
+            str(cfg.epochs),
+            "--batch-size",
+            str(cfg.batch_size),
+            "--lr",
+            str(cfg.lr),
+            "--rounds",
+            str(cfg.rounds),
+            "--state-dir",
+            str(trainer_dir / "state"),
+            "--metrics",
+            str(trainer_dir / "metrics.jsonl"),
+            "--scenario-params",
+            json.dumps(cfg.scenario_params),
         ]
         if cfg.samples is not None:
             cmd += ["--samples", str(cfg.samples)]
@@ -164,17 +203,20 @@ class Network:
         for index in range(self.config.n_trainers):
             self.procs.append(self.spawn(index, (extra_args or {}).get(index, [])))
 
-    def spawn(self, index: int, extra_args: list[str] | None = None
-              ) -> subprocess.Popen[bytes]:
+    def spawn(self, index: int, extra_args: list[str] | None = None) -> subprocess.Popen[bytes]:
         """Start (or restart) trainer ``index``; its log is appended to, never lost."""
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
         trainer_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         command = self.worker_command(index, self.config.tolerances()[index])
         with open(trainer_dir / "worker.log", "ab") as log:
-            return subprocess.Popen([*command, *(extra_args or [])], stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env)
+            return subprocess.Popen(
+                [*command, *(extra_args or [])],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -202,18 +244,28 @@ class Network:
         observer = ChainClient.read_only(self.deployment)
         total = cfg.rounds * cfg.n_trainers
         last_progress, done = time.monotonic(), 0
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total} trainer-rounds"),
-                      TimeElapsedColumn(), console=self.console, transient=True) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} trainer-rounds"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        ) as bar:
             task = bar.add_task("starting", total=total)
             while True:
                 now_done = sum(len(p.read_text().splitlines()) for p in self.metrics_files())
                 if now_done != done:
                     done, last_progress = now_done, time.monotonic()
                 status = observer.status()
-                where = (f"round {status.round} {status.phase.name.lower()} "
-                         f"({status.votes}/{status.quorum} votes)") if status.started \
+                where = (
+                    (
+                        f"round {status.round} {status.phase.name.lower()} "
+                        f"({status.votes}/{status.quorum} votes)"
+                    )
+                    if status.started
                     else "waiting for trainers to register"
+                )
                 bar.update(task, completed=min(done, total), description=where)
                 codes = [p.poll() for p in self.procs]
                 failed = [i for i, c in enumerate(codes) if c not in (None, 0)]
@@ -222,9 +274,11 @@ class Network:
                 if all(c == 0 for c in codes):
                     return
                 if time.monotonic() - last_progress > cfg.round_timeout:
-                    raise SimulationError(f"no trainer finished a round for "
-                                          f"{cfg.round_timeout:.0f} s; see the worker logs "
-                                          f"in {self.run_dir / 'trainers'}")
+                    raise SimulationError(
+                        f"no trainer finished a round for "
+                        f"{cfg.round_timeout:.0f} s; see the worker logs "
+                        f"in {self.run_dir / 'trainers'}"
+                    )
                 time.sleep(0.5)
 
     def _failure(self, index: int, code: int | None) -> str:
@@ -243,8 +297,12 @@ class Network:
         return dag
 
 
-def run_simulation(config: SimulationConfig, run_dir: Path, console: Console | None = None,
-                   keep_running: bool = False) -> dict[str, Any]:
+def run_simulation(
+    config: SimulationConfig,
+    run_dir: Path,
+    console: Console | None = None,
+    keep_running: bool = False,
+) -> dict[str, Any]:
     """Run the scenario to the end and write the run directory; returns the summary."""
     console = console or Console()
     config.validate()
@@ -255,8 +313,10 @@ def run_simulation(config: SimulationConfig, run_dir: Path, console: Console | N
     try:
         with console.status("starting the devnet and storage"):
             network.start()
-        console.print(f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
-                      f"storage {network.storage_spec}, {config.n_trainers} trainers")
+        console.print(
+            f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
+            f"storage {network.storage_spec}, {config.n_trainers} trainers"
+        )
         network.spawn_workers()
         network.wait()
         dag = network.dag()
@@ -266,22 +326,31 @@ def run_simulation(config: SimulationConfig, run_dir: Path, console: Console | N
     return finish_run(run_dir, config, dag, time.monotonic() - started, console)
 
 
-def finish_run(run_dir: Path, config: SimulationConfig, dag: ModelDAG, seconds: float,
-               console: Console) -> dict[str, Any]:
+def finish_run(
+    run_dir: Path, config: SimulationConfig, dag: ModelDAG, seconds: float, console: Console
+) -> dict[str, Any]:
     """Merge the workers' metrics, write the DAG, tables, plots and print the table."""
     (run_dir / "dag.json").write_text(json.dumps(dag.to_json(), indent=1))
     lines = report.read_metrics(sorted((run_dir / "trainers").glob("*/metrics.jsonl")))
     with open(run_dir / "metrics.jsonl", "w") as f:
         for line in lines:
             f.write(json.dumps(line) + "\n")
-    models_per_round = {r: len(dag.models_of_round(r))
-                        for r in {line["round"] for line in lines}}
+    models_per_round = {r: len(dag.models_of_round(r)) for r in {line["round"] for line in lines}}
     summaries = report.summarize(lines, models_per_round)
     report.write_csv(summaries, run_dir / "rounds.csv")
     metric_name = "accuracy" if get_architecture(config.arch).kind == "classifier" else "MSE"
-    summary = report.write_summary(run_dir, lines, summaries, {
-        "config": asdict(config), "seconds": round(seconds, 2), "metric": metric_name,
-        "models_total": len(dag.models) - 1, "updates_total": len(dag.updates)})
+    summary = report.write_summary(
+        run_dir,
+        lines,
+        summaries,
+        {
+            "config": asdict(config),
+            "seconds": round(seconds, 2),
+            "metric": metric_name,
+            "models_total": len(dag.models) - 1,
+            "updates_total": len(dag.updates),
+        },
+    )
     report.plot(run_dir, lines, summaries, metric_name)
     console.print(round_table(summaries, metric_name))
     split = summary["time_split"]
@@ -300,6 +369,12 @@ def round_table(summaries: list[report.RoundSummary], metric_name: str) -> Table
         return f"{v:.3f}" if metric_name == "accuracy" else f"{v:.5f}"
 
     for s in summaries:
-        table.add_row(str(s.round), fmt(s.metric_min), fmt(s.metric_avg), fmt(s.metric_max),
-                      str(s.models), f"{s.seconds:.1f} s")
+        table.add_row(
+            str(s.round),
+            fmt(s.metric_min),
+            fmt(s.metric_avg),
+            fmt(s.metric_max),
+            str(s.models),
+            f"{s.seconds:.1f} s",
+        )
     return table

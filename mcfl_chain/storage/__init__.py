@@ -93,11 +93,14 @@ def open_storage(spec: str = DEFAULT_STORAGE, **options: object) -> Storage:
     kind, sep, target = spec.partition(":")
     kind = kind.strip().lower()
     if not sep or not target.strip():
-        raise StorageError(f"cannot read storage {spec!r}: expected local:DIR or "
-                           f"ipfs:/ip4/127.0.0.1/tcp/PORT")
+        raise StorageError(
+            f"cannot read storage {spec!r}: expected local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT"
+        )
     if kind == "local":
         return LocalStorage(target.strip(), **options)  # type: ignore[arg-type]
     if kind == "ipfs":
         return IpfsStorage(target.strip(), **options)  # type: ignore[arg-type]
-    raise StorageError(f"unknown storage backend {kind!r} in {spec!r}: use local:DIR or "
-                       f"ipfs:/ip4/127.0.0.1/tcp/PORT")
+    raise StorageError(
+        f"unknown storage backend {kind!r} in {spec!r}: use local:DIR or "
+        f"ipfs:/ip4/127.0.0.1/tcp/PORT"
+    )

@@ -80,8 +80,9 @@ class RetryPolicy:
             delay *= self.multiplier
         return waits
 
-    def run(self, operation: Callable[[], T], what: str,
-            sleep: Callable[[float], None] = time.sleep) -> T:
+    def run(
+        self, operation: Callable[[], T], what: str, sleep: Callable[[float], None] = time.sleep
+    ) -> T:
         """Call ``operation`` until it succeeds, retrying only transient failures.
 
         Parameters
@@ -201,8 +202,12 @@ class Storage(ABC):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

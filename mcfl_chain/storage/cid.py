@@ -116,8 +116,10 @@ def cid_digest(cid: str | bytes | CID) -> bytes:
     """
     parsed = parse_cid(cid)
     if parsed.hashfun.name != SHA2_256:
-        raise InvalidCID(f"{format_cid(parsed)} uses hash {parsed.hashfun.name}; "
-                         f"only {SHA2_256} CIDs are supported")
+        raise InvalidCID(
+            f"{format_cid(parsed)} uses hash {parsed.hashfun.name}; "
+            f"only {SHA2_256} CIDs are supported"
+        )
     return bytes(parsed.raw_digest)
 
 

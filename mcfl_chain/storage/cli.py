@@ -17,9 +17,13 @@ from mcfl_chain.storage.daemon import (
 )
 
 _REPO_OPTION = click.option(
-    "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPO,
+    "--repo",
+    "repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_REPO,
     show_default=True,
-    help="Directory holding the node's IPFS repo, its PID state file and its log.")
+    help="Directory holding the node's IPFS repo, its PID state file and its log.",
+)
 
 
 @click.group("ipfs")
@@ -32,8 +36,13 @@ def ipfs() -> None:
 
 
 @ipfs.command("up")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="TCP port of the node's HTTP RPC API on 127.0.0.1.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="TCP port of the node's HTTP RPC API on 127.0.0.1.",
+)
 @_REPO_OPTION
 def up(port: int, repo: Path) -> None:
     """Start the node in the background (initialising its repo on first use)."""
@@ -62,5 +71,8 @@ def status(repo: Path) -> None:
 def down(repo: Path) -> None:
     """Stop the node started by `up` for this repo (by its recorded PID)."""
     state = stop_ipfs(repo)
-    click.echo(f"IPFS node stopped (pid {state.pid})" if state is not None
-               else f"no IPFS node was recorded for {repo}")
+    click.echo(
+        f"IPFS node stopped (pid {state.pid})"
+        if state is not None
+        else f"no IPFS node was recorded for {repo}"
+    )

@@ -52,13 +52,17 @@ def jsipfs_binary() -> Path:
         If Node.js or the npm package ``ipfs`` is not installed (says how to install).
     """
     if shutil.which("node") is None:
-        raise ServiceError("Node.js is not installed (no `node` on PATH); install it, then "
-                           "run `make node` in the mcfl-chain checkout")
+        raise ServiceError(
+            "Node.js is not installed (no `node` on PATH); install it, then "
+            "run `make node` in the mcfl-chain checkout"
+        )
     binary = node_binary(".bin/jsipfs", "MCFL_JSIPFS")
     if binary is None or not binary.is_file():
         where = f" ({binary} does not exist)" if binary is not None else ""
-        raise ServiceError(f"the js-ipfs node is not installed{where}: run `make node` in the "
-                           f"mcfl-chain checkout (or set MCFL_JSIPFS to a jsipfs executable)")
+        raise ServiceError(
+            f"the js-ipfs node is not installed{where}: run `make node` in the "
+            f"mcfl-chain checkout (or set MCFL_JSIPFS to a jsipfs executable)"
+        )
     return binary
 
 
@@ -67,8 +71,16 @@ def _configure(ipfs_repo: Path, port: int) -> None:
     config_file = ipfs_repo / "config"
     config = json.loads(config_file.read_text())
     addresses = config.setdefault("Addresses", {})
-    addresses.update({"API": f"/ip4/{LOOPBACK}/tcp/{port}", "Gateway": "", "RPC": "",
-                      "Swarm": [], "Announce": [], "Delegates": []})
+    addresses.update(
+        {
+            "API": f"/ip4/{LOOPBACK}/tcp/{port}",
+            "Gateway": "",
+            "RPC": "",
+            "Swarm": [],
+            "Announce": [],
+            "Delegates": [],
+        }
+    )
     config["Bootstrap"] = []
     config.setdefault("Discovery", {}).setdefault("MDNS", {})["Enabled"] = False
     tmp = config_file.with_suffix(".tmp")
@@ -80,16 +92,26 @@ def _initialise(binary: Path, ipfs_repo: Path, env: dict[str, str]) -> None:
     if (ipfs_repo / "config").is_file():
         return
     ipfs_repo.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run([str(binary), "init", "--profile", "test"], env=env,
-                            capture_output=True, text=True, timeout=120,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [str(binary), "init", "--profile", "test"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     if result.returncode != 0:
-        raise ServiceError(f"`jsipfs init` failed for the repo {ipfs_repo} (exit "
-                           f"{result.returncode}):\n{(result.stderr or result.stdout)[-2000:]}")
+        raise ServiceError(
+            f"`jsipfs init` failed for the repo {ipfs_repo} (exit "
+            f"{result.returncode}):\n{(result.stderr or result.stdout)[-2000:]}"
+        )
 
 
-def start_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO, port: int | None = None,
-               ready_timeout: float = 90.0) -> ServiceState:
+def start_ipfs(
+    repo_dir: str | os.PathLike[str] = DEFAULT_REPO,
+    port: int | None = None,
+    ready_timeout: float = 90.0,
+) -> ServiceState:
     """Start an offline js-ipfs node serving its HTTP RPC API on loopback.
 
     Parameters
@@ -117,8 +139,10 @@ def start_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO, port: int | None
     ipfs_repo, state_file, log_file = _paths(repo)
     previous = ServiceState.load(state_file)
     if previous is not None and is_running(previous):
-        raise ServiceError(f"an IPFS node already runs for {repo} (pid {previous.pid}, port "
-                           f"{previous.port}); stop it with `mcfl-chain ipfs down`")
+        raise ServiceError(
+            f"an IPFS node already runs for {repo} (pid {previous.pid}, port "
+            f"{previous.port}); stop it with `mcfl-chain ipfs down`"
+        )
     binary = jsipfs_binary()
     env = {**os.environ, "IPFS_PATH": str(ipfs_repo)}
     _initialise(binary, ipfs_repo, env)
@@ -129,13 +153,22 @@ def start_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO, port: int | None
     shutil.rmtree(ipfs_repo / "repo.lock", ignore_errors=True)
     (ipfs_repo / "api").unlink(missing_ok=True)
     # js-ipfs renames its process "ipfs" (process.title): record that name for PID checks.
-    return start_service(_SERVICE, [str(binary), "daemon", "--offline"], port, state_file,
-                         log_file, env=env, cwd=repo, ready_timeout=ready_timeout,
-                         title="ipfs")
+    return start_service(
+        _SERVICE,
+        [str(binary), "daemon", "--offline"],
+        port,
+        state_file,
+        log_file,
+        env=env,
+        cwd=repo,
+        ready_timeout=ready_timeout,
+        title="ipfs",
+    )
 
 
-def stop_ipfs(repo_dir: str | os.PathLike[str] = DEFAULT_REPO,
-              timeout: float = 15.0) -> ServiceState | None:
+def stop_ipfs(
+    repo_dir: str | os.PathLike[str] = DEFAULT_REPO, timeout: float = 15.0
+) -> ServiceState | None:
     """Stop the node started by :func:`start_ipfs` for ``repo_dir`` (by its PID).
 
     Returns

@@ -39,13 +39,17 @@ from mcfl_chain.storage.unixfs import IMPORT_OPTIONS, unixfs_cid_for_bytes
 T = TypeVar("T")
 
 # ipfshttpclient 0.8.0a2 passes urllib3 an argument it has deprecated: harmless noise.
-warnings.filterwarnings("ignore", message="The 'strict' parameter is no longer needed",
-                        category=FutureWarning)
+warnings.filterwarnings(
+    "ignore", message="The 'strict' parameter is no longer needed", category=FutureWarning
+)
 
 _MULTIADDR = re.compile(r"^/(ip4|ip6|dns|dns4|dns6)/([^/]+)/tcp/(\d+)(?:/(http|https))?/?$")
 # How js-ipfs and Kubo word "gave up waiting for the content".
-_NOT_FOUND = re.compile(r"request timed out|context deadline exceeded|not found|"
-                        r"block was not found", re.IGNORECASE)
+_NOT_FOUND = re.compile(
+    r"request timed out|context deadline exceeded|not found|"
+    r"block was not found",
+    re.IGNORECASE,
+)
 
 
 def parse_api_address(address: str) -> str:
@@ -77,8 +81,10 @@ def parse_api_address(address: str) -> str:
         host = url.hostname
         proto = "ip4" if re.fullmatch(r"[\d.]+", host) else "ip6" if ":" in host else "dns"
         return f"/{proto}/{host}/tcp/{url.port}/{url.scheme}"
-    raise StorageError(f"cannot read the IPFS API address {address!r}: expected "
-                       f"/ip4/127.0.0.1/tcp/PORT or http://127.0.0.1:PORT")
+    raise StorageError(
+        f"cannot read the IPFS API address {address!r}: expected "
+        f"/ip4/127.0.0.1/tcp/PORT or http://127.0.0.1:PORT"
+    )
 
 
 class IpfsStorage(Storage):
@@ -103,12 +109,20 @@ class IpfsStorage(Storage):
         Default read bound.
     """
 
-    def __init__(self, address: str, timeout: float = 60.0, fetch_timeout: float = 30.0,
-                 has_timeout: float = 2.0, retry: RetryPolicy | None = None,
-                 max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 60.0,
+        fetch_timeout: float = 30.0,
+        has_timeout: float = 2.0,
+        retry: RetryPolicy | None = None,
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+    ) -> None:
         if not 0 < fetch_timeout < timeout or not 0 < has_timeout < timeout:
-            raise ValueError(f"fetch_timeout ({fetch_timeout}) and has_timeout "
-                             f"({has_timeout}) must be positive and below timeout ({timeout})")
+            raise ValueError(
+                f"fetch_timeout ({fetch_timeout}) and has_timeout "
+                f"({has_timeout}) must be positive and below timeout ({timeout})"
+            )
         self.address = parse_api_address(address)
         self.timeout = timeout
         self.fetch_timeout = fetch_timeout
@@ -128,29 +142,38 @@ class IpfsStorage(Storage):
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, what: str, request: Callable[[], T],
-              on_error: Callable[[ipfs_errors.ErrorResponse], StorageError] | None = None) -> T:
+    def _call(
+        self,
+        what: str,
+        request: Callable[[], T],
+        on_error: Callable[[ipfs_errors.ErrorResponse], StorageError] | None = None,
+    ) -> T:
         """One RPC with retries; the node's errors mapped to storage errors."""
 
         def attempt() -> T:
             try:
                 return request()
             except ipfs_errors.TimeoutError as exc:
-                raise StorageTimeout(f"the IPFS node at {self.address} did not answer within "
-                                     f"{self.timeout:g} s ({exc})") from exc
+                raise StorageTimeout(
+                    f"the IPFS node at {self.address} did not answer within "
+                    f"{self.timeout:g} s ({exc})"
+                ) from exc
             except ipfs_errors.ConnectionError as exc:
                 raise StorageUnavailable(
                     f"cannot connect to the IPFS node at {self.address} ({exc}); start one "
-                    f"with `mcfl-chain ipfs up` or fix --storage") from exc
+                    f"with `mcfl-chain ipfs up` or fix --storage"
+                ) from exc
             except ipfs_errors.ErrorResponse as exc:
                 if on_error is not None:
                     raise on_error(exc) from exc
-                raise StorageError(f"the IPFS node at {self.address} refused {what}: "
-                                   f"{exc}") from exc
+                raise StorageError(
+                    f"the IPFS node at {self.address} refused {what}: {exc}"
+                ) from exc
             except (ipfs_errors.StatusError, ipfs_errors.ProtocolError) as exc:
                 # An HTTP error without an IPFS error body (proxy, restart): worth a retry.
-                raise StorageUnavailable(f"the IPFS node at {self.address} failed {what} "
-                                         f"({exc})") from exc
+                raise StorageUnavailable(
+                    f"the IPFS node at {self.address} failed {what} ({exc})"
+                ) from exc
 
         return self.retry.run(attempt, what)
 
@@ -158,46 +181,59 @@ class IpfsStorage(Storage):
         data = bytes(data)
         expected = unixfs_cid_for_bytes(data)
         opts: dict[str, Any] = {**IMPORT_OPTIONS, "cid-base": "base32", "pin": True}
-        answered = self._call(f"adding a {len(data)}-byte blob",
-                              lambda: self._client.add_bytes(data, opts=opts))
+        answered = self._call(
+            f"adding a {len(data)}-byte blob", lambda: self._client.add_bytes(data, opts=opts)
+        )
         if format_cid(parse_cid(str(answered))) != expected:
-            raise StorageError(f"the IPFS node at {self.address} named a {len(data)}-byte blob "
-                               f"{answered}, but it should be {expected} with the import options "
-                               f"{IMPORT_OPTIONS}: the node ignored them; use another node")
+            raise StorageError(
+                f"the IPFS node at {self.address} named a {len(data)}-byte blob "
+                f"{answered}, but it should be {expected} with the import options "
+                f"{IMPORT_OPTIONS}: the node ignored them; use another node"
+            )
         return expected
 
     def get(self, cid: str, max_bytes: int | None = None) -> bytes:
         bound = self._bound(max_bytes)
         parsed = parse_cid(cid)
         if parsed.hashfun.name != SHA2_256:
-            raise InvalidCID(f"{cid} uses hash {parsed.hashfun.name}; only {SHA2_256} CIDs "
-                             f"can be verified")
+            raise InvalidCID(
+                f"{cid} uses hash {parsed.hashfun.name}; only {SHA2_256} CIDs can be verified"
+            )
         if parsed.codec.name not in ("raw", "dag-pb"):
             raise InvalidCID(f"{cid} has codec {parsed.codec.name}: it names no file blob")
         text = format_cid(parsed)
 
         def not_found(exc: ipfs_errors.ErrorResponse) -> StorageError:
             if _NOT_FOUND.search(str(exc)):
-                return BlobNotFound(f"the IPFS node at {self.address} could not find blob "
-                                    f"{text} within {self.fetch_timeout:g} s: no reachable peer "
-                                    f"has it, or it was never stored")
+                return BlobNotFound(
+                    f"the IPFS node at {self.address} could not find blob "
+                    f"{text} within {self.fetch_timeout:g} s: no reachable peer "
+                    f"has it, or it was never stored"
+                )
             return StorageError(f"the IPFS node at {self.address} refused to read {text}: {exc}")
 
         opts = {"length": bound + 1, "timeout": f"{self.fetch_timeout:g}s"}
-        data = bytes(self._call(f"reading {text}", lambda: self._client.cat(text, opts=opts),
-                                on_error=not_found))
+        data = bytes(
+            self._call(
+                f"reading {text}", lambda: self._client.cat(text, opts=opts), on_error=not_found
+            )
+        )
         if len(data) > bound:
-            raise BlobTooLarge(f"blob {text} has more than {bound} bytes, the read bound; raise "
-                               f"max_bytes if it is expected")
+            raise BlobTooLarge(
+                f"blob {text} has more than {bound} bytes, the read bound; raise "
+                f"max_bytes if it is expected"
+            )
         if parsed.codec.name == "raw":
             genuine = verify_raw(parsed, data)
         else:
             genuine = unixfs_cid_for_bytes(data) == text
         if not genuine:
-            raise CorruptBlob(f"the IPFS node at {self.address} returned {len(data)} bytes for "
-                              f"{text} that do not match it (blobs are verified against their "
-                              f"CID with the import options {IMPORT_OPTIONS}); the node or a "
-                              f"peer served wrong content")
+            raise CorruptBlob(
+                f"the IPFS node at {self.address} returned {len(data)} bytes for "
+                f"{text} that do not match it (blobs are verified against their "
+                f"CID with the import options {IMPORT_OPTIONS}); the node or a "
+                f"peer served wrong content"
+            )
         return data
 
     def has(self, cid: str) -> bool:
@@ -207,12 +243,14 @@ class IpfsStorage(Storage):
         def missing(exc: ipfs_errors.ErrorResponse) -> StorageError:
             if _NOT_FOUND.search(str(exc)):
                 return BlobNotFound(text)
-            return StorageError(f"the IPFS node at {self.address} refused to look up {text}: "
-                                f"{exc}")
+            return StorageError(f"the IPFS node at {self.address} refused to look up {text}: {exc}")
 
         try:
-            self._call(f"looking up {text}", lambda: self._client.block.stat(text, opts=opts),
-                       on_error=missing)
+            self._call(
+                f"looking up {text}",
+                lambda: self._client.block.stat(text, opts=opts),
+                on_error=missing,
+            )
         except BlobNotFound:
             return False
         return True

@@ -36,16 +36,22 @@ class LocalStorage(Storage):
         turn off only for throw-away stores).
     """
 
-    def __init__(self, root: str | os.PathLike[str],
-                 max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        fsync: bool = True,
+    ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.max_blob_bytes = max_blob_bytes
         self.fsync = fsync
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create the local blob store at {self.root}: {exc}; "
-                               f"choose another directory with --storage local:DIR") from exc
+            raise StorageError(
+                f"cannot create the local blob store at {self.root}: {exc}; "
+                f"choose another directory with --storage local:DIR"
+            ) from exc
 
     @property
     def spec(self) -> str:
@@ -70,7 +76,8 @@ class LocalStorage(Storage):
             raise BlobNotFound(
                 f"{format_cid(parsed)} is a CIDv{parsed.version} {parsed.codec.name} CID; the "
                 f"local store names blobs by their raw CIDv1 only (IPFS gives a dag-pb root to "
-                f"blobs over 256 KiB): read it from the IPFS store that wrote it")
+                f"blobs over 256 KiB): read it from the IPFS store that wrote it"
+            )
         text = format_cid(parsed)
         return self.root / text[-2:] / text
 
@@ -104,8 +111,10 @@ class LocalStorage(Storage):
             with open(path, "rb") as blob:
                 size = os.fstat(blob.fileno()).st_size
                 if size > bound:
-                    raise BlobTooLarge(f"blob {cid} has {size} bytes, more than the "
-                                       f"{bound}-byte bound; raise max_bytes if it is expected")
+                    raise BlobTooLarge(
+                        f"blob {cid} has {size} bytes, more than the "
+                        f"{bound}-byte bound; raise max_bytes if it is expected"
+                    )
                 data = blob.read(bound + 1)
         except FileNotFoundError:
             raise BlobNotFound(f"blob {cid} is not in the local store {self.root}") from None
@@ -114,9 +123,11 @@ class LocalStorage(Storage):
         if len(data) > bound:  # grew between stat and read: a writer replaced it oddly
             raise BlobTooLarge(f"blob {cid} is larger than the {bound}-byte bound")
         if hashlib.sha256(data).digest() != cid_digest(cid):
-            raise CorruptBlob(f"blob file {path} does not match its CID {cid} (sha2-256 "
-                              f"differs): the file was altered on disk; delete it and fetch "
-                              f"or write the blob again")
+            raise CorruptBlob(
+                f"blob file {path} does not match its CID {cid} (sha2-256 "
+                f"differs): the file was altered on disk; delete it and fetch "
+                f"or write the blob again"
+            )
         return data
 
     def has(self, cid: str) -> bool:

@@ -26,8 +26,12 @@ CHUNK_SIZE = 262_144
 #: Links per dag-pb node in the balanced layout (IPFS default).
 MAX_LINKS = 174
 #: The ``ipfs add`` options that make the node produce :func:`unixfs_cid_for_bytes`.
-IMPORT_OPTIONS = {"cid-version": 1, "raw-leaves": True, "chunker": f"size-{CHUNK_SIZE}",
-                  "hash": SHA2_256}
+IMPORT_OPTIONS = {
+    "cid-version": 1,
+    "raw-leaves": True,
+    "chunker": f"size-{CHUNK_SIZE}",
+    "hash": SHA2_256,
+}
 
 _UNIXFS_FILE = 2
 
@@ -76,16 +80,21 @@ def _parent(children: list[_Node]) -> _Node:
     # Hash (1), an empty Name (2) and Tsize (3).
     block = b""
     for child in children:
-        link = (_length_delimited(1, bytes(child.cid)) + _length_delimited(2, b"")
-                + _field(3, 0) + _varint(child.tree_size))
+        link = (
+            _length_delimited(1, bytes(child.cid))
+            + _length_delimited(2, b"")
+            + _field(3, 0)
+            + _varint(child.tree_size)
+        )
         block += _length_delimited(2, link)
     block += _length_delimited(1, unixfs)
     cid = CID("base32", 1, DAG_PB, multihash.digest(block, SHA2_256))
     return _Node(cid, file_size, len(block) + sum(child.tree_size for child in children))
 
 
-def unixfs_cid_for_bytes(data: bytes, chunk_size: int = CHUNK_SIZE,
-                         max_links: int = MAX_LINKS) -> str:
+def unixfs_cid_for_bytes(
+    data: bytes, chunk_size: int = CHUNK_SIZE, max_links: int = MAX_LINKS
+) -> str:
     """CIDv1 (base32) that IPFS gives ``data`` when added with :data:`IMPORT_OPTIONS`.
 
     Parameters
@@ -106,9 +115,11 @@ def unixfs_cid_for_bytes(data: bytes, chunk_size: int = CHUNK_SIZE,
     data = bytes(data)
     if len(data) <= chunk_size:
         return cid_for_bytes(data)
-    level = [_raw_leaf(data[start:start + chunk_size])
-             for start in range(0, len(data), chunk_size)]
+    level = [
+        _raw_leaf(data[start : start + chunk_size]) for start in range(0, len(data), chunk_size)
+    ]
     while len(level) > 1:
-        level = [_parent(level[start:start + max_links])
-                 for start in range(0, len(level), max_links)]
+        level = [
+            _parent(level[start : start + max_links]) for start in range(0, len(level), max_links)
+        ]
     return level[0].cid.encode("base32")

@@ -20,19 +20,32 @@ def _hex(value: bytes) -> str:
 
 def event_record(event: ChainEvent) -> dict[str, Any]:
     """Flatten a decoded chain event into a JSON-ready record."""
-    record: dict[str, Any] = {"event": event.name, "block": event.block_number,
-                              "tx": event.tx_hash, "log": event.log_index}
+    record: dict[str, Any] = {
+        "event": event.name,
+        "block": event.block_number,
+        "tx": event.tx_hash,
+        "log": event.log_index,
+    }
     args = event.args
     if event.name == "UpdateProposed":
-        record.update(proposer=args["proposer"], parent=_hex(args["parent"]),
-                      update_id=str(args["updateId"]), round=int(args["round"]),
-                      cid=args["cid"], num_samples=int(args["numSamples"]))
+        record.update(
+            proposer=args["proposer"],
+            parent=_hex(args["parent"]),
+            update_id=str(args["updateId"]),
+            round=int(args["round"]),
+            cid=args["cid"],
+            num_samples=int(args["numSamples"]),
+        )
     elif event.name == "ModelAppended":
-        record.update(model_id=_hex(args["modelId"]), parent=_hex(args["parent"]),
-                      round=int(args["round"]),
-                      update_ids=[str(u) for u in args["updateIds"]],
-                      popularity=int(args["popularity"]), aggregator=args["aggregator"],
-                      weights_cid=args.get("weightsCid") or None)
+        record.update(
+            model_id=_hex(args["modelId"]),
+            parent=_hex(args["parent"]),
+            round=int(args["round"]),
+            update_ids=[str(u) for u in args["updateIds"]],
+            popularity=int(args["popularity"]),
+            aggregator=args["aggregator"],
+            weights_cid=args.get("weightsCid") or None,
+        )
     else:
         record.update({k: (_hex(v) if isinstance(v, bytes) else v) for k, v in args.items()})
     return record
@@ -43,16 +56,30 @@ def apply_events(dag: ModelDAG, records: Iterable[dict[str, Any]]) -> None:
     for r in records:
         kind = r["event"]
         if kind == "UpdateProposed":
-            dag.add_update(UpdateRecord(
-                update_id=int(r["update_id"]), proposer=r["proposer"],
-                parent=bytes.fromhex(r["parent"][2:]), round=r["round"], cid=r["cid"],
-                num_samples=r["num_samples"], tx_hash=r["tx"], block=r["block"]))
+            dag.add_update(
+                UpdateRecord(
+                    update_id=int(r["update_id"]),
+                    proposer=r["proposer"],
+                    parent=bytes.fromhex(r["parent"][2:]),
+                    round=r["round"],
+                    cid=r["cid"],
+                    num_samples=r["num_samples"],
+                    tx_hash=r["tx"],
+                    block=r["block"],
+                )
+            )
         elif kind == "ModelAppended":
             dag.add_aggregation(
-                model_id=bytes.fromhex(r["model_id"][2:]), parent=bytes.fromhex(r["parent"][2:]),
-                round_=r["round"], update_ids=tuple(int(u) for u in r["update_ids"]),
-                aggregator=r["aggregator"], popularity=r["popularity"],
-                weights_cid=r.get("weights_cid"), tx_hash=r["tx"], block=r["block"])
+                model_id=bytes.fromhex(r["model_id"][2:]),
+                parent=bytes.fromhex(r["parent"][2:]),
+                round_=r["round"],
+                update_ids=tuple(int(u) for u in r["update_ids"]),
+                aggregator=r["aggregator"],
+                popularity=r["popularity"],
+                weights_cid=r.get("weights_cid"),
+                tx_hash=r["tx"],
+                block=r["block"],
+            )
         elif kind in ("PhaseChanged", "NewRound"):
             dag.phases.append(r)
         elif kind == "TrainerVoted":

@@ -43,17 +43,39 @@ class Task:
         if not sep or arch not in ARCHITECTURES or not datasets:
             raise WorkerSetupError(
                 f"the network's task {text!r} is not '<architecture>:<dataset>' with an "
-                f"architecture this worker can run ({', '.join(sorted(ARCHITECTURES))})")
+                f"architecture this worker can run ({', '.join(sorted(ARCHITECTURES))})"
+            )
         return cls(arch, tuple(d.strip() for d in datasets.split("+")))
 
 
-def build_worker(*, rpc: str, key: str | None, account_index: int | None, deployment: str,
-                 storage: str, dataset: str | None, scenario: str, scenario_params: str,
-                 n_trainers: int, trainer_index: int, samples: int | None, seed: int,
-                 arch: str | None, strategy: str, tolerance: float, divergence: str,
-                 epochs: int, batch_size: int, lr: float, rounds: int | None,
-                 state_dir: str | None, metrics: str | None, threads: int,
-                 poll_interval: float, inject_fault: str | None) -> Worker:
+def build_worker(
+    *,
+    rpc: str,
+    key: str | None,
+    account_index: int | None,
+    deployment: str,
+    storage: str,
+    dataset: str | None,
+    scenario: str,
+    scenario_params: str,
+    n_trainers: int,
+    trainer_index: int,
+    samples: int | None,
+    seed: int,
+    arch: str | None,
+    strategy: str,
+    tolerance: float,
+    divergence: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    rounds: int | None,
+    state_dir: str | None,
+    metrics: str | None,
+    threads: int,
+    poll_interval: float,
+    inject_fault: str | None,
+) -> Worker:
     """Check every option against the network and build a ready-to-run :class:`Worker`."""
     try:
         dep = Deployment.load(Path(deployment))
@@ -62,12 +84,14 @@ def build_worker(*, rpc: str, key: str | None, account_index: int | None, deploy
     task = Task.parse(dep.task)
     arch = ARCH_ALIASES.get(arch, arch) if arch else task.arch
     if arch != task.arch:
-        raise WorkerSetupError(f"this network trains {task.arch} (task {dep.task!r}); "
-                               f"--model {arch} cannot take part")
+        raise WorkerSetupError(
+            f"this network trains {task.arch} (task {dep.task!r}); --model {arch} cannot take part"
+        )
     dataset = dataset or task.datasets[0]
     if trainer_index >= n_trainers:
-        raise WorkerSetupError(f"--trainer-index {trainer_index} must be below --n-trainers "
-                               f"{n_trainers}")
+        raise WorkerSetupError(
+            f"--trainer-index {trainer_index} must be below --n-trainers {n_trainers}"
+        )
     if (key is None) == (account_index is None):
         raise WorkerSetupError("give exactly one of --key (or MCFL_KEY) and --account-index")
     try:
@@ -79,16 +103,18 @@ def build_worker(*, rpc: str, key: str | None, account_index: int | None, deploy
 
     torch.set_num_threads(threads)
     try:
-        spec = scenario_specs(scenario, n_trainers, seed, dataset=dataset,
-                              samples_per_trainer=samples, **params)[trainer_index]
+        spec = scenario_specs(
+            scenario, n_trainers, seed, dataset=dataset, samples_per_trainer=samples, **params
+        )[trainer_index]
         data = build_trainer_data(spec)
     except (DatasetError, ValueError, TypeError) as exc:
         raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
     finally:
         release_datasets()
     if spec.dataset not in task.datasets:
-        raise WorkerSetupError(f"this network's task is {dep.task!r}; data from "
-                               f"{spec.dataset!r} does not belong to it")
+        raise WorkerSetupError(
+            f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
+        )
     try:
         chain = ChainClient(dep, rpc_url=rpc, private_key=key, account_index=account_index)
         chain.block_number()
@@ -110,11 +136,24 @@ def build_worker(*, rpc: str, key: str | None, account_index: int | None, deploy
     options = WorkerOptions(
         arch=arch,
         training=TrainingOptions(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
-        rounds=rounds, poll_interval=poll_interval,
+        rounds=rounds,
+        poll_interval=poll_interval,
         metrics_path=Path(metrics) if metrics else folder / "metrics.jsonl",
-        labels={"trainer_index": trainer_index, "group": spec.group, "strategy": strategy,
-                "tolerance": tolerance, "samples": data.num_samples},
-        fault=inject_fault)
-    return Worker(chain, store, data, make_strategy(strategy, tolerance=tolerance,
-                                                    divergence=divergence),
-                  options, state, dag)
+        labels={
+            "trainer_index": trainer_index,
+            "group": spec.group,
+            "strategy": strategy,
+            "tolerance": tolerance,
+            "samples": data.num_samples,
+        },
+        fault=inject_fault,
+    )
+    return Worker(
+        chain,
+        store,
+        data,
+        make_strategy(strategy, tolerance=tolerance, divergence=divergence),
+        options,
+        state,
+        dag,
+    )

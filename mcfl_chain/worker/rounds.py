@@ -79,9 +79,16 @@ class WorkerOptions:
 class Worker:
     """One sovereign trainer. ``run()`` blocks until the round budget is spent."""
 
-    def __init__(self, chain: ChainClient, storage: Storage, data: TrainerData,
-                 strategy: Strategy, options: WorkerOptions, state: WorkerState,
-                 dag: ModelDAG) -> None:
+    def __init__(
+        self,
+        chain: ChainClient,
+        storage: Storage,
+        data: TrainerData,
+        strategy: Strategy,
+        options: WorkerOptions,
+        state: WorkerState,
+        dag: ModelDAG,
+    ) -> None:
         self.chain = chain
         self.storage = storage
         self.data = data
@@ -147,8 +154,11 @@ class Worker:
                 if acted == (status.round, status.phase):
                     # The vote did not go through and the phase did not move: say so and
                     # retry calmly rather than spin.
-                    log.warning("round %d: still no vote recorded in the %s phase; retrying",
-                                status.round, status.phase.name.lower())
+                    log.warning(
+                        "round %d: still no vote recorded in the %s phase; retrying",
+                        status.round,
+                        status.phase.name.lower(),
+                    )
                     self._stop.wait(1.0)
                 acted = (status.round, status.phase)
                 with self.clock.measure("chain"):
@@ -186,8 +196,11 @@ class Worker:
                 return
             try:
                 self.chain.force_advance(phase)
-                log.info("round %d: %s deadline passed; advanced without the full quorum",
-                         round_, phase.name.lower())
+                log.info(
+                    "round %d: %s deadline passed; advanced without the full quorum",
+                    round_,
+                    phase.name.lower(),
+                )
             except ChainError as exc:
                 # Another trainer advanced it first: the next view shows the new phase.
                 log.debug("advance after deadline refused: %s", exc)
@@ -214,16 +227,21 @@ class Worker:
             try:
                 metric = self._score(model)
             except Unavailable as exc:
-                log.warning("round %d: candidate %s skipped: %s", round_,
-                            short_id(model.model_id), exc)
+                log.warning(
+                    "round %d: candidate %s skipped: %s", round_, short_id(model.model_id), exc
+                )
                 continue
             candidates.append(Candidate(model.model_id, metric, max(1, model.popularity)))
         if not candidates:
             log.error("round %d: no candidate model is usable; sitting this round out", round_)
             return []
         chosen = self.strategy.choose_models(candidates)
-        log.info("round %d: %d candidates, training %s", round_, len(candidates),
-                 ", ".join(short_id(m) for m in chosen))
+        log.info(
+            "round %d: %d candidates, training %s",
+            round_,
+            len(candidates),
+            ", ".join(short_id(m) for m in chosen),
+        )
         return list(chosen)
 
     def _score(self, model: ModelRecord) -> float:
@@ -256,9 +274,15 @@ class Worker:
             net = self._load(start)
             opts = self.options.training
             with self.clock.measure("training"):
-                train(net, self.data, epochs=opts.epochs, batch_size=opts.batch_size,
-                      lr=opts.lr, momentum=opts.momentum,
-                      seed=opts.seed * 1_000_003 + round_)
+                train(
+                    net,
+                    self.data,
+                    epochs=opts.epochs,
+                    batch_size=opts.batch_size,
+                    lr=opts.lr,
+                    momentum=opts.momentum,
+                    seed=opts.seed * 1_000_003 + round_,
+                )
             cid = self._publish_update(net)
             self.state.set_uploaded(round_, parent, cid)
         with self.clock.measure("chain"):
@@ -267,15 +291,23 @@ class Worker:
             except ChainError as exc:
                 log.warning("round %d: proposal on %s refused: %s", round_, short_id(parent), exc)
                 return
-        log.info("round %d: proposed update %s on %s (%d samples, %s)", round_,
-                 str(update_id)[:10], short_id(parent), samples, cid)
+        log.info(
+            "round %d: proposed update %s on %s (%d samples, %s)",
+            round_,
+            str(update_id)[:10],
+            short_id(parent),
+            samples,
+            cid,
+        )
 
     def _publish_update(self, net: torch.nn.Module) -> str:
         state = net.state_dict()
         fault = self.options.fault
         if fault == "nan-weights":
-            state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
-                     for k, v in state.items()}
+            state = {
+                k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+                for k, v in state.items()
+            }
         if fault == "garbage-weights":
             return self._put(b"not a weights blob " + self.me.encode())
         if fault == "unreachable-cid":
@@ -307,9 +339,14 @@ class Worker:
         self._report(round_)
 
     def _my_updates(self, round_: int) -> list[Any]:
-        return sorted((u for u in self.dag.updates.values()
-                       if u.round == round_ and u.proposer.lower() == self.me.lower()),
-                      key=lambda u: u.update_id)
+        return sorted(
+            (
+                u
+                for u in self.dag.updates.values()
+                if u.round == round_ and u.proposer.lower() == self.me.lower()
+            ),
+            key=lambda u: u.update_id,
+        )
 
     def _aggregate(self, round_: int, parent: bytes, own: int) -> dict[str, Any] | None:
         """Paper Algorithm 2 + FedAvg for one parent; returns the metrics of the result."""
@@ -318,8 +355,12 @@ class Worker:
         for uid, reason in bad.items():
             log.warning("round %d: update %s excluded: %s", round_, str(uid)[:10], reason)
         if own not in good:
-            log.error("round %d: my own update on %s is unusable (%s); not aggregating",
-                      round_, short_id(parent), bad.get(own))
+            log.error(
+                "round %d: my own update on %s is unusable (%s); not aggregating",
+                round_,
+                short_id(parent),
+                bad.get(own),
+            )
             return None
         with self.clock.measure("aggregation"):
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
@@ -336,18 +377,30 @@ class Worker:
                 try:
                     self.chain.aggregate(selected, cid)
                 except ChainError as exc:
-                    log.warning("round %d: aggregation on %s refused: %s", round_,
-                                short_id(parent), exc)
+                    log.warning(
+                        "round %d: aggregation on %s refused: %s", round_, short_id(parent), exc
+                    )
                     return None
         with self.clock.measure("evaluation"):
             result = evaluate(self._load(weights), self.data.test_x, self.data.test_y, self.kind)
-        log.info("round %d: aggregated %d/%d updates on %s -> model %s (%s)", round_,
-                 len(selected), len(proposals), short_id(parent), short_id(new_id),
-                 _fmt(result))
-        return {"parent": "0x" + parent.hex(), "model": "0x" + new_id.hex(),
-                "selected": len(selected), "proposals": len(proposals),
-                "excluded": {str(k): v for k, v in bad.items()},
-                "accuracy": result.accuracy, "loss": result.loss}
+        log.info(
+            "round %d: aggregated %d/%d updates on %s -> model %s (%s)",
+            round_,
+            len(selected),
+            len(proposals),
+            short_id(parent),
+            short_id(new_id),
+            _fmt(result),
+        )
+        return {
+            "parent": "0x" + parent.hex(),
+            "model": "0x" + new_id.hex(),
+            "selected": len(selected),
+            "proposals": len(proposals),
+            "excluded": {str(k): v for k, v in bad.items()},
+            "accuracy": result.accuracy,
+            "loss": result.loss,
+        }
 
     # -- metrics ---------------------------------------------------------------------------
 
@@ -358,11 +411,16 @@ class Worker:
         if round_ in self.state.reported:
             return
         results = self._aggregated.pop(round_, [])
-        best = max(results, key=lambda r: (r["accuracy"] if r["accuracy"] is not None
-                                           else -r["loss"]), default=None)
+        best = max(
+            results,
+            key=lambda r: r["accuracy"] if r["accuracy"] is not None else -r["loss"],
+            default=None,
+        )
         now = time.perf_counter()
         line = {
-            "round": round_, "trainer": self.me, **self.options.labels,
+            "round": round_,
+            "trainer": self.me,
+            **self.options.labels,
             "accuracy": None if best is None else best["accuracy"],
             "loss": None if best is None else best["loss"],
             "model": None if best is None else best["model"],

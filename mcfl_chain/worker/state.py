@@ -51,19 +51,27 @@ class WorkerState:
         try:
             raw: dict[str, Any] = json.loads(path.read_text())
         except FileNotFoundError:
-            state = cls(path=path, address=address, deployment_block=deployment_block,
-                        last_block=deployment_block - 1)
+            state = cls(
+                path=path,
+                address=address,
+                deployment_block=deployment_block,
+                last_block=deployment_block - 1,
+            )
             state.save()
             return state
         except ValueError as exc:
-            raise StateError(f"{path} is not valid JSON ({exc}); move it away to start "
-                             f"over") from exc
-        if raw.get("address", "").lower() != address.lower() or \
-                raw.get("deployment_block") != deployment_block:
+            raise StateError(
+                f"{path} is not valid JSON ({exc}); move it away to start over"
+            ) from exc
+        if (
+            raw.get("address", "").lower() != address.lower()
+            or raw.get("deployment_block") != deployment_block
+        ):
             raise StateError(
                 f"{path} belongs to trainer {raw.get('address')} on the deployment made at "
                 f"block {raw.get('deployment_block')}, not to {address} at block "
-                f"{deployment_block}; use another --state-dir")
+                f"{deployment_block}; use another --state-dir"
+            )
         raw.pop("path", None)
         return cls(path=path, **raw)
 

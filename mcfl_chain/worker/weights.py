@@ -52,8 +52,9 @@ class WeightsBook:
         The chain's picture of models and updates.
     """
 
-    def __init__(self, fetch: Callable[[str], bytes], arch: str, dag: ModelDAG,
-                 cache_size: int = 256) -> None:
+    def __init__(
+        self, fetch: Callable[[str], bytes], arch: str, dag: ModelDAG, cache_size: int = 256
+    ) -> None:
         self._fetch = fetch
         self._arch = arch
         self._dag = dag
@@ -103,8 +104,9 @@ class WeightsBook:
 
     def aggregate(self, update_ids: list[int], weights: Mapping[int, StateDict]) -> StateDict:
         """Deterministic FedAvg of the given updates (ascending id, sample-weighted)."""
-        return fedavg([(uid, self._dag.updates[uid].num_samples, weights[uid])
-                       for uid in sorted(update_ids)])
+        return fedavg(
+            [(uid, self._dag.updates[uid].num_samples, weights[uid]) for uid in sorted(update_ids)]
+        )
 
     def model(self, model_id: bytes) -> StateDict:
         """Weights of a model version: genesis blob, or FedAvg of its updates."""
@@ -123,12 +125,17 @@ class WeightsBook:
             if not bad:
                 weights = self.aggregate(list(record.update_ids), good)
             elif record.weights_cid:
-                log.info("model %s: recomputing is impossible (%s); using its published "
-                         "weights %s", short_id(model_id), next(iter(bad.values())),
-                         record.weights_cid)
+                log.info(
+                    "model %s: recomputing is impossible (%s); using its published weights %s",
+                    short_id(model_id),
+                    next(iter(bad.values())),
+                    record.weights_cid,
+                )
                 weights = self.blob(record.weights_cid)
             else:
-                raise Unavailable(f"model {short_id(model_id)}: {next(iter(bad.values()))} "
-                                  f"and no published weights")
+                raise Unavailable(
+                    f"model {short_id(model_id)}: {next(iter(bad.values()))} "
+                    f"and no published weights"
+                )
         self._models.put(model_id, weights)
         return weights

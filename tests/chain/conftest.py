@@ -15,8 +15,14 @@ GENESIS = fake_cid("genesis")
 def devnet(tmp_path_factory):
     """(ServiceState, Deployment) of a devnet with minTrainers 3 and a 60 s phase deadline."""
     state_dir = tmp_path_factory.mktemp("devnet")
-    state, deployment = start_devnet(state_dir, free_port(), genesis_cid=GENESIS,
-                                     task="lenet:mnist", min_trainers=3, phase_duration=60,
-                                     accounts=8)
+    state, deployment = start_devnet(
+        state_dir,
+        free_port(),
+        genesis_cid=GENESIS,
+        task="lenet:mnist",
+        min_trainers=3,
+        phase_duration=60,
+        accounts=8,
+    )
     yield state, deployment
     stop_devnet(state_dir)

@@ -18,8 +18,7 @@ def test_a_full_round_through_the_client(devnet):
     # Execute
     ids = [c.register() for c in clients]
     started, round_, phase = observer.round_state()
-    updates = [c.propose(ROOT_MODEL_ID, fake_cid(f"u{i}"), 100 + i)
-               for i, c in enumerate(clients)]
+    updates = [c.propose(ROOT_MODEL_ID, fake_cid(f"u{i}"), 100 + i) for i, c in enumerate(clients)]
     for c in clients:
         c.finish_proposals()
     mid_state = observer.round_state()
@@ -48,8 +47,9 @@ def test_a_full_round_through_the_client(devnet):
     names = [e.name for e in events]
     assert names.count("UpdateProposed") == 3 and names.count("ModelAppended") == 2
     assert names.count("TrainerVoted") == 6 and names.count("NewRound") == 1
-    assert [(e.block_number, e.log_index) for e in events] == \
-        sorted((e.block_number, e.log_index) for e in events)
+    assert [(e.block_number, e.log_index) for e in events] == sorted(
+        (e.block_number, e.log_index) for e in events
+    )
     proposed = next(e for e in events if e.name == "UpdateProposed")
     assert proposed.args["cid"] == fake_cid("u0") and proposed.args["numSamples"] == 100
     appended = [e for e in events if e.name == "ModelAppended"]

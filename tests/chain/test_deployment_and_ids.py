@@ -12,11 +12,17 @@ from mcfl_chain.dag import ROOT_MODEL_ID, model_id, update_id
 
 
 def _deployment():
-    return Deployment(chain_id=31337, rpc_url="http://127.0.0.1:8545",
-                      addresses={"Trainers": "0x1", "Models": "0x2", "Updates": "0x3"},
-                      abis={"Trainers": [], "Models": [{"type": "event"}], "Updates": []},
-                      deployment_block=1, genesis_cid=fake_cid("g"), task="lenet:mnist",
-                      min_trainers=2, phase_duration=30)
+    return Deployment(
+        chain_id=31337,
+        rpc_url="http://127.0.0.1:8545",
+        addresses={"Trainers": "0x1", "Models": "0x2", "Updates": "0x3"},
+        abis={"Trainers": [], "Models": [{"type": "event"}], "Updates": []},
+        deployment_block=1,
+        genesis_cid=fake_cid("g"),
+        task="lenet:mnist",
+        min_trainers=2,
+        phase_duration=30,
+    )
 
 
 def test_deployment_round_trip(tmp_path):

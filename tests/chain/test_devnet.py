@@ -18,14 +18,27 @@ def test_up_status_down_and_a_second_up(tmp_path):
     runner = CliRunner()
     state = str(tmp_path / "net")
     port = free_port()
-    up_args = ["devnet", "up", "--state-dir", state, "--port", str(port), "--genesis-cid",
-               GENESIS, "--min-trainers", "1", "--task", "lenet:digits"]
+    up_args = [
+        "devnet",
+        "up",
+        "--state-dir",
+        state,
+        "--port",
+        str(port),
+        "--genesis-cid",
+        GENESIS,
+        "--min-trainers",
+        "1",
+        "--task",
+        "lenet:digits",
+    ]
     try:
         # Execute
         up = runner.invoke(main, up_args)
         status = runner.invoke(main, ["devnet", "status", "--state-dir", state])
-        again = runner.invoke(main, [*up_args[:-4], "--port", str(free_port()),
-                                     "--min-trainers", "1"])
+        again = runner.invoke(
+            main, [*up_args[:-4], "--port", str(free_port()), "--min-trainers", "1"]
+        )
         deployment = Deployment.load(tmp_path / "net" / "deployment.json")
         # Assert
         assert up.exit_code == 0, up.output
@@ -41,8 +54,10 @@ def test_up_status_down_and_a_second_up(tmp_path):
     assert not (tmp_path / "net" / "deployment.json").exists()
     after = runner.invoke(main, ["devnet", "status", "--state-dir", state])
     assert after.exit_code == 1 and "no devnet running" in after.output
-    assert "no devnet was running" in runner.invoke(
-        main, ["devnet", "down", "--state-dir", state]).output
+    assert (
+        "no devnet was running"
+        in runner.invoke(main, ["devnet", "down", "--state-dir", state]).output
+    )
 
 
 def test_up_refuses_a_taken_port(tmp_path):
@@ -50,15 +65,37 @@ def test_up_refuses_a_taken_port(tmp_path):
         sock.bind((LOOPBACK, 0))
         sock.listen()
         port = sock.getsockname()[1]
-        result = CliRunner().invoke(main, ["devnet", "up", "--state-dir", str(tmp_path),
-                                           "--port", str(port), "--genesis-cid", GENESIS])
+        result = CliRunner().invoke(
+            main,
+            [
+                "devnet",
+                "up",
+                "--state-dir",
+                str(tmp_path),
+                "--port",
+                str(port),
+                "--genesis-cid",
+                GENESIS,
+            ],
+        )
     assert result.exit_code != 0 and f"port {port}" in result.output
     assert "already in use" in result.output
 
 
 def test_up_refuses_a_bad_genesis_cid_and_stops_anvil(tmp_path):
-    result = CliRunner().invoke(main, ["devnet", "up", "--state-dir", str(tmp_path),
-                                       "--port", str(free_port()), "--genesis-cid", "nope"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "devnet",
+            "up",
+            "--state-dir",
+            str(tmp_path),
+            "--port",
+            str(free_port()),
+            "--genesis-cid",
+            "nope",
+        ],
+    )
     assert result.exit_code != 0 and "is not a CID" in result.output
     assert not (tmp_path / "anvil.json").exists()
 

@@ -25,10 +25,10 @@ def cid_bin(label: str, codec: str = "raw") -> bytes:
 
 
 GENESIS = cid_str("genesis")
-CID_LENGTH_REASON = ("CID: expected a 36-byte binary CIDv1 (raw or dag-pb codec, sha2-256 "
-                     "multihash)")
-CID_SHAPE_REASON = ("CID: only CIDv1 with the raw (0x55) or dag-pb (0x70) codec and a sha2-256 "
-                    "digest")
+CID_LENGTH_REASON = "CID: expected a 36-byte binary CIDv1 (raw or dag-pb codec, sha2-256 multihash)"
+CID_SHAPE_REASON = (
+    "CID: only CIDv1 with the raw (0x55) or dag-pb (0x70) codec and a sha2-256 digest"
+)
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +44,9 @@ def people(accounts):
 
 def deploy(project, deployer, min_trainers=MIN_TRAINERS, phase_duration=0, link=True):
     trainers = project.Trainers.deploy(sender=deployer)
-    models = project.Models.deploy(trainers, cid_to_bytes(GENESIS), TASK, min_trainers,
-                                   phase_duration, sender=deployer)
+    models = project.Models.deploy(
+        trainers, cid_to_bytes(GENESIS), TASK, min_trainers, phase_duration, sender=deployer
+    )
     updates = project.Updates.deploy(trainers, models, sender=deployer)
     if link:
         trainers.setModels(models, sender=deployer)
@@ -72,8 +73,7 @@ def propose_all(updates, people, parent, round_label, samples=100):
     """Each of ``people`` proposes one update of ``parent``; returns their ids in order."""
     ids = []
     for i, person in enumerate(people):
-        receipt = updates.propose(parent, cid_bin(f"{round_label}-{i}"), samples + i,
-                                  sender=person)
+        receipt = updates.propose(parent, cid_bin(f"{round_label}-{i}"), samples + i, sender=person)
         (event,) = receipt.decode_logs(updates.UpdateProposed)
         ids.append(event.updateId)
     return ids

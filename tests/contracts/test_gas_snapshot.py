@@ -42,10 +42,13 @@ def test_gas_matches_the_snapshot(tmp_path):
     assert set(report.per_trainer_round) == set(recorded["per_trainer_round"])
     shared_sizes = {k: v for k, v in sizes.items() if k in recorded["aggregate_by_size"]}
     assert set(shared_sizes) == {"1 (new model)", "10 (new model)"}
-    problems = (_compare("calls", report.calls, recorded["calls"])
-                + _compare("per_trainer_round", report.per_trainer_round,
-                           recorded["per_trainer_round"])
-                + _compare("aggregate_by_size", shared_sizes, recorded["aggregate_by_size"]))
-    assert not problems, "gas changed; if intended, run scripts/bench_gas.py " \
-                         "--write-snapshot:\n" + "\n".join(problems)
+    problems = (
+        _compare("calls", report.calls, recorded["calls"])
+        + _compare("per_trainer_round", report.per_trainer_round, recorded["per_trainer_round"])
+        + _compare("aggregate_by_size", shared_sizes, recorded["aggregate_by_size"])
+    )
+    assert not problems, (
+        "gas changed; if intended, run scripts/bench_gas.py "
+        "--write-snapshot:\n" + "\n".join(problems)
+    )
     assert report.ratio <= 0.7

@@ -35,25 +35,30 @@ def test_genesis_root_exists_with_its_cid_and_task(network, deployer):
     assert models.ownerOf(0) == deployer and models.balanceOf(deployer) == 1
 
 
-PRINTABLE_REASON = ("Models: the task descriptor must be printable ASCII without quotes or "
-                    "backslashes")
+PRINTABLE_REASON = (
+    "Models: the task descriptor must be printable ASCII without quotes or backslashes"
+)
 
 
-@pytest.mark.parametrize("args, reason", [
-    (("bad", TASK, 1, 0), CID_LENGTH_REASON),
-    (("dagcbor", TASK, 1, 0), CID_SHAPE_REASON),
-    (("ok", "", 1, 0), "Models: the task descriptor must not be empty"),
-    (("ok", 'lenet:"x"', 1, 0), PRINTABLE_REASON),
-    (("ok", "lenet:a\\b", 1, 0), PRINTABLE_REASON),
-    (("ok", "lenet:\n", 1, 0), PRINTABLE_REASON),
-    (("ok", TASK, 0, 0), "Models: minTrainers must be between 1 and 2**32 - 1"),
-    (("ok", TASK, 1, 2**32), "Models: phaseDuration must be below 2**32 seconds"),
-])
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        (("bad", TASK, 1, 0), CID_LENGTH_REASON),
+        (("dagcbor", TASK, 1, 0), CID_SHAPE_REASON),
+        (("ok", "", 1, 0), "Models: the task descriptor must not be empty"),
+        (("ok", 'lenet:"x"', 1, 0), PRINTABLE_REASON),
+        (("ok", "lenet:a\\b", 1, 0), PRINTABLE_REASON),
+        (("ok", "lenet:\n", 1, 0), PRINTABLE_REASON),
+        (("ok", TASK, 0, 0), "Models: minTrainers must be between 1 and 2**32 - 1"),
+        (("ok", TASK, 1, 2**32), "Models: phaseDuration must be below 2**32 seconds"),
+    ],
+)
 def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
     # Prepare
     trainers = project.Trainers.deploy(sender=deployer)
-    cid = {"ok": cid_bin("g"), "bad": b"\x01\x55",
-           "dagcbor": b"\x01\x71\x12\x20" + bytes(32)}[args[0]]
+    cid = {"ok": cid_bin("g"), "bad": b"\x01\x55", "dagcbor": b"\x01\x71\x12\x20" + bytes(32)}[
+        args[0]
+    ]
     # Execute / Assert
     with ape.reverts(reason):
         project.Models.deploy(trainers, cid, *args[1:], sender=deployer)
@@ -87,7 +92,7 @@ def test_set_updates_is_once_and_deployer_only(project, deployer, people):
 def test_round_zero_opens_when_min_trainers_registered(network, people):
     # Prepare
     trainers, models, _ = network
-    for p in people[:MIN_TRAINERS - 1]:
+    for p in people[: MIN_TRAINERS - 1]:
         trainers.register(sender=p)
     assert not models.started() and models.quorum() == 0
     # Execute
@@ -108,8 +113,9 @@ def test_only_trainers_reports_registrations(network, people):
 def test_votes_before_round_zero_are_refused(network, people):
     trainers, models, _ = network
     trainers.register(sender=people[0])
-    with ape.reverts("Models: rounds have not started: fewer than minTrainers trainers are "
-                     "registered"):
+    with ape.reverts(
+        "Models: rounds have not started: fewer than minTrainers trainers are registered"
+    ):
         models.finishProposals(sender=people[0])
 
 
@@ -215,8 +221,13 @@ def test_model_views_refuse_unknown_ids(network):
     _, models, _ = network
     unknown = b"\x01" * 32
     assert not models.modelExists(unknown)
-    for view in (models.parentOf, models.roundOf, models.popularityOf, models.indexOf,
-                 models.weightsCidOf):
+    for view in (
+        models.parentOf,
+        models.roundOf,
+        models.popularityOf,
+        models.indexOf,
+        models.weightsCidOf,
+    ):
         with ape.reverts("Models: no model has this id"):
             view(unknown)
     with ape.reverts("Models: no model has this id"):
@@ -246,8 +257,9 @@ def test_appended_model_views_metadata_and_transfer(running, people):
     assert "0x" + new.hex() in uri and TASK in uri
     assert models.ownerOf(token) == people[9] and models.balanceOf(people[1]) == 0
     assert models.getApproved(token) == ZERO
-    with ape.reverts("ERC721: caller is neither the owner, nor approved for this token, "
-                     "nor an operator"):
+    with ape.reverts(
+        "ERC721: caller is neither the owner, nor approved for this token, nor an operator"
+    ):
         models.transferFrom(people[9], people[1], token, sender=people[1])
     with ape.reverts("ERC721: only the owner of the token or its operator may approve"):
         models.approve(people[1], token, sender=people[1])

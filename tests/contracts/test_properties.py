@@ -23,8 +23,11 @@ def test_model_id_matches_the_contract(network, parent, ids):
 
 
 @settings(max_examples=40)
-@given(proposer=st.binary(min_size=20, max_size=20), parent=bytes32,
-       round_=st.integers(min_value=0, max_value=2**64))
+@given(
+    proposer=st.binary(min_size=20, max_size=20),
+    parent=bytes32,
+    round_=st.integers(min_value=0, max_value=2**64),
+)
 def test_update_id_matches_the_contract(network, proposer, parent, round_):
     _, _, updates = network
     address = "0x" + proposer.hex()
@@ -39,8 +42,9 @@ def render(project, accounts):
 @settings(max_examples=40)
 @given(digest=bytes32, dag_pb=st.booleans(), address=st.binary(min_size=20, max_size=20))
 def test_metadata_rendering_matches_python(render, digest, dag_pb, address):
-    expected_cid = CID("base32", 1, "dag-pb" if dag_pb else "raw",
-                       multihash.wrap(digest, "sha2-256"))
+    expected_cid = CID(
+        "base32", 1, "dag-pb" if dag_pb else "raw", multihash.wrap(digest, "sha2-256")
+    )
     assert render.cid(dag_pb, digest) == str(expected_cid)
     assert render.hex32(digest) == "0x" + digest.hex()
     assert render.hexAddress("0x" + address.hex()) == "0x" + address.hex()

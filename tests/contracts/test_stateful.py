@@ -46,17 +46,17 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.trainers, self.models, self.updates = env["contracts"]
         self.people = env["people"][:ACCOUNTS]
         self.chain = env["chain"]
-        self.trainer_of: dict[str, int] = {}      # address -> trainer id
+        self.trainer_of: dict[str, int] = {}  # address -> trainer id
         self.started = False
         self.round = 0
         self.phase = PROPOSE
         self.quorum = 0
         self.votes = 0
-        self.voted: set[int] = set()             # trainer ids that voted this phase
-        self.expired = False                     # the test moved time past the deadline
+        self.voted: set[int] = set()  # trainer ids that voted this phase
+        self.expired = False  # the test moved time past the deadline
         self.popularity: dict[bytes, int] = {ROOT_MODEL_ID: 1}
         self.model_round: dict[bytes, int] = {ROOT_MODEL_ID: 0}
-        self.proposals: dict[int, tuple[str, bytes, int]] = {}   # id -> proposer, parent, round
+        self.proposals: dict[int, tuple[str, bytes, int]] = {}  # id -> proposer, parent, round
         self.aggregated: set[int] = set()
         self.position = (0, PROPOSE)
 
@@ -67,8 +67,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             return None
 
     def _current_updates(self, parent):
-        return sorted(u for u, (_, p, r) in self.proposals.items()
-                      if p == parent and r == self.round)
+        return sorted(
+            u for u, (_, p, r) in self.proposals.items() if p == parent and r == self.round
+        )
 
     # -- rules ---------------------------------------------------------------------
 
@@ -83,17 +84,23 @@ class ProtocolMachine(RuleBasedStateMachine):
             if not self.started and len(self.trainer_of) >= self.env["min_trainers"]:
                 self.started, self.quorum = True, len(self.trainer_of)
 
-    @rule(who=st.integers(0, ACCOUNTS - 1), pick=st.integers(0, 10**6),
-          samples=st.integers(1, 10_000))
+    @rule(
+        who=st.integers(0, ACCOUNTS - 1), pick=st.integers(0, 10**6), samples=st.integers(1, 10_000)
+    )
     def propose(self, who, pick, samples):
         person = self.people[who]
         candidates = sorted(self.model_round)
         parent = candidates[pick % len(candidates)]
         uid = update_id(person.address, parent, self.round)
-        ok = (person.address in self.trainer_of and self.started and self.phase == PROPOSE
-              and uid not in self.proposals)
-        receipt = self._send(self.updates.propose, parent, cid_bin(f"{uid}"), samples,
-                             sender=person)
+        ok = (
+            person.address in self.trainer_of
+            and self.started
+            and self.phase == PROPOSE
+            and uid not in self.proposals
+        )
+        receipt = self._send(
+            self.updates.propose, parent, cid_bin(f"{uid}"), samples, sender=person
+        )
         assert (receipt is not None) == ok
         if ok:
             self.proposals[uid] = (person.address, parent, self.round)
@@ -102,8 +109,12 @@ class ProtocolMachine(RuleBasedStateMachine):
         person = self.people[who]
         trainer = self.trainer_of.get(person.address, 0)
         repeat = trainer in self.voted
-        ok = (trainer != 0 and self.started and self.phase == expected_phase
-              and (not repeat or self.expired))
+        ok = (
+            trainer != 0
+            and self.started
+            and self.phase == expected_phase
+            and (not repeat or self.expired)
+        )
         receipt = self._send(call, sender=person)
         assert (receipt is not None) == ok
         if not ok:
@@ -130,8 +141,12 @@ class ProtocolMachine(RuleBasedStateMachine):
     def next_round(self, who):
         self._vote(who, AGGREGATE, self.models.nextRound)
 
-    @rule(who=st.integers(0, ACCOUNTS - 1), pick=st.integers(0, 10**6),
-          mask=st.integers(0, 2**8 - 1), keep_own=st.booleans())
+    @rule(
+        who=st.integers(0, ACCOUNTS - 1),
+        pick=st.integers(0, 10**6),
+        mask=st.integers(0, 2**8 - 1),
+        keep_own=st.booleans(),
+    )
     def aggregate(self, who, pick, mask, keep_own):
         person = self.people[who]
         parents = sorted({p for _, p, r in self.proposals.values() if r == self.round})
@@ -143,8 +158,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         own = update_id(person.address, parent, self.round)
         if keep_own and own in pool and own not in chosen:
             chosen = sorted([*chosen, own])
-        ok = (person.address in self.trainer_of and self.started and self.phase == AGGREGATE
-              and bool(chosen) and own in chosen and own not in self.aggregated)
+        ok = (
+            person.address in self.trainer_of
+            and self.started
+            and self.phase == AGGREGATE
+            and bool(chosen)
+            and own in chosen
+            and own not in self.aggregated
+        )
         receipt = self._send(self.updates.aggregate, chosen, b"", sender=person)
         assert (receipt is not None) == ok
         if ok:
@@ -158,8 +179,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         person, spare = self.people[who], self.people[ACCOUNTS - 1]
         trainer = self.trainer_of.get(person.address)
         ok = trainer is not None and spare.address not in self.trainer_of
-        receipt = self._send(self.trainers.transferFrom, person, spare, trainer or 0,
-                             sender=person)
+        receipt = self._send(self.trainers.transferFrom, person, spare, trainer or 0, sender=person)
         assert (receipt is not None) == ok
         if ok:
             self.trainer_of[spare.address] = self.trainer_of.pop(person.address)
@@ -186,8 +206,11 @@ class ProtocolMachine(RuleBasedStateMachine):
                 continue
             parent = self.models.parentOf(model)
             assert self.models.modelExists(parent)
-            assert self.models.roundOf(parent) < self.models.roundOf(model) \
-                or parent == ROOT_MODEL_ID and self.models.roundOf(model) == 0
+            assert (
+                self.models.roundOf(parent) < self.models.roundOf(model)
+                or parent == ROOT_MODEL_ID
+                and self.models.roundOf(model) == 0
+            )
             seen, node = set(), model
             while node != ROOT_MODEL_ID:
                 assert node not in seen
@@ -212,9 +235,14 @@ class ProtocolMachine(RuleBasedStateMachine):
 def test_protocol_state_machine(project, deployer, people, chain):
     # Prepare: one deployment with a deadline; each example restores its snapshot
     contracts = deploy(project, deployer, min_trainers=3, phase_duration=DURATION)
-    ProtocolMachine.env = {"contracts": contracts, "people": people, "chain": chain,
-                           "snapshot": chain.snapshot(), "min_trainers": 3}
+    ProtocolMachine.env = {
+        "contracts": contracts,
+        "people": people,
+        "chain": chain,
+        "snapshot": chain.snapshot(),
+        "min_trainers": 3,
+    }
     # Execute / Assert
-    run_state_machine_as_test(ProtocolMachine,
-                              settings=settings(max_examples=10, stateful_step_count=25,
-                                                deadline=None))
+    run_state_machine_as_test(
+        ProtocolMachine, settings=settings(max_examples=10, stateful_step_count=25, deadline=None)
+    )

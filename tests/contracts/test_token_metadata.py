@@ -14,7 +14,7 @@ PREFIX = "data:application/json,"
 
 def _metadata(uri: str) -> tuple[dict, dict]:
     assert uri.startswith(PREFIX)
-    document = json.loads(uri[len(PREFIX):])
+    document = json.loads(uri[len(PREFIX) :])
     assert set(document) == {"name", "description", "attributes"}
     assert document["name"] and document["description"]
     return document, {a["trait_type"]: a["value"] for a in document["attributes"]}
@@ -46,14 +46,24 @@ def test_update_and_model_token_metadata(running, people):
     root_doc, root_traits = _metadata(models.tokenURI(0))
     # Assert
     assert update_doc["name"] == f"MCFL update 0x{ids[2]:064x}"
-    assert update_traits == {"round": 0, "parent": "0x" + root.hex(), "samples": 102,
-                             "holder": people[2].address.lower(),
-                             "aggregated by its proposer": False, "CID": cid_str("meta-2")}
+    assert update_traits == {
+        "round": 0,
+        "parent": "0x" + root.hex(),
+        "samples": 102,
+        "holder": people[2].address.lower(),
+        "aggregated by its proposer": False,
+        "CID": cid_str("meta-2"),
+    }
     assert _metadata(updates.tokenURI(ids[0]))[1]["aggregated by its proposer"] is True
     assert model_doc["name"] == "MCFL model 0x" + mid.hex()
     assert TASK in model_doc["description"]
-    assert model_traits == {"round": 0, "parent": "0x" + root.hex(), "popularity": 2,
-                            "index": 1, "holder": people[0].address.lower(),
-                            "weights CID": cid_str("weights")}
+    assert model_traits == {
+        "round": 0,
+        "parent": "0x" + root.hex(),
+        "popularity": 2,
+        "index": 1,
+        "holder": people[0].address.lower(),
+        "weights CID": cid_str("weights"),
+    }
     assert model_traits["popularity"] == models.popularityOf(mid)
     assert root_traits["weights CID"] == GENESIS and root_traits["popularity"] >= 1

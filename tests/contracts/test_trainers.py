@@ -79,8 +79,9 @@ def test_transfer_refusals_of_the_shared_erc721_rules(network, people):
         trainers.transferFrom(people[1], people[5], 1, sender=people[1])
     with ape.reverts("ERC721: cannot transfer to the zero address"):
         trainers.transferFrom(people[0], ZERO, 1, sender=people[0])
-    with ape.reverts("ERC721: caller is neither the owner, nor approved for this token, "
-                     "nor an operator"):
+    with ape.reverts(
+        "ERC721: caller is neither the owner, nor approved for this token, nor an operator"
+    ):
         trainers.transferFrom(people[0], people[5], 1, sender=people[5])
     with ape.reverts("Trainers: no trainer token has this id"):
         trainers.transferFrom(people[0], people[5], 9, sender=people[0])

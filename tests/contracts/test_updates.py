@@ -55,13 +55,16 @@ def test_propose_keeps_a_dag_pb_cid(running, people):
     assert cid_str("u", "dag-pb") in updates.tokenURI(uid)
 
 
-@pytest.mark.parametrize("samples, cid, reason", [
-    (0, cid_bin("u"), "Updates: numSamples must be between 1 and 2**30 - 1"),
-    (2**30, cid_bin("u"), "Updates: numSamples must be between 1 and 2**30 - 1"),
-    (1, cid_bin("u")[:35], CID_LENGTH_REASON),
-    (1, b"\x01\x55\x13\x20" + bytes(32), CID_SHAPE_REASON),
-    (1, b"\x00\x55\x12\x20" + bytes(32), CID_SHAPE_REASON),
-])
+@pytest.mark.parametrize(
+    "samples, cid, reason",
+    [
+        (0, cid_bin("u"), "Updates: numSamples must be between 1 and 2**30 - 1"),
+        (2**30, cid_bin("u"), "Updates: numSamples must be between 1 and 2**30 - 1"),
+        (1, cid_bin("u")[:35], CID_LENGTH_REASON),
+        (1, b"\x01\x55\x13\x20" + bytes(32), CID_SHAPE_REASON),
+        (1, b"\x00\x55\x12\x20" + bytes(32), CID_SHAPE_REASON),
+    ],
+)
 def test_propose_refuses_bad_arguments(running, people, samples, cid, reason):
     _, _, updates = running
     with ape.reverts(reason):
@@ -73,8 +76,9 @@ def test_propose_refusals_of_state(network, people):
     trainers, models, updates = network
     trainers.register(sender=people[0])
     # Execute / Assert
-    with ape.reverts("Models: rounds have not started: fewer than minTrainers trainers are "
-                     "registered"):
+    with ape.reverts(
+        "Models: rounds have not started: fewer than minTrainers trainers are registered"
+    ):
         updates.propose(ROOT_MODEL_ID, cid_bin("u"), 1, sender=people[0])
     for p in people[1:3]:
         trainers.register(sender=p)
@@ -83,8 +87,7 @@ def test_propose_refusals_of_state(network, people):
     with ape.reverts("Models: the parent model does not exist"):
         updates.propose(b"\x07" * 32, cid_bin("u"), 1, sender=people[0])
     updates.propose(ROOT_MODEL_ID, cid_bin("u"), 1, sender=people[0])
-    with ape.reverts("Updates: the caller already proposed an update of this parent in this "
-                     "round"):
+    with ape.reverts("Updates: the caller already proposed an update of this parent in this round"):
         updates.propose(ROOT_MODEL_ID, cid_bin("v"), 2, sender=people[0])
     vote_all(models, people[:3], PROPOSE)
     with ape.reverts("Models: updates can only be proposed in the PROPOSE phase"):
@@ -135,8 +138,9 @@ def test_aggregate_refusals_of_the_list(aggregating, people):
     with ape.reverts("Updates: update ids must be strictly ascending"):
         updates.aggregate([ids[0], ids[0]], b"", sender=people[0])
     outsider_list = [u for u in ids if u != update_id(people[0].address, ROOT_MODEL_ID, 0)]
-    with ape.reverts("Updates: the caller's own update of this parent in this round must be "
-                     "in the list"):
+    with ape.reverts(
+        "Updates: the caller's own update of this parent in this round must be in the list"
+    ):
         updates.aggregate(outsider_list, b"", sender=people[0])
     with ape.reverts(CID_LENGTH_REASON):
         updates.aggregate(ids, b"\x01", sender=people[0])
@@ -147,11 +151,9 @@ def test_aggregate_refusals_of_the_caller_and_phase(aggregating, people, project
     with ape.reverts("Updates: the caller is not a registered trainer"):
         updates.aggregate(ids, b"", sender=people[7])
     updates.aggregate(ids, b"", sender=people[0])
-    with ape.reverts("Updates: the caller already aggregated updates of this parent in this "
-                     "round"):
+    with ape.reverts("Updates: the caller already aggregated updates of this parent in this round"):
         updates.aggregate(ids, b"", sender=people[0])
-    with ape.reverts("Updates: the caller already aggregated updates of this parent in this "
-                     "round"):
+    with ape.reverts("Updates: the caller already aggregated updates of this parent in this round"):
         own = update_id(people[0].address, ROOT_MODEL_ID, 0)
         updates.aggregate([own], b"", sender=people[0])
     vote_all(models, people[:3], AGGREGATE)
@@ -178,9 +180,11 @@ def test_aggregate_refuses_old_updates_and_mixed_parents(aggregating, people):
     with ape.reverts("Updates: an update in the list was not proposed in the current round"):
         updates.aggregate([own[2]], b"", sender=people[2])
     stale_first = sorted([own[0], new_left])
-    reason = ("Updates: an update in the list was not proposed in the current round"
-              if stale_first[0] == own[0] else
-              "Updates: the updates in the list do not all share one parent")
+    reason = (
+        "Updates: an update in the list was not proposed in the current round"
+        if stale_first[0] == own[0]
+        else "Updates: the updates in the list do not all share one parent"
+    )
     with ape.reverts(reason):
         updates.aggregate(stale_first, b"", sender=people[0])
 
@@ -217,8 +221,15 @@ def test_update_token_approvals_and_refusals(aggregating, people, project, deplo
 def test_update_views_refuse_unknown_ids(running):
     _, _, updates = running
     assert not updates.exists(7)
-    for view in (updates.parentOf, updates.roundOf, updates.numSamplesOf, updates.cidOf,
-                 updates.ownerOf, updates.getApproved, updates.tokenURI):
+    for view in (
+        updates.parentOf,
+        updates.roundOf,
+        updates.numSamplesOf,
+        updates.cidOf,
+        updates.ownerOf,
+        updates.getApproved,
+        updates.tokenURI,
+    ):
         with ape.reverts("Updates: no update has this id"):
             view(7)
     with ape.reverts("ERC721: the zero address owns no token"):

@@ -35,8 +35,9 @@ def _cid(label: str) -> str:
 def scripted(tmp_path_factory):
     """The devnet, the four trainers' clients, the expected model ids and block marks."""
     state_dir = tmp_path_factory.mktemp("devnet")
-    _, deployment = start_devnet(state_dir, free_port(), genesis_cid=GENESIS, task="lenet5:digits",
-                                 min_trainers=4)
+    _, deployment = start_devnet(
+        state_dir, free_port(), genesis_cid=GENESIS, task="lenet5:digits", min_trainers=4
+    )
     try:
         a, b, c, d = (ChainClient(deployment, account_index=i) for i in (1, 2, 3, 4))
         everyone = (a, b, c, d)
@@ -44,8 +45,10 @@ def scripted(tmp_path_factory):
             t.register()
 
         def propose(round_, plan):
-            ids = {t: t.propose(parent, _cid(f"{round_}-{t.address}"), 100 + i)
-                   for i, (t, parent) in enumerate(plan)}
+            ids = {
+                t: t.propose(parent, _cid(f"{round_}-{t.address}"), 100 + i)
+                for i, (t, parent) in enumerate(plan)
+            }
             for t in everyone:
                 t.finish_proposals()
             return ids
@@ -71,18 +74,29 @@ def scripted(tmp_path_factory):
         m6 = a.aggregate([u[a]])
         m7 = c.aggregate([u[c]])
         close_round()
-        yield {"deployment": deployment, "path": deployment_file(state_dir),
-               "trainers": everyone, "round0_end": end_of_round_0,
-               "models": {"M1": m1, "M2": m2, "M3": m3, "M4": m4, "M5": m5, "M6": m6,
-                          "M7": m7}}
+        yield {
+            "deployment": deployment,
+            "path": deployment_file(state_dir),
+            "trainers": everyone,
+            "round0_end": end_of_round_0,
+            "models": {"M1": m1, "M2": m2, "M3": m3, "M4": m4, "M5": m5, "M6": m6, "M7": m7},
+        }
     finally:
         stop_devnet(state_dir)
 
 
 def _dag(args, scripted, tmp_path):
-    result = CliRunner(mix_stderr=False).invoke(main, [
-        "dag", "--deployment", str(scripted["path"]), "--cache-dir", str(tmp_path / "cache"),
-        *args])
+    result = CliRunner(mix_stderr=False).invoke(
+        main,
+        [
+            "dag",
+            "--deployment",
+            str(scripted["path"]),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *args,
+        ],
+    )
     assert result.exit_code == 0, result.output + result.stderr
     return result.stdout
 
@@ -107,20 +121,37 @@ def test_json_output_matches_the_chain(scripted, tmp_path):
         assert chain.popularity_of(mid) == entry["popularity"] == len(entry["aggregations"])
         for uid in entry["updates"]:
             assert chain.update_cid(int(uid)) == next(
-                x["cid"] for x in doc["updates"] if x["id"] == uid)
-    assert [models[m[k]]["popularity"] for k in ("M1", "M2", "M3", "M4", "M5", "M6", "M7")] \
-        == [2, 2, 1, 1, 2, 1, 1]
+                x["cid"] for x in doc["updates"] if x["id"] == uid
+            )
+    assert [models[m[k]]["popularity"] for k in ("M1", "M2", "M3", "M4", "M5", "M6", "M7")] == [
+        2,
+        2,
+        1,
+        1,
+        2,
+        1,
+        1,
+    ]
     # forks, the dead branch and the frontier
     assert {k for k, v in m.items() if models[v]["fork"]} == {"M1"}
     assert models["0x" + ROOT_ID.hex()]["fork"]
     assert {k: models[v]["state"] for k, v in m.items()} == {
-        "M1": "inner", "M2": "inner", "M3": "inner", "M4": "dead", "M5": "inner",
-        "M6": "frontier", "M7": "frontier"}
+        "M1": "inner",
+        "M2": "inner",
+        "M3": "inner",
+        "M4": "dead",
+        "M5": "inner",
+        "M6": "frontier",
+        "M7": "frontier",
+    }
     # who did what, and the transactions that did it
     a, b, c, d = scripted["trainers"]
     assert [x["aggregator"] for x in models[m["M1"]]["aggregations"]] == [a.address, b.address]
-    assert models[m["M5"]]["weights_cid"] == _cid("weights of M5") == chain.weights_cid_of(
-        scripted["models"]["M5"])
+    assert (
+        models[m["M5"]]["weights_cid"]
+        == _cid("weights of M5")
+        == chain.weights_cid_of(scripted["models"]["M5"])
+    )
     assert models[m["M1"]]["weights_cid"] is None
     for update in doc["updates"]:
         receipt = chain.w3.eth.get_transaction_receipt(update["tx_hash"])
@@ -129,14 +160,24 @@ def test_json_output_matches_the_chain(scripted, tmp_path):
         for agg in entry["aggregations"]:
             assert chain.w3.eth.get_transaction_receipt(agg["tx"])["from"] == agg["aggregator"]
     assert len(doc["updates"]) == 10
-    assert [(t["trainer_id"], t["address"], t["updates"], t["aggregations"])
-            for t in doc["trainers"]] == [(1, a.address, 3, 3), (2, b.address, 2, 2),
-                                          (3, c.address, 3, 3), (4, d.address, 2, 2)]
+    assert [
+        (t["trainer_id"], t["address"], t["updates"], t["aggregations"]) for t in doc["trainers"]
+    ] == [(1, a.address, 3, 3), (2, b.address, 2, 2), (3, c.address, 3, 3), (4, d.address, 2, 2)]
     assert doc["status"] | {"deadline": 0} == {
-        "started": True, "round": 3, "phase": "PROPOSE", "votes": 0, "quorum": 4,
-        "trainers": 4, "block": chain.block_number(), "deadline": 0}
+        "started": True,
+        "round": 3,
+        "phase": "PROPOSE",
+        "votes": 0,
+        "quorum": 4,
+        "trainers": 4,
+        "block": chain.block_number(),
+        "deadline": 0,
+    }
     assert [(r["round"], r["models"], r["updates"]) for r in doc["rounds"]] == [
-        (0, 2, 4), (1, 3, 4), (2, 2, 2)]
+        (0, 2, 4),
+        (1, 3, 4),
+        (2, 2, 2),
+    ]
 
 
 def test_tree_and_dot_show_every_model_by_round(scripted, tmp_path):
@@ -149,8 +190,15 @@ def test_tree_and_dot_show_every_model_by_round(scripted, tmp_path):
     lines = brief.splitlines()
     headers = [i for i, line in enumerate(lines) if line.lstrip("├└─│ ").startswith("round ")]
     assert len(headers) == 3 and len(lines) == 1 + 2 + 3 + 7
-    for name, round_ in (("M1", 0), ("M2", 0), ("M3", 1), ("M4", 1), ("M5", 1), ("M6", 2),
-                         ("M7", 2)):
+    for name, round_ in (
+        ("M1", 0),
+        ("M2", 0),
+        ("M3", 1),
+        ("M4", 1),
+        ("M5", 1),
+        ("M6", 2),
+        ("M7", 2),
+    ):
         (row,) = [i for i, line in enumerate(lines) if short_id(ids[name]) + "  parent" in line]
         assert headers[round_] < row and (round_ == 2 or row < headers[round_ + 1])
     assert "dead" in next(line for line in lines if short_id(ids["M4"]) + "  parent" in line)
@@ -163,11 +211,17 @@ def test_tree_and_dot_show_every_model_by_round(scripted, tmp_path):
 
 def test_a_block_range_shows_the_dag_as_it_was(scripted, tmp_path):
     # Execute
-    doc = json.loads(_dag(["--format", "json", "--to-block", str(scripted["round0_end"])],
-                          scripted, tmp_path / "to"))
+    doc = json.loads(
+        _dag(
+            ["--format", "json", "--to-block", str(scripted["round0_end"])],
+            scripted,
+            tmp_path / "to",
+        )
+    )
     # Assert: after round 0, only M1 and M2 existed and round 1 was proposing
     assert {x["id"] for x in doc["models"]} == {"0x" + ROOT_ID.hex()} | {
-        "0x" + scripted["models"][k].hex() for k in ("M1", "M2")}
+        "0x" + scripted["models"][k].hex() for k in ("M1", "M2")
+    }
     assert (doc["status"]["round"], doc["status"]["phase"]) == (1, "PROPOSE")
     assert {x["state"] for x in doc["models"] if x["parent"]} == {"frontier"}
 
@@ -201,8 +255,11 @@ def test_the_cache_reads_only_new_blocks_and_refuses_another_network(scripted, t
     assert spy.ranges == [(first_head + 1, spy.block_number())]
     full = sync_events(ChainClient.read_only(deployment))
     assert second.records == full.records and len(second.records) == len(first.records) + 1
-    assert second.trainers == full.trainers == {"1": a.address, **{
-        str(i + 1): t.address for i, t in enumerate(scripted["trainers"])}}
+    assert (
+        second.trainers
+        == full.trainers
+        == {"1": a.address, **{str(i + 1): t.address for i, t in enumerate(scripted["trainers"])}}
+    )
     dag = build_dag(second, deployment.genesis_cid)
     assert len(dag.updates) == 11 and len(dag.models) == 8
     # a cache written for another start block is refused with what to do

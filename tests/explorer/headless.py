@@ -20,10 +20,19 @@ from websockets.sync.client import ClientConnection, connect
 
 from mcfl_chain._utils.process import free_port
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync",
-                  "--disable-default-apps", "--disable-extensions", "--mute-audio")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+)
 
 
 def find_chromium() -> str:
@@ -32,24 +41,36 @@ def find_chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise AssertionError("the explorer's browser test needs Debian's chromium: run "
-                         "`make system` (apt-get install chromium)")
+    raise AssertionError(
+        "the explorer's browser test needs Debian's chromium: run "
+        "`make system` (apt-get install chromium)"
+    )
 
 
 class Browser:
     """One headless Chromium with one page, closed by :meth:`close` (by its PID)."""
 
-    def __init__(self, url: str, profile: Path, width: int = 1500, height: int = 900,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, profile: Path, width: int = 1500, height: int = 900, timeout: float = 30.0
+    ) -> None:
         profile.mkdir(parents=True, exist_ok=True)
         self.log_path = profile / "chromium.log"
         port = free_port()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [find_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                 f"--window-size={width},{height}", "--remote-debugging-address=127.0.0.1",
-                 f"--remote-debugging-port={port}", url],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [
+                    find_chromium(),
+                    *CHROMIUM_FLAGS,
+                    f"--user-data-dir={profile}",
+                    f"--window-size={width},{height}",
+                    "--remote-debugging-address=127.0.0.1",
+                    f"--remote-debugging-port={port}",
+                    url,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         self._ws: ClientConnection | None = None
         try:
             self._ws = self._page_socket(port, url, timeout)
@@ -62,19 +83,22 @@ class Browser:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"chromium exited with code {self.proc.returncode}; see "
-                                     f"{self.log_path}")
+                raise AssertionError(
+                    f"chromium exited with code {self.proc.returncode}; see {self.log_path}"
+                )
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list",
-                                            timeout=5) as response:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/json/list", timeout=5
+                ) as response:
                     targets = json.loads(response.read())
             except OSError:
                 time.sleep(0.2)
                 continue
             pages = [t for t in targets if t.get("type") == "page" and t["url"].startswith(url)]
             if pages:
-                return connect(pages[0]["webSocketDebuggerUrl"], max_size=None,
-                               open_timeout=timeout)
+                return connect(
+                    pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout
+                )
             time.sleep(0.2)
         raise AssertionError(f"chromium opened no page at {url}; see {self.log_path}")
 
@@ -91,8 +115,9 @@ class Browser:
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression in the page (promises awaited)."""
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise AssertionError(f"{expression!r} threw {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -111,8 +136,7 @@ class Browser:
     def click(self, x: float, y: float) -> None:
         """A real left click at page coordinates (press then release)."""
         for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
-                      clickCount=1)
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
     def screenshot(self, path: Path) -> Path:
         """Save a PNG of the viewport."""

@@ -31,9 +31,17 @@ SCREENSHOT = project_root() / "test-artifacts" / "explorer-dag.png"
 
 def test_explorer_draws_the_network_live_and_shows_a_models_updates(tmp_path):
     # Prepare: a devnet with no trainer yet, the explorer, and the page open on it.
-    config = SimulationConfig(name="explorer", dataset="digits", scenario="groups",
-                              n_trainers=5, rounds=3, samples=300, epochs=3, tolerance=1.0,
-                              round_timeout=240)
+    config = SimulationConfig(
+        name="explorer",
+        dataset="digits",
+        scenario="groups",
+        n_trainers=5,
+        rounds=3,
+        samples=300,
+        epochs=3,
+        tolerance=1.0,
+        round_timeout=240,
+    )
     net = Network(config, tmp_path, Console(quiet=True))
     net.start()
     storage = open_storage(net.storage_spec)
@@ -50,8 +58,10 @@ def test_explorer_draws_the_network_live_and_shows_a_models_updates(tmp_path):
         net.spawn_workers()
         net.wait()
         models_on_chain = client.model_count()
-        browser.wait_for(f"explorer.cy.nodes('.model').length === {models_on_chain} && "
-                         f"explorer.state.doc.status.round === {config.rounds}")
+        browser.wait_for(
+            f"explorer.cy.nodes('.model').length === {models_on_chain} && "
+            f"explorer.state.doc.status.round === {config.rounds}"
+        )
 
         # Assert: one node per model and one edge per model but the root, as on chain.
         dag = build_dag(sync_events(client), net.deployment.genesis_cid)
@@ -60,22 +70,29 @@ def test_explorer_draws_the_network_live_and_shows_a_models_updates(tmp_path):
             "  edges: explorer.cy.edges().map(e => [e.source().id(), e.target().id()]).sort(),"
             "  counts: document.getElementById('counts').textContent,"
             "  phase: document.getElementById('phase').textContent,"
-            "  voters: document.querySelectorAll('#trainers tbody tr').length})")
+            "  voters: document.querySelectorAll('#trainers tbody tr').length})"
+        )
         assert drawn["nodes"] == sorted("0x" + m.hex() for m in dag.models)
-        assert drawn["edges"] == sorted(["0x" + m.parent.hex(), "0x" + m.model_id.hex()]
-                                        for m in dag.models.values() if m.parent is not None)
+        assert drawn["edges"] == sorted(
+            ["0x" + m.parent.hex(), "0x" + m.model_id.hex()]
+            for m in dag.models.values()
+            if m.parent is not None
+        )
         assert len(drawn["edges"]) == models_on_chain - 1
         assert drawn["counts"].startswith(f"{models_on_chain} models · {models_on_chain - 1} edges")
         assert drawn["phase"] == "PROPOSE" and drawn["voters"] == config.n_trainers
 
         # Execute: click the model with the most updates, where the graph drew it.
-        model = max((m for m in dag.models.values() if m.model_id != ROOT_ID),
-                    key=lambda m: (len(m.update_ids), m.popularity))
+        model = max(
+            (m for m in dag.models.values() if m.model_id != ROOT_ID),
+            key=lambda m: (len(m.update_ids), m.popularity),
+        )
         model_hex = "0x" + model.model_id.hex()
         x, y = browser.evaluate(
             f"(() => {{ const p = explorer.cy.getElementById('{model_hex}').renderedPosition();"
             f" const r = explorer.cy.container().getBoundingClientRect();"
-            f" return [r.left + p.x, r.top + p.y]; }})()")
+            f" return [r.left + p.x, r.top + p.y]; }})()"
+        )
         browser.click(x, y)
         browser.wait_for(f"document.getElementById('model-id')?.textContent === '{model_hex}'")
         shown = browser.evaluate(
@@ -83,12 +100,14 @@ def test_explorer_draws_the_network_live_and_shows_a_models_updates(tmp_path):
             "   .map(r => [r.cells[0].title, r.cells[1].title, r.cells[3].textContent]),"
             "  aggregators: [...document.querySelectorAll('#model-aggregators tbody tr')]"
             "   .map(r => r.cells[0].textContent),"
-            "  download: document.getElementById('download').getAttribute('href')})")
+            "  download: document.getElementById('download').getAttribute('href')})"
+        )
         browser.screenshot(SCREENSHOT)
 
         # Assert: the panel lists the model's updates (id, proposer, CID) and aggregators.
-        assert shown["updates"] == [[str(u), dag.updates[u].proposer, dag.updates[u].cid]
-                                    for u in sorted(model.update_ids)]
+        assert shown["updates"] == [
+            [str(u), dag.updates[u].proposer, dag.updates[u].cid] for u in sorted(model.update_ids)
+        ]
         assert shown["aggregators"] == model.aggregators
         # and its download link serves the weights the aggregator published
         with urllib.request.urlopen(server.url.rstrip("/") + shown["download"]) as response:
@@ -97,9 +116,19 @@ def test_explorer_draws_the_network_live_and_shows_a_models_updates(tmp_path):
         assert SCREENSHOT.stat().st_size > 10_000
 
         # `mcfl-chain dag` on the same network agrees with the contract views.
-        result = CliRunner(mix_stderr=False).invoke(main, [
-            "dag", "--deployment", str(net.deployment_path), "--format", "json", "--check",
-            "--cache-dir", str(tmp_path / "dag-cache")])
+        result = CliRunner(mix_stderr=False).invoke(
+            main,
+            [
+                "dag",
+                "--deployment",
+                str(net.deployment_path),
+                "--format",
+                "json",
+                "--check",
+                "--cache-dir",
+                str(tmp_path / "dag-cache"),
+            ],
+        )
         assert result.exit_code == 0, result.output
         document = json.loads(result.stdout)
         assert document["check"] == []

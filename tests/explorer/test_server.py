@@ -28,8 +28,9 @@ def test_api_serves_the_dag_weights_and_static_files_only(tmp_path):
     storage = open_storage(f"local:{tmp_path / 'blobs'}")
     genesis_blob = b"genesis weights blob"
     genesis = storage.put(genesis_blob)
-    _, deployment = start_devnet(tmp_path / "devnet", free_port(), genesis_cid=genesis,
-                                 task="lenet5:digits", min_trainers=2)
+    _, deployment = start_devnet(
+        tmp_path / "devnet", free_port(), genesis_cid=genesis, task="lenet5:digits", min_trainers=2
+    )
     server = None
     try:
         a, b = (ChainClient(deployment, account_index=i) for i in (1, 2))

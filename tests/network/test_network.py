@@ -29,8 +29,16 @@ pytestmark = pytest.mark.slow
 
 
 def _config(**overrides) -> SimulationConfig:
-    base = dict(name="test", dataset="digits", scenario="iid", n_trainers=4, rounds=3,
-                samples=440, epochs=5, round_timeout=240)
+    base = dict(
+        name="test",
+        dataset="digits",
+        scenario="iid",
+        n_trainers=4,
+        rounds=3,
+        samples=440,
+        epochs=5,
+        round_timeout=240,
+    )
     base.update(overrides)
     return SimulationConfig(**base)
 
@@ -117,9 +125,11 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
         # Execute: kill -9 right after its round-1 proposal, then right after its
         # round-1 aggregation, restarting it each time with the same state directory.
         for event, key in (("UpdateProposed", "proposer"), ("ModelAppended", "aggregator")):
+
             def acted(event: str = event, key: str = key) -> bool:
-                return any(e.args[key] == victim and e.args["round"] == 1
-                           for e in _events(chain, event))
+                return any(
+                    e.args[key] == victim and e.args["round"] == 1 for e in _events(chain, event)
+                )
 
             _wait_for(acted, what=f"{event} by the victim in round 1")
             os.kill(net.procs[1].pid, signal.SIGKILL)
@@ -130,17 +140,23 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
         # one aggregation per (trainer, parent, round), and the restarted worker never
         # had a transaction refused (it asked the chain before acting).
         assert chain.round_state()[1] == 3
-        proposals = [(e.args["proposer"], e.args["parent"], e.args["round"])
-                     for e in _events(chain, "UpdateProposed")]
-        aggregations = [(e.args["aggregator"], e.args["parent"], e.args["round"])
-                        for e in _events(chain, "ModelAppended")]
+        proposals = [
+            (e.args["proposer"], e.args["parent"], e.args["round"])
+            for e in _events(chain, "UpdateProposed")
+        ]
+        aggregations = [
+            (e.args["aggregator"], e.args["parent"], e.args["round"])
+            for e in _events(chain, "ModelAppended")
+        ]
         assert len(proposals) == len(set(proposals))
         assert len(aggregations) == len(set(aggregations))
         assert sum(1 for p in proposals if p[0] == victim) >= 3
         log = (tmp_path / "trainers" / "001" / "worker.log").read_text()
         assert "refused" not in log
-        rounds = [json.loads(line)["round"] for line in
-                  (tmp_path / "trainers" / "001" / "metrics.jsonl").read_text().splitlines()]
+        rounds = [
+            json.loads(line)["round"]
+            for line in (tmp_path / "trainers" / "001" / "metrics.jsonl").read_text().splitlines()
+        ]
         assert sorted(rounds) == [0, 1, 2]
     finally:
         net.stop()
@@ -179,21 +195,29 @@ def test_peers_publishing_bad_weights_are_excluded(tmp_path):
     try:
         chain = ChainClient.read_only(net.deployment)
         # Execute
-        net.spawn_workers({2: ["--inject-fault", "nan-weights"],
-                           3: ["--inject-fault", "garbage-weights"],
-                           4: ["--inject-fault", "unreachable-cid"]})
+        net.spawn_workers(
+            {
+                2: ["--inject-fault", "nan-weights"],
+                3: ["--inject-fault", "garbage-weights"],
+                4: ["--inject-fault", "unreachable-cid"],
+            }
+        )
         net.wait()
         # Assert
         bad = {ChainClient(net.deployment, account_index=i + 1).address for i in (2, 3, 4)}
-        bad_updates = {e.args["updateId"] for e in _events(chain, "UpdateProposed")
-                       if e.args["proposer"] in bad}
+        bad_updates = {
+            e.args["updateId"]
+            for e in _events(chain, "UpdateProposed")
+            if e.args["proposer"] in bad
+        }
         honest = [e for e in _events(chain, "ModelAppended") if e.args["aggregator"] not in bad]
         assert len(bad_updates) == 6 and len(honest) >= 4
         assert all(not bad_updates & set(e.args["updateIds"]) for e in honest)
         reasons = []
         for index in (0, 1):
-            for line in (tmp_path / "trainers" / f"{index:03d}" / "metrics.jsonl"
-                         ).read_text().splitlines():
+            for line in (
+                (tmp_path / "trainers" / f"{index:03d}" / "metrics.jsonl").read_text().splitlines()
+            ):
                 for aggregation in json.loads(line)["aggregations"]:
                     reasons += aggregation["excluded"].values()
         assert any("non-finite" in r.lower() or "nan" in r.lower() for r in reasons)

@@ -6,14 +6,32 @@ from mcfl_chain.simulation import report
 
 
 def _line(round_, index, acc, group, model, seconds=2.0):
-    return {"round": round_, "trainer": f"0x{index}", "trainer_index": index, "group": group,
-            "accuracy": acc, "loss": 1 - acc, "model": model, "seconds": seconds,
-            "split": {"training": 1.0, "evaluation": 0.5, "chain": 0.1, "storage": 0.1,
-                      "aggregation": 0.1, "waiting": 0.2}}
+    return {
+        "round": round_,
+        "trainer": f"0x{index}",
+        "trainer_index": index,
+        "group": group,
+        "accuracy": acc,
+        "loss": 1 - acc,
+        "model": model,
+        "seconds": seconds,
+        "split": {
+            "training": 1.0,
+            "evaluation": 0.5,
+            "chain": 0.1,
+            "storage": 0.1,
+            "aggregation": 0.1,
+            "waiting": 0.2,
+        },
+    }
 
 
-LINES = [_line(0, 0, 0.5, "a", "m1"), _line(0, 1, 0.7, "b", "m1"),
-         _line(1, 0, 0.8, "a", "m2"), _line(1, 1, 0.9, "b", "m3", seconds=3.0)]
+LINES = [
+    _line(0, 0, 0.5, "a", "m1"),
+    _line(0, 1, 0.7, "b", "m1"),
+    _line(1, 0, 0.8, "a", "m2"),
+    _line(1, 1, 0.9, "b", "m3", seconds=3.0),
+]
 
 
 def test_fair_accuracy_matches_facade_formula():
@@ -25,8 +43,10 @@ def test_fair_accuracy_matches_facade_formula():
 
 def test_summaries_per_round():
     rounds = report.summarize(LINES, {0: 1, 1: 2})
-    assert [(s.round, s.metric_min, s.metric_max, s.models) for s in rounds] == \
-        [(0, 0.5, 0.7, 1), (1, 0.8, 0.9, 2)]
+    assert [(s.round, s.metric_min, s.metric_max, s.models) for s in rounds] == [
+        (0, 0.5, 0.7, 1),
+        (1, 0.8, 0.9, 2),
+    ]
     assert rounds[1].metric_avg == pytest.approx(0.85)
     assert rounds[1].seconds == 3.0
     assert report.grouping(LINES, 1) == {"m2": ["a"], "m3": ["b"]}

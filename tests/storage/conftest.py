@@ -40,8 +40,13 @@ def ipfs_repo(ipfs_node: ServiceState) -> Path:
 @pytest.fixture
 def ipfs_store(ipfs_node: ServiceState) -> Iterator[IpfsStorage]:
     """An IPFS store on the session daemon with short timeouts."""
-    with IpfsStorage(storage_spec(ipfs_node).removeprefix("ipfs:"), timeout=10.0,
-                     fetch_timeout=FETCH_TIMEOUT, has_timeout=0.5, retry=FAST_RETRY) as store:
+    with IpfsStorage(
+        storage_spec(ipfs_node).removeprefix("ipfs:"),
+        timeout=10.0,
+        fetch_timeout=FETCH_TIMEOUT,
+        has_timeout=0.5,
+        retry=FAST_RETRY,
+    ) as store:
         yield store
 
 

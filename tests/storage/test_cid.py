@@ -62,15 +62,18 @@ def test_other_encodings_normalise_to_base32() -> None:
     assert normalised == cid
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    "   ",
-    "hello",
-    "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4ye",  # truncated
-    "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq1",  # junk appended
-    b"\x01\x55",
-    42,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "hello",
+        "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4ye",  # truncated
+        "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq1",  # junk appended
+        b"\x01\x55",
+        42,
+    ],
+)
 def test_parse_cid_rejects_garbage(text: object) -> None:
     with pytest.raises(InvalidCID):
         parse_cid(text)  # type: ignore[arg-type]

@@ -58,8 +58,9 @@ def test_down_without_a_node(tmp_path: Path) -> None:
     assert "no IPFS node was recorded" in result.output
 
 
-def test_missing_jsipfs_says_how_to_install(monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+def test_missing_jsipfs_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("MCFL_JSIPFS", str(tmp_path / "jsipfs"))
     with pytest.raises(ServiceError, match="make node"):
         jsipfs_binary()

@@ -40,22 +40,28 @@ pytestmark = pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWar
 def block_file(ipfs_repo: Path, content: bytes) -> Path:
     """The file in the daemon's block store holding exactly ``content``."""
     digest = hashlib.sha256(content).digest()
-    matches = [path for path in (ipfs_repo / "blocks").rglob("*.data")
-               if path.stat().st_size == len(content)
-               and hashlib.sha256(path.read_bytes()).digest() == digest]
+    matches = [
+        path
+        for path in (ipfs_repo / "blocks").rglob("*.data")
+        if path.stat().st_size == len(content)
+        and hashlib.sha256(path.read_bytes()).digest() == digest
+    ]
     assert len(matches) == 1, f"expected one block file with this content, found {matches}"
     return matches[0]
 
 
-@pytest.mark.parametrize("size", [
-    0,
-    1,
-    250_000,
-    CHUNK_SIZE,  # the largest single-block blob
-    CHUNK_SIZE + 1,  # the smallest dag-pb one
-    5_000_000,
-    MAX_LINKS * CHUNK_SIZE + 1,  # a root over intermediate nodes (two levels)
-])
+@pytest.mark.parametrize(
+    "size",
+    [
+        0,
+        1,
+        250_000,
+        CHUNK_SIZE,  # the largest single-block blob
+        CHUNK_SIZE + 1,  # the smallest dag-pb one
+        5_000_000,
+        MAX_LINKS * CHUNK_SIZE + 1,  # a root over intermediate nodes (two levels)
+    ],
+)
 def test_round_trip(ipfs_store: IpfsStorage, size: int) -> None:
     # Prepare
     data = os.urandom(size)
@@ -71,9 +77,9 @@ def test_round_trip(ipfs_store: IpfsStorage, size: int) -> None:
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 250_000, CHUNK_SIZE])
-def test_small_blobs_have_the_same_cid_in_both_backends(ipfs_store: IpfsStorage,
-                                                        local_store: LocalStorage,
-                                                        size: int) -> None:
+def test_small_blobs_have_the_same_cid_in_both_backends(
+    ipfs_store: IpfsStorage, local_store: LocalStorage, size: int
+) -> None:
     # Prepare
     data = os.urandom(size)
 
@@ -84,16 +90,18 @@ def test_small_blobs_have_the_same_cid_in_both_backends(ipfs_store: IpfsStorage,
     assert ipfs_cid == local_cid == cid_for_bytes(data)
 
 
-def test_large_blobs_have_different_cids_in_the_two_backends(ipfs_store: IpfsStorage,
-                                                             local_store: LocalStorage) -> None:
+def test_large_blobs_have_different_cids_in_the_two_backends(
+    ipfs_store: IpfsStorage, local_store: LocalStorage
+) -> None:
     data = os.urandom(CHUNK_SIZE * 2)
     ipfs_cid, local_cid = ipfs_store.put(data), local_store.put(data)
     assert ipfs_cid != local_cid
     assert (cid_codec(ipfs_cid), cid_codec(local_cid)) == ("dag-pb", "raw")
 
 
-def test_a_second_process_reads_what_the_first_wrote(ipfs_node: ServiceState,
-                                                     ipfs_store: IpfsStorage) -> None:
+def test_a_second_process_reads_what_the_first_wrote(
+    ipfs_node: ServiceState, ipfs_store: IpfsStorage
+) -> None:
     # Prepare: another process adds a multi-chunk blob through the same node.
     script = textwrap.dedent("""
         import sys
@@ -101,8 +109,12 @@ def test_a_second_process_reads_what_the_first_wrote(ipfs_node: ServiceState,
         with open_storage(sys.argv[1]) as store:
             print(store.put(bytes(range(256)) * 4096))
     """)
-    result = subprocess.run([sys.executable, "-c", script, storage_spec(ipfs_node)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script, storage_spec(ipfs_node)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
     # Execute
@@ -139,8 +151,9 @@ def test_read_bound(ipfs_store: IpfsStorage, size: int) -> None:
 
 
 @pytest.mark.parametrize("size", [1000, 3 * CHUNK_SIZE])
-def test_content_altered_in_the_node_is_detected(ipfs_store: IpfsStorage, ipfs_repo: Path,
-                                                 size: int) -> None:
+def test_content_altered_in_the_node_is_detected(
+    ipfs_store: IpfsStorage, ipfs_repo: Path, size: int
+) -> None:
     # Prepare: flip one byte of the (first leaf) block in the daemon's own block store,
     # so the real node serves wrong content.
     data = os.urandom(size)
@@ -156,8 +169,12 @@ def test_content_altered_in_the_node_is_detected(ipfs_store: IpfsStorage, ipfs_r
 
 def test_unreachable_node_is_retried_then_reported() -> None:
     # Prepare: nothing listens on this loopback port.
-    store = IpfsStorage(f"/ip4/127.0.0.1/tcp/{free_port()}", timeout=5, fetch_timeout=1,
-                        retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02))
+    store = IpfsStorage(
+        f"/ip4/127.0.0.1/tcp/{free_port()}",
+        timeout=5,
+        fetch_timeout=1,
+        retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02),
+    )
 
     # Execute / Assert
     with store, pytest.raises(StorageUnavailable, match="after 3 attempt") as caught:
@@ -168,9 +185,13 @@ def test_unreachable_node_is_retried_then_reported() -> None:
 
 def test_hung_node_times_out_after_retries(ipfs_node: ServiceState) -> None:
     # Prepare: freeze the real daemon; it still accepts connections but never answers.
-    store = IpfsStorage(storage_spec(ipfs_node).removeprefix("ipfs:"), timeout=1.0,
-                        fetch_timeout=0.5, has_timeout=0.5,
-                        retry=RetryPolicy(attempts=2, initial_delay=0.01, max_delay=0.02))
+    store = IpfsStorage(
+        storage_spec(ipfs_node).removeprefix("ipfs:"),
+        timeout=1.0,
+        fetch_timeout=0.5,
+        has_timeout=0.5,
+        retry=RetryPolicy(attempts=2, initial_delay=0.01, max_delay=0.02),
+    )
     os.kill(ipfs_node.pid, signal.SIGSTOP)
     try:
         # Execute / Assert

@@ -23,8 +23,12 @@ from mcfl_chain.storage import (
 
 def run_python(code: str, *args: str) -> str:
     """Run ``code`` in a fresh interpreter (a separate process); return its stdout."""
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -73,8 +77,11 @@ def test_corrupted_file_is_detected(local_store: LocalStorage, damage: str) -> N
     data = os.urandom(1000)
     cid = local_store.put(data)
     path = local_store.path_for(cid)
-    altered = {"flip": bytes([data[0] ^ 1]) + data[1:], "truncate": data[:-1],
-               "append": data + b"\0"}[damage]
+    altered = {
+        "flip": bytes([data[0] ^ 1]) + data[1:],
+        "truncate": data[:-1],
+        "append": data + b"\0",
+    }[damage]
     path.write_bytes(altered)
 
     # Execute / Assert
@@ -99,11 +106,14 @@ def test_read_bound(local_store: LocalStorage) -> None:
 def test_a_second_process_reads_what_the_first_wrote(tmp_path: Path) -> None:
     # Prepare: another process writes a blob.
     root = tmp_path / "shared"
-    cid = run_python("""
+    cid = run_python(
+        """
         import sys
         from mcfl_chain.storage import LocalStorage
         print(LocalStorage(sys.argv[1]).put(b"update weights" * 1000))
-    """, str(root)).strip()
+    """,
+        str(root),
+    ).strip()
 
     # Execute
     data = LocalStorage(root).get(cid)
@@ -126,8 +136,10 @@ def test_processes_writing_at_once_leave_a_consistent_store(tmp_path: Path) -> N
     """)
 
     # Execute
-    procs = [subprocess.Popen([sys.executable, "-c", writer, str(root), str(n)],
-                              stderr=subprocess.PIPE) for n in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", writer, str(root), str(n)], stderr=subprocess.PIPE)
+        for n in range(4)
+    ]
     errors = [proc.communicate(timeout=120)[1] for proc in procs]
 
     # Assert: every blob verifies, and no temporary file is left behind.
