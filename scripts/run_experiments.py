@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from mcfl_chain.simulation.cli import load_config
+from mcfl_chain.cli.simulate import load_config
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 
 

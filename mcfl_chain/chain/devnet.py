@@ -43,6 +43,10 @@ def deployment_file(state_dir: Path) -> Path:
     return Path(state_dir) / "deployment.json"
 
 
+DEFAULT_DEPLOYMENT = deployment_file(DEFAULT_STATE_DIR)
+"""The deployment file of the default devnet, which every command reads by default."""
+
+
 def find_anvil(install: bool = True) -> Path:
     """Path of the Anvil binary from npm, installing ``@foundry-rs/anvil`` if allowed.
 

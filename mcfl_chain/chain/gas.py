@@ -18,7 +18,9 @@ from web3 import Web3
 
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.dag.model_id import ROOT_MODEL_ID
+
+ROOT_MODEL_ID = bytes(32)
+"""The root model's id (Models' genesis token 0)."""
 
 BASE_GAS = 21_000
 

@@ -1,7 +1,7 @@
 """Rebuild the model DAG of a deployment from its contract events, resumably.
 
-The events are the ones the worker reads (:func:`mcfl_chain.worker.events.event_record`
-records, replayed with :func:`~mcfl_chain.worker.events.apply_events`), so the
+The events are the ones the worker reads (:func:`mcfl_chain.dag.events.event_record`
+records, replayed with :func:`~mcfl_chain.dag.events.apply_events`), so the
 inspection tools and the trainers share one picture of the network. An optional cache
 directory keeps the records read so far (``events.jsonl``) and the last block read
 (``position.json``): the next call only asks the node for the blocks after it.
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
-from mcfl_chain.worker.events import apply_events, event_record
 
 BLOCKS_PER_REQUEST = 5_000
 """Block span of one ``eth_getLogs`` call: public nodes refuse much wider ranges."""
@@ -39,7 +39,7 @@ class EventLog:
     last_block
         Last block read (``from_block - 1`` before any read).
     records
-        :func:`~mcfl_chain.worker.events.event_record` records in chain order.
+        :func:`~mcfl_chain.dag.events.event_record` records in chain order.
     trainers
         Trainer token id (decimal string) to holder address, from the Trainers
         contract's ``Transfer`` events (mints and key rotations).

@@ -38,9 +38,10 @@ from mcfl_chain.dag.sync import (
     network_status,
     read_events,
 )
+from mcfl_chain.dag.weights import Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.task import Task, TaskError
 from mcfl_chain.storage import Storage, StorageError
-from mcfl_chain.worker.weights import Unavailable, WeightsBook
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,10 @@ class NetworkView:
                 log.info(
                     "published weights %s unreachable (%s); recomputing", model.weights_cid, exc
                 )
-        arch = self.client.deployment.task.split(":", 1)[0]
+        try:
+            arch = Task.parse(self.client.deployment.task).arch
+        except TaskError as exc:
+            raise Unavailable(str(exc)) from exc
         book = WeightsBook(self.storage.get, arch, dag)
         return encode_weights(arch, book.model(model_id)), "recomputed"
 

@@ -26,12 +26,12 @@ from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
+from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture
 from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
-from mcfl_chain.worker.events import apply_events, event_record
 from mcfl_chain.worker.genesis import publish_genesis
 
 MIXED_TOLERANCES = (1.0, 2.0, 3.0)

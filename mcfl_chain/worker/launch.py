@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,41 +10,20 @@ import torch
 
 from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
+from mcfl_chain.dag.events import apply_events
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
-from mcfl_chain.learning.models import ARCHITECTURES
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.learning.task import Task, TaskError, canonical_arch
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import make_strategy
-from mcfl_chain.worker.events import apply_events
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
 from mcfl_chain.worker.state import StateError, WorkerState
-
-ARCH_ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5"}
 
 
 class WorkerSetupError(RuntimeError):
     """The worker cannot start; the message says what to change."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """The network's task descriptor, ``"<architecture>:<dataset>[+<dataset>...]"``."""
-
-    arch: str
-    datasets: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> Task:
-        arch, sep, datasets = text.partition(":")
-        arch = ARCH_ALIASES.get(arch.strip().lower(), arch.strip().lower())
-        if not sep or arch not in ARCHITECTURES or not datasets:
-            raise WorkerSetupError(
-                f"the network's task {text!r} is not '<architecture>:<dataset>' with an "
-                f"architecture this worker can run ({', '.join(sorted(ARCHITECTURES))})"
-            )
-        return cls(arch, tuple(d.strip() for d in datasets.split("+")))
 
 
 def build_worker(
@@ -81,8 +59,11 @@ def build_worker(
         dep = Deployment.load(Path(deployment))
     except DeploymentError as exc:
         raise WorkerSetupError(f"{exc} (start a network with `mcfl-chain devnet up`)") from exc
-    task = Task.parse(dep.task)
-    arch = ARCH_ALIASES.get(arch, arch) if arch else task.arch
+    try:
+        task = Task.parse(dep.task)
+        arch = canonical_arch(arch) if arch else task.arch
+    except TaskError as exc:
+        raise WorkerSetupError(str(exc)) from exc
     if arch != task.arch:
         raise WorkerSetupError(
             f"this network trains {task.arch} (task {dep.task!r}); --model {arch} cannot take part"

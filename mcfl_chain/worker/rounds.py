@@ -32,8 +32,10 @@ import torch
 
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.chain.client import ChainClient, ChainError, Phase
+from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG, ModelRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
+from mcfl_chain.dag.weights import Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
@@ -41,10 +43,8 @@ from mcfl_chain.learning.training import evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.cid import cid_for_bytes
 from mcfl_chain.strategies.base import Candidate, Strategy
-from mcfl_chain.worker.events import apply_events, event_record
 from mcfl_chain.worker.state import WorkerState
 from mcfl_chain.worker.timing import RoundClock
-from mcfl_chain.worker.weights import Unavailable, WeightsBook
 
 log = logging.getLogger("mcfl_chain.worker")
 

@@ -19,11 +19,11 @@ from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.model_id import model_id
+from mcfl_chain.dag.weights import WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.simulation.runner import Network, SimulationConfig, run_simulation
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.cid import cid_for_bytes
-from mcfl_chain.worker.weights import WeightsBook
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from mcfl_chain._utils.process import ServiceError, free_port, pid_alive, port_in_use
+from mcfl_chain.cli.ipfs import ipfs
 from mcfl_chain.storage import open_storage
-from mcfl_chain.storage.cli import ipfs
 from mcfl_chain.storage.daemon import ipfs_status, jsipfs_binary, storage_spec
 
 # ipfshttpclient 0.8.0a2 passes urllib3 a deprecated argument (pytest resets the filter

@@ -12,11 +12,10 @@ from typing import Any
 
 import click
 
+from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.worker.rounds import FAULTS
-
-DEFAULT_DEPLOYMENT = ".mcfl/devnet/deployment.json"
 
 
 def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:

@@ -135,16 +135,16 @@ def up(
 
 def _store_genesis(task: str, seed: int, storage: str) -> str:
     # Imported here: only this path needs torch and the worker's task rules.
+    from mcfl_chain.learning.task import Task, TaskError
     from mcfl_chain.storage import open_storage
     from mcfl_chain.storage.errors import StorageError
     from mcfl_chain.worker.genesis import publish_genesis
-    from mcfl_chain.worker.launch import Task, WorkerSetupError
 
     try:
         arch = Task.parse(task).arch
         with open_storage(storage) as store:
             cid = publish_genesis(arch, seed, store)
-    except (WorkerSetupError, StorageError) as exc:
+    except (TaskError, StorageError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"initial {arch} weights (seed {seed}) stored in {storage}: {cid}")
     return cid

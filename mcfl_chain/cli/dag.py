@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.errors import ChainError, DeploymentError
 from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 from mcfl_chain.dag.sync import (
@@ -25,7 +26,6 @@ from mcfl_chain.dag.sync import (
     sync_events,
 )
 
-DEFAULT_DEPLOYMENT = ".mcfl/devnet/deployment.json"
 DEFAULT_CACHE = Path(".mcfl/dag-cache")
 
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from mcfl_chain._utils.process import LOOPBACK, port_in_use
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.errors import ChainError, DeploymentError
-from mcfl_chain.dag.cli import DEFAULT_DEPLOYMENT
 from mcfl_chain.dag.sync import CacheError
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.storage import DEFAULT_STORAGE, StorageError, open_storage

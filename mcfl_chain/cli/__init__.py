@@ -1,16 +1,20 @@
-"""The ``mcfl-chain`` command. Each subcommand lives beside the code it drives."""
+"""The ``mcfl-chain`` command: one module per subcommand, on top of every other package.
+
+The packages below know nothing of the command line; these modules parse options,
+wire the packages together and turn their errors into one readable line.
+"""
 
 from __future__ import annotations
 
 import click
 
 from mcfl_chain import __version__
-from mcfl_chain.chain.cli import devnet
-from mcfl_chain.dag.cli import dag
-from mcfl_chain.explorer.cli import explorer
-from mcfl_chain.simulation.cli import demo, simulate
-from mcfl_chain.storage.cli import ipfs
-from mcfl_chain.worker.cli import worker
+from mcfl_chain.cli.dag import dag
+from mcfl_chain.cli.devnet import devnet
+from mcfl_chain.cli.explorer import explorer
+from mcfl_chain.cli.ipfs import ipfs
+from mcfl_chain.cli.simulate import demo, simulate
+from mcfl_chain.cli.worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
