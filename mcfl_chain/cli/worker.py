@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
+from mcfl_chain.adversaries import ADVERSARIES
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
-from mcfl_chain.worker.rounds import FAULTS
 
 
 def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -184,10 +184,10 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     help="Seconds between two looks at the chain.",
 )
 @click.option(
-    "--inject-fault",
-    type=click.Choice(FAULTS),
+    "--adversary",
+    type=click.Choice(sorted(ADVERSARIES)),
     default=None,
-    help="Testing aid: publish bad updates as a misbehaving peer would.",
+    help="Play a misbehaving trainer (tests and benchmarks): corrupt what it publishes.",
 )
 @click.option(
     "-v", "--verbose", count=True, help="-v: the worker's debug lines; -vv: also every RPC request."

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from mcfl_chain.adversaries import make_adversary
 from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
 from mcfl_chain.dag.events import apply_events
@@ -52,7 +53,7 @@ def build_worker(
     metrics: str | None,
     threads: int,
     poll_interval: float,
-    inject_fault: str | None,
+    adversary: str | None,
 ) -> Worker:
     """Check every option against the network and build a ready-to-run :class:`Worker`."""
     try:
@@ -127,7 +128,6 @@ def build_worker(
             "tolerance": tolerance,
             "samples": data.num_samples,
         },
-        fault=inject_fault,
     )
     return Worker(
         chain,
@@ -137,4 +137,5 @@ def build_worker(
         options,
         state,
         dag,
+        make_adversary(adversary) if adversary else None,
     )

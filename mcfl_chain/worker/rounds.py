@@ -30,26 +30,23 @@ from typing import Any
 
 import torch
 
+from mcfl_chain.adversaries import Adversary, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.chain.client import ChainClient, ChainError, Phase
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG, ModelRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
-from mcfl_chain.dag.weights import Unavailable, WeightsBook
+from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
-from mcfl_chain.storage.cid import cid_for_bytes
 from mcfl_chain.strategies.base import Candidate, Strategy
 from mcfl_chain.worker.state import WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
-
-FAULTS = ("garbage-weights", "nan-weights", "unreachable-cid")
-"""Fault injection for robustness tests: what a misbehaving peer would publish."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,6 @@ class WorkerOptions:
     metrics_path: Path | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     """Written into every metrics line (trainer index, data group, tolerance...)."""
-    fault: str | None = None
 
 
 class Worker:
@@ -88,8 +84,11 @@ class Worker:
         options: WorkerOptions,
         state: WorkerState,
         dag: ModelDAG,
+        adversary: Adversary | None = None,
     ) -> None:
         self.chain = chain
+        self.adversary = adversary
+        """None for an honest trainer; otherwise what it corrupts (tests, benchmarks)."""
         self.storage = storage
         self.data = data
         self.strategy = strategy
@@ -283,7 +282,7 @@ class Worker:
                     momentum=opts.momentum,
                     seed=opts.seed * 1_000_003 + round_,
                 )
-            cid = self._publish_update(net)
+            cid = self._publish_update(net, start)
             self.state.set_uploaded(round_, parent, cid)
         with self.clock.measure("chain"):
             try:
@@ -300,20 +299,19 @@ class Worker:
             cid,
         )
 
-    def _publish_update(self, net: torch.nn.Module) -> str:
-        state = net.state_dict()
-        fault = self.options.fault
-        if fault == "nan-weights":
-            state = {
-                k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
-                for k, v in state.items()
-            }
-        if fault == "garbage-weights":
-            return self._put(b"not a weights blob " + self.me.encode())
-        if fault == "unreachable-cid":
-            # A well-formed CID whose content was never stored anywhere.
-            return cid_for_bytes(b"never stored " + self.me.encode())
-        return self._put(encode_weights(self.options.arch, state))
+    def _publish_update(self, net: torch.nn.Module, parent_weights: StateDict) -> str:
+        weights = net.state_dict()
+        if self.adversary is not None:
+            return self.adversary.publish_update(
+                Publication(
+                    weights=weights,
+                    parent_weights=parent_weights,
+                    trainer=self.me,
+                    encode=lambda state: encode_weights(self.options.arch, state),
+                    put=self._put,
+                )
+            )
+        return self._put(encode_weights(self.options.arch, weights))
 
     def _vote(self, call: Callable[[], object]) -> None:
         try:

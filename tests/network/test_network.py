@@ -197,9 +197,9 @@ def test_peers_publishing_bad_weights_are_excluded(tmp_path):
         # Execute
         net.spawn_workers(
             {
-                2: ["--inject-fault", "nan-weights"],
-                3: ["--inject-fault", "garbage-weights"],
-                4: ["--inject-fault", "unreachable-cid"],
+                2: ["--adversary", "nan-weights"],
+                3: ["--adversary", "garbage-weights"],
+                4: ["--adversary", "unreachable-cid"],
             }
         )
         net.wait()
