@@ -28,9 +28,18 @@ class Unavailable(Exception):
 
 
 class _LRU(OrderedDict[object, object]):
+    """A bounded mapping that evicts the least recently *used* entry (read or written)."""
+
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
+
+    def lookup(self, key: object) -> object | None:
+        """The value under ``key`` (now the most recently used), or None."""
+        if key not in self:
+            return None
+        self.move_to_end(key)
+        return self[key]
 
     def put(self, key: object, value: object) -> None:
         self[key] = value
@@ -77,7 +86,7 @@ class WeightsBook:
         """The weights of one proposal; rejection reasons are remembered, not retried."""
         if update_id in self._rejected:
             raise Unavailable(self._rejected[update_id])
-        cached = self._updates.get(update_id)
+        cached = self._updates.lookup(update_id)
         if cached is not None:
             return cached  # type: ignore[return-value]
         record = self._dag.updates.get(update_id)
@@ -110,7 +119,7 @@ class WeightsBook:
 
     def model(self, model_id: bytes) -> StateDict:
         """Weights of a model version: genesis blob, or FedAvg of its updates."""
-        cached = self._models.get(model_id)
+        cached = self._models.lookup(model_id)
         if cached is not None:
             return cached  # type: ignore[return-value]
         record = self._dag.models.get(model_id)

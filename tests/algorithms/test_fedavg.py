@@ -33,15 +33,29 @@ def test_result_does_not_depend_on_the_input_order() -> None:
     assert torch.equal(fedavg(updates)["w"], fedavg(list(reversed(updates)))["w"])
 
 
+def _accumulated_in(dtype: torch.dtype, values: list[float]) -> float:
+    """The equal-weight mean of ``values`` summed in ``dtype``, then cast to float32."""
+    acc = torch.zeros(1, dtype=dtype)
+    for v in values:
+        acc = acc + torch.tensor([v], dtype=torch.float32).to(dtype)
+    return (acc / len(values)).to(torch.float32).item()
+
+
 def test_accumulates_in_float64_and_casts_back() -> None:
-    # 1 + 2⁻²⁴ is not a float32, but (1 + (1 + 2⁻²³)) / 2 in float64 rounds to it exactly
-    # only if accumulated in float64; float32 accumulation would lose the 2⁻²³.
-    a = torch.tensor([1.0], dtype=torch.float32)
-    b = torch.tensor([1.0 + 2**-23], dtype=torch.float32)
-    result = fedavg([(1, 1, {"w": a}), (2, 1, {"w": b}), (3, 2, {"w": a})])["w"]
+    # Prepare: 1 + 2⁻²⁴ rounds back to 1 in float32, so a float32 accumulator drops each
+    # small term; float64 keeps all three. The two references differ: the test can tell.
+    values = [1.0, 2**-24, 2**-24, 2**-24]
+    in_float64 = _accumulated_in(torch.float64, values)
+    in_float32 = _accumulated_in(torch.float32, values)
+    assert in_float64 != in_float32
+    updates = [(i, 1, {"w": torch.tensor([v], dtype=torch.float32)}) for i, v in enumerate(values)]
+
+    # Execute
+    result = fedavg(updates)["w"]
+
+    # Assert
     assert result.dtype == torch.float32
-    exact = (1.0 + (1.0 + 2**-23) + 2.0) / 4.0
-    assert result.item() == torch.tensor([exact], dtype=torch.float64).float().item()
+    assert result.item() == in_float64
     half = fedavg([(1, 1, {"h": torch.tensor([1.0], dtype=torch.float16)})])["h"]
     assert half.dtype == torch.float16
 

@@ -10,6 +10,8 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
+from mcfl_chain.learning.codec import decode_weights, encode_weights
+from mcfl_chain.learning.models import create_model
 from mcfl_chain.storage import cid_for_bytes, open_storage
 
 
@@ -71,3 +73,41 @@ def test_api_serves_the_dag_weights_and_static_files_only(tmp_path):
             server.stop()
         storage.close()
         stop_devnet(tmp_path / "devnet")
+
+
+def test_a_model_without_published_weights_is_recomputed_for_an_aliased_task(tmp_path):
+    # Prepare: the task names the architecture by its alias "lenet" (the devnet's default
+    # spelling); two trainers propose real weights and one aggregates without publishing.
+    storage = open_storage(f"local:{tmp_path / 'blobs'}")
+    genesis = storage.put(encode_weights("lenet5", create_model("lenet5", seed=0).state_dict()))
+    _, deployment = start_devnet(
+        tmp_path / "devnet", free_port(), genesis_cid=genesis, task="lenet:digits", min_trainers=2
+    )
+    server = None
+    try:
+        a, b = (ChainClient(deployment, account_index=i) for i in (1, 2))
+        a.register()
+        b.register()
+        ids = []
+        for seed, client in ((1, a), (2, b)):
+            weights = create_model("lenet5", seed=seed).state_dict()
+            ids.append(client.propose(ROOT_ID, storage.put(encode_weights("lenet5", weights)), 10))
+        a.finish_proposals()
+        b.finish_proposals()
+        model = a.aggregate(ids, None)
+        view = NetworkView(ChainClient.read_only(deployment), storage)
+        server = ExplorerServer(view, port=0, poll_seconds=3600)
+        server.start()
+
+        # Execute
+        status, headers, body = _get(server, f"/api/models/0x{model.hex()}/weights")
+
+        # Assert: recomputed with the network's FedAvg, decoded as lenet5
+        assert status == 200, body[:200]
+        assert headers["X-Weights-Source"] == "recomputed"
+        assert set(decode_weights(body, "lenet5")) == set(create_model("lenet5", 0).state_dict())
+    finally:
+        if server is not None:
+            server.stop()
+        stop_devnet(tmp_path / "devnet")
+        storage.close()

@@ -1,0 +1,69 @@
+"""The weights book: peers' blobs decoded once, cached by least recent use."""
+
+from __future__ import annotations
+
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
+from mcfl_chain.dag.weights import WeightsBook
+from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.models import create_model
+from mcfl_chain.storage.cid import cid_for_bytes
+from mcfl_chain.storage.errors import BlobNotFound
+
+ARCH = "lenet-light"
+
+
+def _book_with_updates(n: int, cache_size: int) -> tuple[WeightsBook, list[str]]:
+    store: dict[str, bytes] = {}
+    dag = ModelDAG()
+    for uid in range(1, n + 1):
+        blob = encode_weights(ARCH, create_model(ARCH, seed=uid).state_dict())
+        cid = cid_for_bytes(blob)
+        store[cid] = blob
+        dag.add_update(
+            UpdateRecord(
+                update_id=uid, proposer="0x1", parent=ROOT_ID, round=0, cid=cid, num_samples=10
+            )
+        )
+    fetched: list[str] = []
+
+    def fetch(cid: str) -> bytes:
+        fetched.append(cid)
+        if cid not in store:
+            raise BlobNotFound(f"no blob {cid}")
+        return store[cid]
+
+    return WeightsBook(fetch, ARCH, dag, cache_size=cache_size), fetched
+
+
+def test_a_recently_read_update_survives_eviction():
+    # Prepare: a cache of two updates holding 1 and 2; 1 is read again, so 2 is the
+    # least recently used when 3 comes in.
+    book, fetched = _book_with_updates(3, cache_size=2)
+    book.update(1)
+    book.update(2)
+    book.update(1)
+
+    # Execute
+    book.update(3)
+    before = len(fetched)
+    book.update(1)
+
+    # Assert: 1 came from the cache (a FIFO cache would have evicted it and fetched again)
+    assert len(fetched) == before == 3
+    book.update(2)
+    assert len(fetched) == 4
+
+
+def test_rejected_updates_are_remembered_not_fetched_again():
+    # Prepare: update 1 names a CID no store holds.
+    book, fetched = _book_with_updates(1, cache_size=2)
+    book._dag.updates[1].cid = cid_for_bytes(b"missing")
+
+    # Execute
+    good, bad = book.usable_updates([1])
+    good2, bad2 = book.usable_updates([1])
+
+    # Assert
+    assert good == good2 == {} and set(bad) == set(bad2) == {1}
+    assert "unreachable CID" in bad[1]
+    assert len(fetched) == 1
