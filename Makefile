@@ -1,6 +1,7 @@
 # mcfl-chain — everything installs into this folder (.venv, node_modules); nothing by hand.
 #   make demo   set up, start a devnet and storage, run a small MCFL network, print where results are
 #   make test   set up and run the whole suite with `ape test`
+#   make lint   ruff (lint + format check) and mypy over the package
 SHELL := /bin/bash
 VENV  ?= .venv
 BIN   := $(CURDIR)/$(VENV)/bin
@@ -10,7 +11,7 @@ export PYTHONWARNINGS := ignore::UserWarning
 PIP   := $(BIN)/pip install --quiet -c constraints.txt
 TEST_ARGS ?=
 
-.PHONY: setup python node system test demo clean
+.PHONY: setup python node system test lint demo clean
 setup: python node system
 
 python: $(VENV)/.installed
@@ -41,6 +42,11 @@ system:
 test: setup
 	@rc=0; $(BIN)/ape test tests $(TEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
+
+lint: python
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy mcfl_chain
 
 demo: setup
 	$(BIN)/mcfl-chain demo
