@@ -39,7 +39,9 @@ def event_record(event: ChainEvent) -> dict[str, Any]:
     elif event.name == "ModelAppended":
         record.update(
             model_id=_hex(args["modelId"]),
-            parent=_hex(args["parent"]),
+            parents=[_hex(p) for p in args["parents"]]
+            if "parents" in args
+            else [_hex(args["parent"])],
             round=int(args["round"]),
             update_ids=[str(u) for u in args["updateIds"]],
             popularity=int(args["popularity"]),
@@ -71,7 +73,7 @@ def apply_events(dag: ModelDAG, records: Iterable[dict[str, Any]]) -> None:
         elif kind == "ModelAppended":
             dag.add_aggregation(
                 model_id=bytes.fromhex(r["model_id"][2:]),
-                parent=bytes.fromhex(r["parent"][2:]),
+                parents=tuple(bytes.fromhex(p[2:]) for p in r.get("parents", [r.get("parent")])),
                 round_=r["round"],
                 update_ids=tuple(int(u) for u in r["update_ids"]),
                 aggregator=r["aggregator"],

@@ -1,9 +1,11 @@
 """The model DAG as the chain records it, rebuilt from contract events.
 
 A model version is a parent model plus the set of updates aggregated into it (paper
-§4.3). Everything here is plain data fed by decoded events, so the worker, the
-simulator and ``mcfl-chain dag`` share one picture of the network and none of them
-needs more than the chain to rebuild it.
+§4.3); a merge is a model whose updates were trained from several parents (FedFMC's
+merges, the thesis' model composition §3.5), so a model records a tuple of parents.
+Everything here is plain data fed by decoded events, so the worker, the simulator and
+``mcfl-chain dag`` share one picture of the network and none of them needs more than
+the chain to rebuild it.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ class UpdateRecord:
 
 @dataclass
 class ModelRecord:
-    """One model version; ``popularity`` counts the aggregations that produced its id."""
+    """One model version; ``popularity`` counts the aggregations that produced its id.
+
+    ``parents`` are the models its updates were trained from, ascending (empty for the
+    root; one for an ordinary aggregation; several for a merge).
+    """
 
     model_id: bytes
-    parent: bytes | None
+    parents: tuple[bytes, ...]
     round: int | None
     update_ids: tuple[int, ...]
     popularity: int = 0
@@ -47,6 +53,16 @@ class ModelRecord:
     weights_cid: str | None = None
     tx_hashes: list[str] = field(default_factory=list)
     block: int = 0
+
+    @property
+    def parent(self) -> bytes | None:
+        """The first parent (the only one unless the model is a merge); None for the root."""
+        return self.parents[0] if self.parents else None
+
+    @property
+    def is_merge(self) -> bool:
+        """Whether the model combines updates trained from several parents."""
+        return len(self.parents) > 1
 
 
 @dataclass
@@ -62,7 +78,7 @@ class ModelDAG:
     def __post_init__(self) -> None:
         if ROOT_ID not in self.models:
             self.models[ROOT_ID] = ModelRecord(
-                ROOT_ID, None, None, (), 1, weights_cid=self.genesis_cid
+                ROOT_ID, (), None, (), 1, weights_cid=self.genesis_cid
             )
         self._by_parent_round: dict[tuple[bytes, int], list[int]] = defaultdict(list)
         self._models_by_round: dict[int, list[bytes]] = defaultdict(list)
@@ -83,7 +99,7 @@ class ModelDAG:
     def add_aggregation(
         self,
         model_id: bytes,
-        parent: bytes,
+        parents: bytes | tuple[bytes, ...],
         round_: int,
         update_ids: tuple[int, ...],
         aggregator: str,
@@ -92,10 +108,15 @@ class ModelDAG:
         tx_hash: str = "",
         block: int = 0,
     ) -> None:
-        """Record one accepted ``aggregate`` call (a ModelAppended event)."""
+        """Record one accepted aggregation (a ModelAppended event); ``parents`` is one
+        id or the ascending ids of a merge's parents."""
+        if isinstance(parents, bytes):
+            parents = (parents,)
         model = self.models.get(model_id)
         if model is None:
-            model = ModelRecord(model_id, parent, round_, tuple(update_ids), block=block)
+            model = ModelRecord(
+                model_id, tuple(sorted(parents)), round_, tuple(update_ids), block=block
+            )
             self.models[model_id] = model
             self._models_by_round[round_].append(model_id)
         model.popularity = max(model.popularity + 1, popularity)
@@ -124,7 +145,7 @@ class ModelDAG:
         ``round_`` (the contract allows one per trainer, parent and round)."""
         who = aggregator.lower()
         return any(
-            m.parent == parent and who in (a.lower() for a in m.aggregators)
+            parent in m.parents and who in (a.lower() for a in m.aggregators)
             for m in self.models_of_round(round_)
         )
 
@@ -149,11 +170,22 @@ class ModelDAG:
         return self.models_of_round(previous)
 
     def lineage(self, model_id: bytes) -> list[bytes]:
-        """Ids from ``model_id`` up to the root (inclusive)."""
+        """Ids from ``model_id`` up to the root (inclusive) through first parents."""
         chain = [model_id]
         while (parent := self.models[chain[-1]].parent) is not None:
             chain.append(parent)
         return chain
+
+    def ancestors(self, model_id: bytes) -> set[bytes]:
+        """Every model reachable from ``model_id`` through parents (merges included)."""
+        seen: set[bytes] = set()
+        todo = list(self.models[model_id].parents)
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(self.models[current].parents if current in self.models else ())
+        return seen
 
     # -- export / import ---------------------------------------------------------------
 
@@ -170,6 +202,7 @@ class ModelDAG:
                     "id": hexid(m.model_id),
                     "short": short_id(m.model_id),
                     "parent": hexid(m.parent),
+                    "parents": [hexid(p) for p in m.parents],
                     "round": m.round,
                     "updates": [str(u) for u in m.update_ids],
                     "popularity": m.popularity,
@@ -207,9 +240,10 @@ class ModelDAG:
         for m in data["models"]:
             model_id = unhex(m["id"])
             assert model_id is not None
+            parents = m.get("parents", [] if m["parent"] is None else [m["parent"]])
             models[model_id] = ModelRecord(
                 model_id,
-                unhex(m["parent"]),
+                tuple(bytes.fromhex(p[2:]) for p in parents),
                 m["round"],
                 tuple(int(u) for u in m["updates"]),
                 m["popularity"],

@@ -37,7 +37,7 @@ def model_states(dag: ModelDAG, current_round: int | None) -> dict[bytes, str]:
     if current_round is None:
         current_round = max(rounds) + 1 if rounds else 0
     frontier = {m.model_id for m in dag.candidates(current_round)}
-    parents = {m.parent for m in dag.models.values()}
+    parents = {p for m in dag.models.values() for p in m.parents}
     states = {}
     for model_id in dag.models:
         if model_id == ROOT_ID:
@@ -81,8 +81,8 @@ def dag_document(
     states = model_states(dag, current)
     children: dict[bytes, list[str]] = defaultdict(list)
     for model in dag.models.values():
-        if model.parent is not None:
-            children[model.parent].append(_hex(model.model_id))
+        for parent in model.parents:
+            children[parent].append(_hex(model.model_id))
     models = []
     for entry, model in zip(base["models"], dag.models.values(), strict=True):
         kids = children.get(model.model_id, [])
@@ -93,6 +93,7 @@ def dag_document(
                 "state": states[model.model_id],
                 "children": kids,
                 "fork": len(kids) > 1,
+                "merge": model.is_merge,
                 "aggregations": [
                     {"aggregator": a, "tx": t} for a, t in zip(model.aggregators, txs, strict=True)
                 ],
@@ -220,10 +221,12 @@ def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
 def _add_model(
     branch: Tree, model: dict[str, Any], updates: dict[str, dict[str, Any]], details: bool
 ) -> None:
-    flags = [model["state"]] + (["fork"] if model["fork"] else [])
+    flags = [model["state"]] + [f for f in ("fork", "merge") if model.get(f)]
+    parents = model.get("parents") or [model["parent"]]
     label = Text.assemble(
         (model["short"], _STATE_STYLE[model["state"]]),
-        f"  parent {_short(model['parent'])}  popularity {model['popularity']}  "
+        f"  {'parents' if len(parents) > 1 else 'parent'} "
+        f"{', '.join(_short(p) for p in parents)}  popularity {model['popularity']}  "
         f"{len(model['updates'])} updates  {len(model['children'])} children  ",
         (" ".join(flags), "italic"),
     )
@@ -285,13 +288,14 @@ def to_dot(document: dict[str, Any]) -> str:
         lines.append("  }")
     known = {m["id"] for m in document["models"]}
     for m in document["models"]:
-        if m["parent"] is None or m["parent"] not in known:
-            continue
         width = 1 + min(m["popularity"], 8) * 0.5
         dashed = ", style=dashed" if m["state"] == DEAD else ""
-        lines.append(
-            f"  {_dot_quote(m['parent'])} -> {_dot_quote(m['id'])} "
-            f'[label="{len(m["updates"])} updates", penwidth={width:g}{dashed}];'
-        )
+        for parent in m.get("parents") or [m["parent"]]:
+            if parent is None or parent not in known:
+                continue
+            lines.append(
+                f"  {_dot_quote(parent)} -> {_dot_quote(m['id'])} "
+                f'[label="{len(m["updates"])} updates", penwidth={width:g}{dashed}];'
+            )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,11 @@
 """The DAG rebuilt from events: indexes, candidates, lineage and JSON round trip."""
 
+import io
+
+from rich.console import Console
+
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
+from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 
 A = bytes.fromhex("aa" * 32)
 B = bytes.fromhex("bb" * 32)
@@ -60,3 +65,61 @@ def test_own_proposals_and_aggregations_are_found_by_address():
     assert dag.aggregated_by("0x3", ROOT_ID, 0)
     assert not dag.aggregated_by("0x3", A, 1)
     assert dag.aggregated_by("0x1", A, 1)
+
+
+M = bytes.fromhex("dd" * 32)
+
+
+def _merged() -> ModelDAG:
+    """The network above plus, in round 1, a merge of updates trained from A and B."""
+    dag = _network()
+    dag.add_update(UpdateRecord(21, "0x2", B, 1, "cid21", 40))
+    dag.add_update(UpdateRecord(12, "0x3", A, 1, "cid12", 40))
+    dag.add_aggregation(M, (B, A), 1, (12, 21), "0x3", 1, None, "0xt5", 10)
+    return dag
+
+
+def test_a_merge_records_every_parent_in_ascending_order():
+    # Execute
+    dag = _merged()
+
+    # Assert
+    merge = dag.models[M]
+    assert merge.parents == (A, B) and merge.is_merge and merge.parent == A
+    assert not dag.models[C].is_merge and dag.models[C].parents == (A,)
+    assert dag.models[ROOT_ID].parents == () and dag.models[ROOT_ID].parent is None
+    assert dag.ancestors(M) == {A, B, ROOT_ID}
+    assert dag.aggregated_by("0x3", B, 1) and dag.aggregated_by("0x3", A, 1)
+
+
+def test_a_merge_survives_the_json_round_trip():
+    dag = _merged()
+
+    again = ModelDAG.from_json(dag.to_json())
+
+    assert again.models[M].parents == (A, B)
+    assert again.to_json() == dag.to_json()
+
+
+def test_renderings_draw_an_edge_from_each_parent_of_a_merge():
+    # Prepare
+    dag = _merged()
+    status = {"started": True, "round": 2, "phase": "PROPOSE", "votes": 0, "quorum": 3}
+    doc = dag_document(dag, network={}, status=status, trainers={})
+
+    # Execute
+    dot = to_dot(doc)
+    text = _plain(text_tree(doc))
+
+    # Assert
+    merge = next(m for m in doc["models"] if m["id"] == "0x" + M.hex())
+    assert merge["merge"] and merge["parents"] == ["0x" + A.hex(), "0x" + B.hex()]
+    assert f'"0x{A.hex()}" -> "0x{M.hex()}"' in dot and f'"0x{B.hex()}" -> "0x{M.hex()}"' in dot
+    assert "parents aaaaaaaa, bbbbbbbb" in text and "merge" in text
+    assert "0x" + M.hex() in next(m for m in doc["models"] if m["id"] == "0x" + B.hex())["children"]
+
+
+def _plain(renderable) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()

@@ -31,6 +31,7 @@ const cy = cytoscape({
       "label": "data(label)", "font-size": 9, "color": "#495057",
       "text-background-color": "#fff", "text-background-opacity": 0.8 } },
     { selector: "edge[state = 'dead']", style: { "line-style": "dashed" } },
+    { selector: "edge.merge", style: { "line-color": "#8e44ad", "target-arrow-color": "#8e44ad" } },
   ],
 });
 // Read by the browser test, handy in the console too.
@@ -61,6 +62,10 @@ function modelLink(id) {
   return el("a", { class: "model-link mono", title: id, onclick: () => select(id) }, model.short);
 }
 
+function parentsOf(model) {
+  return model.parents || (model.parent ? [model.parent] : []);
+}
+
 function elements(doc) {
   const byId = new Map(doc.models.map((m) => [m.id, m]));
   const out = [];
@@ -70,12 +75,15 @@ function elements(doc) {
       popularity: m.popularity } });
   }
   for (const m of doc.models) {
-    const parent = m.parent && byId.get(m.parent);
-    if (!parent) continue;
-    out.push({ group: "edges", data: {
-      id: `${m.parent}->${m.id}`, source: m.parent, target: m.id, state: m.state,
-      popularity: m.popularity, label: `${m.updates.length} upd.`,
-      span: Math.max(1, roundOf(m) - roundOf(parent)) } });
+    // A merge has several parents: one edge from each.
+    for (const pid of parentsOf(m)) {
+      const parent = byId.get(pid);
+      if (!parent) continue;
+      out.push({ group: "edges", classes: m.merge ? "merge" : "", data: {
+        id: `${pid}->${m.id}`, source: pid, target: m.id, state: m.state,
+        popularity: m.popularity, label: `${m.updates.length} upd.`,
+        span: Math.max(1, roundOf(m) - roundOf(parent)) } });
+    }
   }
   return out;
 }
@@ -159,11 +167,14 @@ function drawDetails() {
   const weights = `/api/models/${model.id}/weights`;
   box.replaceChildren(
     el("h2", {}, "Model ", el("span", { class: "mono" }, model.short), " ",
-       el("span", { class: `badge ${model.state}` }, model.state + (model.fork ? " · fork" : ""))),
+       el("span", { class: `badge ${model.state}` },
+          model.state + (model.fork ? " · fork" : "") + (model.merge ? " · merge" : ""))),
     el("dl", {},
       el("dt", {}, "id"), el("dd", { class: "mono", id: "model-id" }, model.id),
       el("dt", {}, "round"), el("dd", {}, model.round === null ? "genesis" : model.round),
-      el("dt", {}, "parent"), el("dd", {}, model.parent ? modelLink(model.parent) : "-"),
+      el("dt", {}, parentsOf(model).length > 1 ? "parents" : "parent"),
+      el("dd", {}, ...(parentsOf(model).length
+        ? parentsOf(model).flatMap((p) => [modelLink(p), " "]) : ["-"])),
       el("dt", {}, "children"), el("dd", {}, ...(model.children.length
         ? model.children.flatMap((c) => [modelLink(c), " "]) : ["none"])),
       el("dt", {}, "popularity"), el("dd", {}, model.popularity),
