@@ -67,3 +67,36 @@ def test_zero_popularity_scores_zero() -> None:
 def test_bad_inputs_are_refused(metrics: dict, popularity: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         select_best_models(metrics, popularity)
+
+
+@pytest.mark.parametrize(
+    ("n", "count"),
+    [(1, 1), (2, 1), (3, 2), (4, 2), (5, 2), (6, 3), (7, 3), (8, 3), (9, 3), (10, 3), (38, 7)],
+)
+def test_percentile_rule_keeps_what_the_authors_code_keeps(n: int, count: int) -> None:
+    # Prepare: n distinct scores (the audit's table: 1,1,2,2,2,3,3,3,3,3 for n = 1…10).
+    metrics = {k: 0.5 + k / 100 for k in range(n)}
+
+    # Execute
+    chosen = select_best_models(metrics, dict.fromkeys(metrics, 1), rule="percentile")
+
+    # Assert: the best scores, best first
+    assert chosen == sorted(metrics, key=lambda k: -metrics[k])[:count]
+
+
+def test_percentile_rule_keeps_every_tied_score_at_the_threshold() -> None:
+    chosen = select_best_models({1: 0.8, 2: 0.8, 3: 0.8}, {1: 1, 2: 1, 3: 1}, rule="percentile")
+    assert chosen == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("n", "ceil", "floor"), [(2, 2, 1), (3, 2, 1), (4, 2, 2), (8, 3, 2)])
+def test_ceil_and_floor_rules_differ_between_squares(n: int, ceil: int, floor: int) -> None:
+    metrics = {k: float(k) for k in range(n)}
+    popularity = dict.fromkeys(metrics, 1)
+    assert len(select_best_models(metrics, popularity, rule="ceil")) == ceil
+    assert len(select_best_models(metrics, popularity, rule="floor")) == floor
+
+
+def test_an_unknown_rule_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="percentile, ceil, floor"):
+        select_best_models({1: 1.0}, {1: 1}, rule="sqrt")  # type: ignore[arg-type]
