@@ -4,31 +4,32 @@ from __future__ import annotations
 
 import json
 import time
-import tomllib
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 
+from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 
 
 def load_config(path: Path, overrides: dict[str, Any]) -> SimulationConfig:
-    """A scenario file (TOML or JSON, keys = SimulationConfig fields) plus overrides."""
+    """A scenario file (TOML or JSON, keys = SimulationConfig fields) plus overrides.
+
+    Raises
+    ------
+    click.BadParameter
+        If the file cannot be read or holds an unknown key (named with the closest
+        valid one).
+    """
     try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"cannot read scenario file {path}: {exc}") from exc
-    known = {f.name for f in fields(SimulationConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise click.BadParameter(f"{path}: unknown keys {unknown}; known: {sorted(known)}")
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return SimulationConfig(**data)
+        config = SimulationConfig.load_file(path)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--config'") from exc
+    return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def _tolerance(value: str | None) -> float | str | None:

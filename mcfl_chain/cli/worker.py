@@ -2,33 +2,83 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
-import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from mcfl_chain.adversaries import ADVERSARIES
-from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
-from mcfl_chain.learning.scenario import SCENARIOS
-from mcfl_chain.storage import DEFAULT_STORAGE
+from mcfl_chain.worker.config import OPTIONS, ConfigError, Option, WorkerConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _JsonObject(click.ParamType):
+    """A JSON object given as text (flag, environment) or as a table (configuration file)."""
+
+    name = "json"
+
+    def __init__(self, option: Option) -> None:
+        self.option = option
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self.option.convert(value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _click_type(option: Option) -> click.ParamType:
+    """The click type that parses and checks ``option`` as the configuration does."""
+    if option.choices:
+        return click.Choice(option.choices)
+    if option.kind is Path:
+        return click.Path(file_okay=not option.directory, dir_okay=option.directory, path_type=Path)
+    if option.kind is dict:
+        return _JsonObject(option)
+    if option.minimum is not None:
+        bounded = click.IntRange if option.kind is int else click.FloatRange
+        return bounded(min=option.minimum)
+    return click.types.convert_type(option.kind)
+
+
+def _worker_options(command: F) -> F:
+    """One click option per :data:`~mcfl_chain.worker.config.OPTIONS` entry, in order."""
+    for option in reversed(OPTIONS):
+        command = click.option(
+            option.flag,
+            option.name,
+            type=_click_type(option),
+            default=option.default,
+            show_default=option.default is not None,
+            help=option.help,
+        )(command)
+    return command
 
 
 def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    """Option values from a TOML or JSON file; command-line flags still win."""
+    """Option values from a TOML or JSON file; flags and environment variables still win."""
     if not value:
         return
-    path = Path(value)
     try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc}") from exc
-    ctx.default_map = {k.replace("-", "_"): v for k, v in data.items()}
+        config = WorkerConfig.load_file(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    ctx.default_map = {option.name: getattr(config, option.name) for option in OPTIONS}
+
+
+def _setup_logging(verbose: int) -> None:
+    """-v: this worker's debug lines; -vv: also every JSON-RPC and HTTP request."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose >= 2 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    logging.getLogger("mcfl_chain").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 @click.command("worker", context_settings={"auto_envvar_prefix": "MCFL"})
@@ -38,161 +88,15 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     is_eager=True,
     expose_value=False,
     callback=_load_config,
-    help="TOML or JSON file of option values (keys are option names); flags and "
-    "MCFL_* environment variables override it.",
+    help="TOML or JSON file of option values (keys are option names, dash-case or "
+    "snake_case; an unknown key is an error); flags and MCFL_* environment variables "
+    "override it.",
 )
-@click.option(
-    "--rpc",
-    default="http://127.0.0.1:8545",
-    show_default=True,
-    help="JSON-RPC URL of the chain node.",
-)
-@click.option(
-    "--key", default=None, help="Hex private key of this trainer's account (or MCFL_KEY)."
-)
-@click.option(
-    "--account-index",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Use Anvil's dev account N instead of --key (local devnets only).",
-)
-@click.option(
-    "--deployment",
-    type=click.Path(dir_okay=False),
-    default=DEFAULT_DEPLOYMENT,
-    show_default=True,
-    help="Deployment file written by `mcfl-chain devnet up`.",
-)
-@click.option(
-    "--storage",
-    default=DEFAULT_STORAGE,
-    show_default=True,
-    help="Blob store: local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT.",
-)
-@click.option(
-    "--dataset",
-    default=None,
-    help="fashion-mnist, mnist or digits. Default: the network task's dataset.",
-)
-@click.option(
-    "--scenario",
-    type=click.Choice(SCENARIOS),
-    default="iid",
-    show_default=True,
-    help="How the dataset is shared among the network's trainers (non-IID kinds).",
-)
-@click.option(
-    "--scenario-params",
-    default="{}",
-    show_default=True,
-    help="JSON object of scenario parameters, e.g. '{\"n_groups\": 3}' or '{\"std\": 1.0}'.",
-)
-@click.option(
-    "--n-trainers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Number of trainers the scenario splits the data among.",
-)
-@click.option(
-    "--trainer-index",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="This trainer's share of the scenario (0 .. n-trainers-1).",
-)
-@click.option(
-    "--samples",
-    type=click.IntRange(min=10),
-    default=None,
-    help="Cap on this trainer's samples (train+validation+test).",
-)
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Scenario seed (data split) and training seed.",
-)
-@click.option(
-    "--model",
-    "arch",
-    default=None,
-    help="Architecture (lenet5, lenet-light, lenet-cae). Default: the task's.",
-)
-@click.option(
-    "--strategy",
-    type=click.Choice(["mcfl", "fedavg"]),
-    default="mcfl",
-    show_default=True,
-    help="mcfl: Algorithms 1 and 2 of the paper; fedavg: the decentralized FedAvg "
-    "baseline (most popular model, accept every update).",
-)
-@click.option(
-    "--tolerance",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="MCFL update selection: keep peers with divergence < median + tolerance·std.",
-)
-@click.option(
-    "--divergence",
-    type=click.Choice(["l2", "cosine"]),
-    default="l2",
-    show_default=True,
-    help="Relative L2 weight divergence (paper Eq. 2) or cosine distance (thesis §7.3).",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Local epochs per trained model per round.",
-)
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--lr", type=float, default=0.05, show_default=True, help="SGD learning rate.")
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop after this many rounds (default: run until interrupted).",
-)
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Where the worker keeps its position (default .mcfl/workers/<address>).",
-)
-@click.option(
-    "--metrics",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Append one JSON line per round here (default <state-dir>/metrics.jsonl).",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Torch CPU threads for this worker.",
-)
-@click.option(
-    "--poll-interval",
-    type=float,
-    default=0.1,
-    show_default=True,
-    help="Seconds between two looks at the chain.",
-)
-@click.option(
-    "--adversary",
-    type=click.Choice(sorted(ADVERSARIES)),
-    default=None,
-    help="Play a misbehaving trainer (tests and benchmarks): corrupt what it publishes.",
-)
+@_worker_options
 @click.option(
     "-v", "--verbose", count=True, help="-v: the worker's debug lines; -vv: also every RPC request."
 )
-def worker(**opts: Any) -> None:
+def worker(verbose: int, **values: Any) -> None:
     """Run one sovereign MCFL trainer against a deployed network.
 
     The worker registers its account if needed, checks that the network's task names
@@ -206,17 +110,13 @@ def worker(**opts: Any) -> None:
     """
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
 
-    verbose = opts.pop("verbose")
-    logging.basicConfig(
-        level=logging.DEBUG if verbose >= 2 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    # -v: this worker's debug lines; -vv: also every JSON-RPC and HTTP request.
-    logging.getLogger("mcfl_chain").setLevel(logging.DEBUG if verbose else logging.INFO)
     try:
-        node = build_worker(**opts)
+        config = WorkerConfig(**values)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    _setup_logging(verbose)
+    try:
+        node = build_worker(config)
     except WorkerSetupError as exc:
         raise click.ClickException(str(exc)) from exc
     signal.signal(signal.SIGTERM, lambda *_: node.stop())

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
@@ -32,6 +34,7 @@ from mcfl_chain.learning.models import get_architecture
 from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
+from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.genesis import publish_genesis
 
 MIXED_TOLERANCES = (1.0, 2.0, 3.0)
@@ -69,10 +72,61 @@ class SimulationConfig:
     round_timeout: float = 900.0
     """Give up when no round completes for this long (a worker is stuck)."""
 
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
+        """A scenario from keys and values (dash-case or snake_case field names).
+
+        Raises
+        ------
+        ConfigError
+            Naming an unknown key and the closest valid one, or a key given twice.
+        """
+        return cls(**match_keys(data, [f.name for f in fields(cls)], source))
+
+    @classmethod
+    def load_file(cls, path: str | Path) -> SimulationConfig:
+        """The scenario in a TOML file, or a JSON file if its name ends in ``.json``.
+
+        Raises
+        ------
+        ConfigError
+            If the file cannot be read, or as :meth:`from_mapping`.
+        """
+        return cls.from_mapping(read_mapping(path), source=str(path))
+
     def tolerances(self) -> list[float]:
         if self.tolerance == "mixed":
             return [MIXED_TOLERANCES[i % len(MIXED_TOLERANCES)] for i in range(self.n_trainers)]
         return [float(self.tolerance)] * self.n_trainers
+
+    def trainer_config(self, index: int) -> WorkerConfig:
+        """Trainer ``index``'s worker options in this scenario: its data share and rules.
+
+        Where the chain and storage are is the running network's to add
+        (:meth:`Network.worker_config`).
+
+        Raises
+        ------
+        ConfigError
+            If a value is not one a worker accepts.
+        """
+        return WorkerConfig(
+            dataset=self.dataset,
+            scenario=self.scenario,
+            scenario_params=self.scenario_params,
+            n_trainers=self.n_trainers,
+            trainer_index=index,
+            samples=self.samples,
+            seed=self.seed,
+            arch=self.arch,
+            strategy=self.strategy,
+            tolerance=self.tolerances()[index],
+            divergence=self.divergence,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            rounds=self.rounds,
+        )
 
     @property
     def task(self) -> str:
@@ -89,14 +143,19 @@ class SimulationConfig:
         )
 
     def validate(self) -> None:
+        """Check the scenario, and every trainer's worker options, before starting anything.
+
+        Raises
+        ------
+        SimulationError
+            Naming the value to change.
+        """
         if self.n_trainers < 1:
             raise SimulationError("n_trainers must be at least 1")
         if self.rounds < 1:
             raise SimulationError("rounds must be at least 1")
         if self.storage not in ("local", "ipfs"):
             raise SimulationError(f"storage must be 'local' or 'ipfs', not {self.storage!r}")
-        if self.strategy not in ("mcfl", "fedavg"):
-            raise SimulationError(f"strategy must be 'mcfl' or 'fedavg', not {self.strategy!r}")
         if self.tolerance != "mixed":
             try:
                 float(self.tolerance)
@@ -104,6 +163,11 @@ class SimulationConfig:
                 raise SimulationError(
                     f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
                 ) from exc
+        try:
+            for index in range(self.n_trainers):
+                self.trainer_config(index)
+        except ConfigError as exc:
+            raise SimulationError(f"scenario {self.name!r}: {exc}") from exc
 
 
 class Network:
@@ -144,59 +208,29 @@ class Network:
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")
 
-    def worker_command(self, index: int, tolerance: float) -> list[str]:
-        cfg = self.config
+    def worker_config(self, index: int) -> WorkerConfig:
+        """Trainer ``index``'s scenario share, plus where this run's services are."""
         assert self.deployment is not None
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
-        cmd = [
+        return replace(
+            self.config.trainer_config(index),
+            rpc=self.deployment.rpc_url,
+            account_index=index + 1,
+            deployment=self.deployment_path,
+            storage=self.storage_spec,
+            state_dir=trainer_dir / "state",
+            metrics=trainer_dir / "metrics.jsonl",
+        )
+
+    def worker_command(self, index: int) -> list[str]:
+        """The ``mcfl-chain worker`` process of trainer ``index``."""
+        return [
             sys.executable,
             "-m",
             "mcfl_chain",
             "worker",
-            "--rpc",
-            self.deployment.rpc_url,
-            "--account-index",
-            str(index + 1),
-            "--deployment",
-            str(self.deployment_path),
-            "--storage",
-            self.storage_spec,
-            "--dataset",
-            cfg.dataset,
-            "--scenario",
-            cfg.scenario,
-            "--n-trainers",
-            str(cfg.n_trainers),
-            "--trainer-index",
-            str(index),
-            "--seed",
-            str(cfg.seed),
-            "--model",
-            cfg.arch,
-            "--strategy",
-            cfg.strategy,
-            "--tolerance",
-            str(tolerance),
-            "--divergence",
-            cfg.divergence,
-            "--epochs",
-            str(cfg.epochs),
-            "--batch-size",
-            str(cfg.batch_size),
-            "--lr",
-            str(cfg.lr),
-            "--rounds",
-            str(cfg.rounds),
-            "--state-dir",
-            str(trainer_dir / "state"),
-            "--metrics",
-            str(trainer_dir / "metrics.jsonl"),
-            "--scenario-params",
-            json.dumps(cfg.scenario_params),
+            *self.worker_config(index).to_args(),
         ]
-        if cfg.samples is not None:
-            cmd += ["--samples", str(cfg.samples)]
-        return cmd
 
     def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
         """One worker process per trainer; ``extra_args`` adds options to some of them."""
@@ -208,7 +242,7 @@ class Network:
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
         trainer_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-        command = self.worker_command(index, self.config.tolerances()[index])
+        command = self.worker_command(index)
         with open(trainer_dir / "worker.log", "ab") as log:
             return subprocess.Popen(
                 [*command, *(extra_args or [])],

@@ -1,10 +1,8 @@
-"""Assemble a worker from its options: chain, storage, data, strategy, state."""
+"""Assemble a worker from its configuration: chain, storage, data, strategy, state."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -19,6 +17,7 @@ from mcfl_chain.learning.task import Task, TaskError, canonical_arch
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import make_strategy
+from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
 from mcfl_chain.worker.state import StateError, WorkerState
 
@@ -27,67 +26,46 @@ class WorkerSetupError(RuntimeError):
     """The worker cannot start; the message says what to change."""
 
 
-def build_worker(
-    *,
-    rpc: str,
-    key: str | None,
-    account_index: int | None,
-    deployment: str,
-    storage: str,
-    dataset: str | None,
-    scenario: str,
-    scenario_params: str,
-    n_trainers: int,
-    trainer_index: int,
-    samples: int | None,
-    seed: int,
-    arch: str | None,
-    strategy: str,
-    tolerance: float,
-    divergence: str,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    rounds: int | None,
-    state_dir: str | None,
-    metrics: str | None,
-    threads: int,
-    poll_interval: float,
-    adversary: str | None,
-) -> Worker:
-    """Check every option against the network and build a ready-to-run :class:`Worker`."""
+def build_worker(config: WorkerConfig) -> Worker:
+    """Check ``config`` against the network and build a ready-to-run :class:`Worker`.
+
+    Raises
+    ------
+    WorkerSetupError
+        If the network, its task, the chain, the storage or the state directory do not
+        fit ``config``; the message says what to change.
+    """
     try:
-        dep = Deployment.load(Path(deployment))
+        dep = Deployment.load(config.deployment)
     except DeploymentError as exc:
         raise WorkerSetupError(f"{exc} (start a network with `mcfl-chain devnet up`)") from exc
     try:
         task = Task.parse(dep.task)
-        arch = canonical_arch(arch) if arch else task.arch
+        arch = canonical_arch(config.arch) if config.arch else task.arch
     except TaskError as exc:
         raise WorkerSetupError(str(exc)) from exc
     if arch != task.arch:
         raise WorkerSetupError(
             f"this network trains {task.arch} (task {dep.task!r}); --model {arch} cannot take part"
         )
-    dataset = dataset or task.datasets[0]
-    if trainer_index >= n_trainers:
+    dataset = config.dataset or task.datasets[0]
+    if config.trainer_index >= config.n_trainers:
         raise WorkerSetupError(
-            f"--trainer-index {trainer_index} must be below --n-trainers {n_trainers}"
+            f"--trainer-index {config.trainer_index} must be below --n-trainers {config.n_trainers}"
         )
-    if (key is None) == (account_index is None):
+    if (config.key is None) == (config.account_index is None):
         raise WorkerSetupError("give exactly one of --key (or MCFL_KEY) and --account-index")
-    try:
-        params: dict[str, Any] = json.loads(scenario_params)
-        if not isinstance(params, dict):
-            raise ValueError("not a JSON object")
-    except ValueError as exc:
-        raise WorkerSetupError(f"--scenario-params must be a JSON object: {exc}") from exc
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(config.threads)
     try:
         spec = scenario_specs(
-            scenario, n_trainers, seed, dataset=dataset, samples_per_trainer=samples, **params
-        )[trainer_index]
+            config.scenario,
+            config.n_trainers,
+            config.seed,
+            dataset=dataset,
+            samples_per_trainer=config.samples,
+            **config.scenario_params,
+        )[config.trainer_index]
         data = build_trainer_data(spec)
     except (DatasetError, ValueError, TypeError) as exc:
         raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
@@ -98,16 +76,18 @@ def build_worker(
             f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
         )
     try:
-        chain = ChainClient(dep, rpc_url=rpc, private_key=key, account_index=account_index)
+        chain = ChainClient(
+            dep, rpc_url=config.rpc, private_key=config.key, account_index=config.account_index
+        )
         chain.block_number()
     except ChainError as exc:
-        raise WorkerSetupError(f"cannot reach the chain at {rpc}: {exc}") from exc
+        raise WorkerSetupError(f"cannot reach the chain at {config.rpc}: {exc}") from exc
     try:
-        store = open_storage(storage)
+        store = open_storage(config.storage)
     except StorageError as exc:
-        raise WorkerSetupError(f"cannot open storage {storage!r}: {exc}") from exc
+        raise WorkerSetupError(f"cannot open storage {config.storage!r}: {exc}") from exc
 
-    folder = Path(state_dir) if state_dir else Path(".mcfl") / "workers" / chain.address.lower()
+    folder = config.state_dir or Path(".mcfl") / "workers" / chain.address.lower()
     try:
         state = WorkerState.open(folder, chain.address, dep.deployment_block)
     except StateError as exc:
@@ -115,27 +95,33 @@ def build_worker(
     dag = ModelDAG(genesis_cid=dep.genesis_cid)
     apply_events(dag, state.replay())
 
+    training = TrainingOptions(
+        epochs=config.epochs, batch_size=config.batch_size, lr=config.lr, seed=config.seed
+    )
     options = WorkerOptions(
         arch=arch,
-        training=TrainingOptions(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
-        rounds=rounds,
-        poll_interval=poll_interval,
-        metrics_path=Path(metrics) if metrics else folder / "metrics.jsonl",
+        training=training,
+        rounds=config.rounds,
+        poll_interval=config.poll_interval,
+        metrics_path=config.metrics or folder / "metrics.jsonl",
         labels={
-            "trainer_index": trainer_index,
+            "trainer_index": config.trainer_index,
             "group": spec.group,
-            "strategy": strategy,
-            "tolerance": tolerance,
+            "strategy": config.strategy,
+            "tolerance": config.tolerance,
             "samples": data.num_samples,
         },
+    )
+    strategy = make_strategy(
+        config.strategy, tolerance=config.tolerance, divergence=config.divergence
     )
     return Worker(
         chain,
         store,
         data,
-        make_strategy(strategy, tolerance=tolerance, divergence=divergence),
+        strategy,
         options,
         state,
         dag,
-        make_adversary(adversary) if adversary else None,
+        make_adversary(config.adversary) if config.adversary else None,
     )

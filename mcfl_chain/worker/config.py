@@ -1,0 +1,310 @@
+"""Every option of one worker, declared once: its type, default, help and flag.
+
+Each field of :class:`WorkerConfig` is an option of ``mcfl-chain worker``; the field's
+``metadata`` holds its help text and how it is offered (flag, choices, lower bound).
+Everything else is built from these fields: the command line (``mcfl_chain.cli.worker``
+makes one click option per :data:`OPTIONS` entry), configuration files
+(:meth:`WorkerConfig.load_file`, which refuses unknown keys) and the simulator's worker
+processes (:meth:`WorkerConfig.to_args`). Adding an option means adding a field here.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
+from mcfl_chain.adversaries import ADVERSARIES
+from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
+from mcfl_chain.learning.scenario import SCENARIOS
+from mcfl_chain.storage import DEFAULT_STORAGE
+from mcfl_chain.strategies import STRATEGIES
+from mcfl_chain.strategies.mcfl import DivergenceName
+
+__all__ = ["OPTIONS", "ConfigError", "Option", "WorkerConfig"]
+
+_KINDS = {int: "an integer", float: "a number", str: "a string", Path: "a path", dict: "a table"}
+
+
+def _option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    choices: Iterable[str] = (),
+    minimum: int | None = None,
+    directory: bool = False,
+    secret: bool = False,
+) -> Any:
+    """A :class:`WorkerConfig` field; the keywords are those of :class:`Option`."""
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "choices": tuple(choices),
+        "minimum": minimum,
+        "directory": directory,
+        "secret": secret,
+    }
+    if isinstance(default, dict):
+        # Tables are compared but not hashed: the frozen config stays hashable.
+        return field(default_factory=lambda: dict(default), hash=False, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What one trainer runs with: its chain, storage, data share and learning rules.
+
+    Instances are checked on creation (types, choices, lower bounds) and raise
+    :class:`ConfigError` naming the option. Checks that need the network (the task's
+    architecture, the chain, the storage) are :func:`~mcfl_chain.worker.launch.build_worker`'s.
+    """
+
+    rpc: str = _option("http://127.0.0.1:8545", "JSON-RPC URL of the chain node.")
+    key: str | None = _option(
+        None, "Hex private key of this trainer's account (or MCFL_KEY).", secret=True
+    )
+    account_index: int | None = _option(
+        None, "Use Anvil's dev account N instead of --key (local devnets only).", minimum=0
+    )
+    deployment: Path = _option(
+        DEFAULT_DEPLOYMENT, "Deployment file written by `mcfl-chain devnet up`."
+    )
+    storage: str = _option(
+        DEFAULT_STORAGE, "Blob store: local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT."
+    )
+    dataset: str | None = _option(
+        None, "fashion-mnist, mnist or digits. Default: the network task's dataset."
+    )
+    scenario: str = _option(
+        "iid",
+        "How the dataset is shared among the network's trainers (non-IID kinds).",
+        choices=SCENARIOS,
+    )
+    scenario_params: dict[str, Any] = _option(
+        {}, "JSON object of scenario parameters, e.g. '{\"n_groups\": 3}' or '{\"std\": 1.0}'."
+    )
+    n_trainers: int = _option(
+        1, "Number of trainers the scenario splits the data among.", minimum=1
+    )
+    trainer_index: int = _option(
+        0, "This trainer's share of the scenario (0 .. n-trainers-1).", minimum=0
+    )
+    samples: int | None = _option(
+        None, "Cap on this trainer's samples (train+validation+test).", minimum=10
+    )
+    seed: int = _option(0, "Scenario seed (data split) and training seed.")
+    arch: str | None = _option(
+        None, "Architecture (lenet5, lenet-light, lenet-cae). Default: the task's.", flag="--model"
+    )
+    strategy: str = _option(
+        "mcfl",
+        "mcfl: Algorithms 1 and 2 of the paper; fedavg: the decentralized FedAvg baseline "
+        "(most popular model, accept every update).",
+        choices=sorted(STRATEGIES),
+    )
+    tolerance: float = _option(
+        1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."
+    )
+    divergence: str = _option(
+        "l2",
+        "Relative L2 weight divergence (paper Eq. 2) or cosine distance (thesis §7.3).",
+        choices=get_args(DivergenceName),
+    )
+    epochs: int = _option(2, "Local epochs per trained model per round.", minimum=1)
+    batch_size: int = _option(32, "Mini-batch size of local training.", minimum=1)
+    lr: float = _option(0.05, "SGD learning rate.")
+    rounds: int | None = _option(
+        None, "Stop after this many rounds (default: run until interrupted).", minimum=1
+    )
+    state_dir: Path | None = _option(
+        None,
+        "Where the worker keeps its position (default .mcfl/workers/<address>).",
+        directory=True,
+    )
+    metrics: Path | None = _option(
+        None, "Append one JSON line per round here (default <state-dir>/metrics.jsonl)."
+    )
+    threads: int = _option(1, "Torch CPU threads for this worker.", minimum=1)
+    poll_interval: float = _option(0.1, "Seconds between two looks at the chain.")
+    adversary: str | None = _option(
+        None,
+        "Play a misbehaving trainer (tests and benchmarks): corrupt what it publishes.",
+        choices=sorted(ADVERSARIES),
+    )
+
+    def __post_init__(self) -> None:
+        for option in OPTIONS:
+            object.__setattr__(self, option.name, option.convert(getattr(self, option.name)))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "worker options") -> WorkerConfig:
+        """A configuration from keys and values, as a TOML or JSON file holds them.
+
+        Keys are option names in dash-case or snake_case (``n-trainers``, ``n_trainers``);
+        an option's flag name is accepted too (``model`` for ``arch``). Missing keys
+        take their defaults.
+
+        Raises
+        ------
+        ConfigError
+            Starting with ``source``: an unknown key (with the closest valid one), an
+            option given twice, or a value of the wrong type or range.
+        """
+        values = match_keys(data, [o.name for o in OPTIONS], source, _ALIASES)
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def load_file(cls, path: str | Path) -> WorkerConfig:
+        """The configuration in a TOML file, or a JSON file if its name ends in ``.json``.
+
+        Raises
+        ------
+        ConfigError
+            If the file cannot be read, or as :meth:`from_mapping`.
+        """
+        return cls.from_mapping(read_mapping(path), source=str(path))
+
+    def to_args(self) -> list[str]:
+        """Command-line arguments of ``mcfl-chain worker`` that rebuild this configuration.
+
+        Every option that is set is written, so that the command line alone decides (no
+        ``MCFL_*`` variable can change an option it names). The private key is never
+        written, since command lines are visible to every user of the machine: give it to
+        the worker's process as ``MCFL_KEY``.
+        """
+        args: list[str] = []
+        for option in OPTIONS:
+            value = getattr(self, option.name)
+            if value is not None and not option.secret:
+                args += [option.flag, option.format(value)]
+        return args
+
+
+@dataclass(frozen=True)
+class Option:
+    """One :class:`WorkerConfig` field, as a person sets it.
+
+    Attributes
+    ----------
+    name : str
+        The field's name; the key in configuration files.
+    flag : str
+        The command-line flag, ``--`` and the name in dash-case unless declared.
+    help : str
+        One or two sentences for ``--help``.
+    kind : type
+        Type of the value: ``int``, ``float``, ``str``, ``Path`` or ``dict``.
+    default : Any
+        The value when nobody sets it.
+    optional : bool
+        Whether ``None`` is a valid value (the option may stay unset).
+    choices : tuple[str, ...]
+        The accepted values, if the option is one of a few names.
+    minimum : int or None
+        The smallest accepted number.
+    directory : bool
+        For a path: it names a directory rather than a file.
+    secret : bool
+        Never written on a command line (:meth:`WorkerConfig.to_args`).
+    """
+
+    name: str
+    flag: str
+    help: str
+    kind: type
+    default: Any
+    optional: bool
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    directory: bool = False
+    secret: bool = False
+
+    def convert(self, value: Any) -> Any:
+        """``value`` checked for this option, with a number, path or JSON text converted.
+
+        Raises
+        ------
+        ConfigError
+            Naming the option, what it accepts and the value it got.
+        """
+        if value is None:
+            if self.optional:
+                return None
+            raise ConfigError(f"{self.name} must be {_KINDS[self.kind]}; it cannot be unset")
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif self.kind is Path and isinstance(value, str):
+            value = Path(value)
+        elif self.kind is dict and isinstance(value, str):
+            value = self._json_object(value)
+        if not isinstance(value, self.kind) or isinstance(value, bool):
+            raise ConfigError(f"{self.name} must be {_KINDS[self.kind]}, not {value!r}")
+        if self.choices and value not in self.choices:
+            raise ConfigError(
+                f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
+            )
+        if self.minimum is not None and isinstance(value, int | float) and value < self.minimum:
+            raise ConfigError(f"{self.name} must be at least {self.minimum}, not {value!r}")
+        return dict(value) if isinstance(value, dict) else value
+
+    def format(self, value: Any) -> str:
+        """``value`` as written after the flag: JSON for a table, else its ``str``."""
+        return json.dumps(value) if isinstance(value, dict) else str(value)
+
+    def _json_object(self, text: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError(f"{text!r} is not an object")
+        except ValueError as exc:
+            raise ConfigError(f"{self.name} must be a JSON object: {exc}") from None
+        return value
+
+
+def _options() -> tuple[Option, ...]:
+    """One :class:`Option` per :class:`WorkerConfig` field, in declaration order."""
+    hints = get_type_hints(WorkerConfig)
+    options = []
+    for f in fields(WorkerConfig):
+        kind, optional = hints[f.name], False
+        if isinstance(kind, types.UnionType):
+            (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
+            optional = True
+        kind = get_origin(kind) or kind
+        if kind not in _KINDS:
+            raise TypeError(f"WorkerConfig.{f.name}: no command-line form for {kind!r}")
+        meta = f.metadata
+        options.append(
+            Option(
+                name=f.name,
+                flag=meta["flag"] or "--" + f.name.replace("_", "-"),
+                help=meta["help"],
+                kind=kind,
+                default=f.default_factory() if callable(f.default_factory) else f.default,
+                optional=optional,
+                choices=meta["choices"],
+                minimum=meta["minimum"],
+                directory=meta["directory"],
+                secret=meta["secret"],
+            )
+        )
+    return tuple(options)
+
+
+OPTIONS: tuple[Option, ...] = _options()
+"""Every worker option, in the order ``--help`` shows them."""
+
+_ALIASES = {
+    option.flag.removeprefix("--").replace("-", "_"): option.name
+    for option in OPTIONS
+    if option.flag != "--" + option.name.replace("_", "-")
+}
+"""Keys accepted in files besides the field names: flag names that differ (``model``)."""

@@ -1,0 +1,76 @@
+"""Scenario files of ``mcfl-chain simulate --config``: unknown keys, shipped files, checks."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.cli.simulate import load_config
+from mcfl_chain.simulation.runner import SimulationConfig, SimulationError
+
+# The package ``mcfl_chain.cli`` exports the command under the module's name.
+simulate_cli = importlib.import_module("mcfl_chain.cli.simulate")
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def test_simulate_with_an_unknown_key_fails_with_the_suggestion(monkeypatch, tmp_path):
+    # Prepare: a misspelled key; no network may start.
+    path = tmp_path / "groups.toml"
+    path.write_text('name = "x"\nepoch = 3\n')
+    monkeypatch.setattr(simulate_cli, "run_simulation", pytest.fail)
+
+    # Execute
+    result = CliRunner().invoke(simulate_cli.simulate, ["--config", str(path)])
+
+    # Assert
+    assert result.exit_code == 2
+    assert "Invalid value for '--config'" in result.output
+    assert "unknown key 'epoch' (did you mean 'epochs'?)" in result.output
+
+
+def test_a_scenario_file_takes_dash_case_keys_and_command_line_overrides(tmp_path):
+    # Prepare
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\nn-trainers = 3\nscenario_params = { n_groups = 3 }\n')
+
+    # Execute
+    config = load_config(path, {"rounds": 9, "epochs": None})
+
+    # Assert
+    assert (config.name, config.n_trainers, config.rounds, config.epochs) == ("s", 3, 9, 2)
+    assert config.scenario_params == {"n_groups": 3}
+
+
+def test_from_mapping_names_every_unknown_key():
+    # Execute
+    with pytest.raises(ConfigError) as raised:
+        SimulationConfig.from_mapping({"trainers": 4, "tolerence": 2}, source="s.toml")
+
+    # Assert
+    assert str(raised.value) == (
+        "s.toml: unknown key 'trainers' (did you mean 'n_trainers'?); "
+        "unknown key 'tolerence' (did you mean 'tolerance'?)"
+    )
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_scenario_loads_and_passes_the_workers_checks(path):
+    # Execute
+    config = SimulationConfig.load_file(path)
+
+    # Assert
+    config.validate()
+    assert config.trainer_config(config.n_trainers - 1).trainer_index == config.n_trainers - 1
+
+
+def test_a_scenario_value_no_worker_accepts_is_refused_before_anything_starts():
+    # Prepare
+    config = SimulationConfig(name="bad", epochs=0)
+
+    # Execute / Assert
+    with pytest.raises(SimulationError, match="scenario 'bad': epochs must be at least 1"):
+        config.validate()

@@ -1,0 +1,307 @@
+"""The worker's configuration: one declaration feeds the command line, files and simulator.
+
+The command is run with click's CliRunner up to ``build_worker``, which is replaced by
+a stand-in that records the configuration it is given: no chain or storage is started.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.simulation.runner import Network, SimulationConfig
+from mcfl_chain.worker import launch
+from mcfl_chain.worker.config import OPTIONS, ConfigError, WorkerConfig
+
+# The package ``mcfl_chain.cli`` exports the command under the module's name.
+worker_cli = importlib.import_module("mcfl_chain.cli.worker")
+STOPPED = "stopped before the network"
+
+
+@pytest.fixture
+def parse(monkeypatch):
+    """``parse(args, env)``: the WorkerConfig that ``mcfl-chain worker ARGS`` would run."""
+    for name in ["MCFL_CONFIG", *(f"MCFL_{o.name.upper()}" for o in OPTIONS)]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(worker_cli, "_setup_logging", lambda verbose: None)
+    received: list[WorkerConfig] = []
+
+    def build_worker(config: WorkerConfig) -> None:
+        received.append(config)
+        raise launch.WorkerSetupError(STOPPED)
+
+    monkeypatch.setattr(launch, "build_worker", build_worker)
+
+    def run(args: list[str], env: dict[str, str] | None = None) -> WorkerConfig:
+        result = CliRunner().invoke(worker_cli.worker, args, env=env)
+        assert STOPPED in result.output, result.output
+        return received[-1]
+
+    return run
+
+
+def _compact(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_the_command_line_defaults_are_the_configs(parse):
+    # Execute
+    config = parse([])
+
+    # Assert
+    assert config == WorkerConfig()
+    assert config.epochs == 2 and config.tolerance == 1.0 and config.scenario_params == {}
+
+
+def test_help_shows_every_options_help_default_and_choices():
+    # Execute
+    result = CliRunner().invoke(worker_cli.worker, ["--help"])
+
+    # Assert: whitespace is dropped, as the help wraps lines wherever it fits.
+    shown = _compact(result.output)
+    assert result.exit_code == 0
+    for option in OPTIONS:
+        assert _compact(option.flag + " ") in shown
+        assert _compact(option.help) in shown
+        if option.default is not None:
+            assert _compact(f"{option.help} [default: {option.format(option.default)}") in shown
+        if option.choices:
+            assert f"{option.flag}[{'|'.join(option.choices)}]" in shown
+
+
+@pytest.mark.parametrize(
+    "key, meant",
+    [("epoch", "epochs"), ("tolerence", "tolerance"), ("n-trainer", "n-trainers")],
+)
+def test_a_misspelled_key_is_refused_naming_the_option_meant(key, meant):
+    # Execute
+    with pytest.raises(ConfigError) as raised:
+        WorkerConfig.from_mapping({key: 3}, source="worker.toml")
+
+    # Assert
+    assert str(raised.value) == f"worker.toml: unknown key {key!r} (did you mean {meant!r}?)"
+
+
+def test_a_key_like_no_option_lists_the_valid_ones():
+    # Execute
+    with pytest.raises(ConfigError) as raised:
+        WorkerConfig.from_mapping({"colour": "blue"})
+
+    # Assert
+    assert "unknown key 'colour' (known keys: account_index, adversary, arch" in str(raised.value)
+
+
+def test_dash_case_snake_case_and_flag_names_set_the_same_options():
+    # Execute
+    config = WorkerConfig.from_mapping(
+        {"n-trainers": 3, "trainer_index": 2, "poll-interval": 1, "model": "lenet5"}
+    )
+
+    # Assert
+    assert config == WorkerConfig(n_trainers=3, trainer_index=2, poll_interval=1.0, arch="lenet5")
+
+
+def test_an_option_given_twice_is_refused():
+    # Execute / Assert
+    with pytest.raises(ConfigError, match="'arch' and 'model' both set 'arch', keep one"):
+        WorkerConfig.from_mapping({"arch": "lenet5", "model": "lenet5"})
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"epochs": 0}, "epochs must be at least 1, not 0"),
+        ({"lr": "fast"}, "lr must be a number, not 'fast'"),
+        ({"threads": True}, "threads must be an integer, not True"),
+        ({"scenario": "ring"}, "scenario must be one of iid, groups, .*, not 'ring'"),
+        ({"scenario_params": "[3]"}, "scenario_params must be a JSON object"),
+        ({"rpc": None}, "rpc must be a string; it cannot be unset"),
+    ],
+)
+def test_a_value_of_the_wrong_type_or_range_is_refused_naming_the_option(values, message):
+    # Execute / Assert
+    with pytest.raises(ConfigError, match=f"^w.toml: {message}"):
+        WorkerConfig.from_mapping(values, source="w.toml")
+
+
+def test_toml_and_json_files_give_the_same_config(tmp_path):
+    # Prepare
+    toml = tmp_path / "worker.toml"
+    toml.write_text(
+        'scenario = "groups"\nscenario-params = { n_groups = 3 }\n'
+        'tolerance = 2\naccount_index = 4\nstate_dir = "s"\n'
+    )
+    as_json = tmp_path / "worker.json"
+    as_json.write_text(
+        json.dumps(
+            {
+                "scenario": "groups",
+                "scenario_params": '{"n_groups": 3}',
+                "tolerance": 2.0,
+                "account-index": 4,
+                "state-dir": "s",
+            }
+        )
+    )
+    expected = WorkerConfig(
+        scenario="groups",
+        scenario_params={"n_groups": 3},
+        tolerance=2.0,
+        account_index=4,
+        state_dir=Path("s"),
+    )
+
+    # Execute
+    from_toml, from_json = WorkerConfig.load_file(toml), WorkerConfig.load_file(as_json)
+
+    # Assert
+    assert from_toml == expected and from_json == expected
+
+
+def test_an_unreadable_file_is_refused_naming_it(tmp_path):
+    # Prepare
+    path = tmp_path / "worker.toml"
+    path.write_text("epochs = = 3\n")
+
+    # Execute / Assert
+    with pytest.raises(ConfigError, match=f"cannot read {path}"):
+        WorkerConfig.load_file(path)
+
+
+def test_a_flag_beats_the_environment_which_beats_the_file(parse, tmp_path):
+    # Prepare
+    path = tmp_path / "worker.toml"
+    path.write_text("epochs = 3\nlr = 0.5\nseed = 7\n")
+
+    # Execute
+    config = parse(
+        ["--config", str(path), "--epochs", "5"],
+        env={"MCFL_EPOCHS": "4", "MCFL_LR": "0.25"},
+    )
+
+    # Assert: epochs from the flag, lr from the environment, seed from the file.
+    assert (config.epochs, config.lr, config.seed, config.rounds) == (5, 0.25, 7, None)
+
+
+def test_an_unknown_key_in_the_workers_file_stops_the_command_with_the_suggestion(parse, tmp_path):
+    # Prepare
+    path = tmp_path / "worker.toml"
+    path.write_text("tolerence = 3\n")
+
+    # Execute
+    result = CliRunner().invoke(worker_cli.worker, ["--config", str(path)])
+
+    # Assert: a usage error, before anything is built.
+    assert result.exit_code == 2
+    assert "unknown key 'tolerence' (did you mean 'tolerance'?)" in result.output
+    assert STOPPED not in result.output
+
+
+def test_to_args_round_trips_through_the_command_line(parse, tmp_path):
+    # Prepare
+    config = WorkerConfig(
+        rpc="http://127.0.0.1:9001",
+        account_index=3,
+        deployment=tmp_path / "deployment.json",
+        storage="ipfs:/ip4/127.0.0.1/tcp/5009",
+        dataset="digits",
+        scenario="dirichlet",
+        scenario_params={"alpha": 0.3, "classes": [1, 2]},
+        n_trainers=5,
+        trainer_index=4,
+        samples=300,
+        seed=11,
+        arch="lenet5",
+        strategy="fedavg",
+        tolerance=2.5,
+        divergence="cosine",
+        epochs=3,
+        batch_size=16,
+        lr=0.1 + 0.2,
+        rounds=7,
+        state_dir=tmp_path / "state",
+        metrics=tmp_path / "metrics.jsonl",
+        threads=2,
+        poll_interval=0.25,
+        adversary="nan-weights",
+    )
+
+    # Execute
+    parsed = parse(config.to_args())
+
+    # Assert
+    assert parsed == config
+
+
+def test_to_args_never_writes_the_private_key():
+    # Prepare
+    key = "0x" + "ab" * 32
+
+    # Execute
+    args = WorkerConfig(key=key).to_args()
+
+    # Assert
+    assert "--key" not in args and key not in args
+
+
+def test_the_simulators_command_for_a_trainer_names_its_share_and_services(parse, tmp_path):
+    # Prepare: a network whose devnet and storage are said to be up.
+    scenario = SimulationConfig(
+        dataset="digits",
+        scenario="groups",
+        scenario_params={"n_groups": 3},
+        n_trainers=4,
+        rounds=3,
+        epochs=5,
+        samples=None,
+        tolerance="mixed",
+    )
+    net = Network(scenario, tmp_path, Console(quiet=True))
+    net.deployment = Deployment(
+        chain_id=31337,
+        rpc_url="http://127.0.0.1:9100",
+        addresses={},
+        abis={},
+        deployment_block=1,
+        genesis_cid="bafkgenesis",
+        task="lenet5:digits",
+        min_trainers=4,
+        phase_duration=0,
+    )
+    net.storage_spec = f"local:{tmp_path / 'blobs'}"
+
+    # Execute
+    command = net.worker_command(2)
+    pairs = dict(zip(command[4::2], command[5::2], strict=True))
+    config = parse(command[4:])
+
+    # Assert
+    assert command[:4] == [sys.executable, "-m", "mcfl_chain", "worker"]
+    assert pairs["--account-index"] == "3" and pairs["--trainer-index"] == "2"
+    assert pairs["--tolerance"] == "3.0"  # "mixed": 1, 2, 3 in turn
+    assert "--samples" not in pairs and "--key" not in pairs
+    assert config == WorkerConfig(
+        rpc="http://127.0.0.1:9100",
+        account_index=3,
+        deployment=tmp_path / "devnet" / "deployment.json",
+        storage=f"local:{tmp_path / 'blobs'}",
+        dataset="digits",
+        scenario="groups",
+        scenario_params={"n_groups": 3},
+        n_trainers=4,
+        trainer_index=2,
+        seed=0,
+        arch="lenet5",
+        tolerance=3.0,
+        epochs=5,
+        rounds=3,
+        state_dir=tmp_path / "trainers" / "002" / "state",
+        metrics=tmp_path / "trainers" / "002" / "metrics.jsonl",
+    )
