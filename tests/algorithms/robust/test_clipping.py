@@ -63,7 +63,8 @@ def test_parameter_word_round_trips_the_bound() -> None:
     # Assert: 2.5 = 0x4004000000000000 as a float64.
     assert median_rule.parameter == 0 and fixed.parameter == 0x4004000000000000
     assert isinstance(rebuilt, NormClipping) and rebuilt.bound == 2.5
-    assert isinstance(rule_from_chain(3, 0), NormClipping) and rule_from_chain(3, 0).bound is None
+    median_again = rule_from_chain(3, 0)
+    assert isinstance(median_again, NormClipping) and median_again.bound is None
 
 
 def test_errors_are_clear() -> None:
