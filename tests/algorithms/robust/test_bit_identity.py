@@ -6,9 +6,11 @@ import subprocess
 import sys
 import textwrap
 
-# Twelve LeNet-5 updates rebuilt from seeds in each process; a tenth of the first conv's
-# weights set to -0.0 in odd updates and +0.0 in even ones, so that an order statistic
-# whose sign of zero depended on the sort would show. Each rule's aggregate is hashed.
+# Twelve LeNet-5 updates rebuilt from seeds in each process. A tenth of the first conv's
+# weights is -0.0 in odd updates and +0.0 in even ones, so that an order statistic whose
+# sign of zero depended on the sort would show. A float64 "probe" tensor of values spread
+# over 16 orders of magnitude shows any change in the order of a float64 sum, which a
+# cast to float32 would round away. Each rule's aggregate is hashed.
 _SCRIPT = textwrap.dedent(
     """
     import hashlib, sys
@@ -16,11 +18,16 @@ _SCRIPT = textwrap.dedent(
     from mcfl_chain.algorithms.robust import make_aggregation_rule
     from mcfl_chain.learning.models import create_model
 
+    def probe(seed):
+        g = torch.Generator().manual_seed(seed)
+        exponents = torch.randint(-8, 9, (4096,), generator=g)
+        return torch.randn(4096, dtype=torch.float64, generator=g) * 10.0**exponents
+
     torch.set_num_threads(int(sys.argv[1]))
-    parent = create_model("lenet5", seed=0).state_dict()
+    parent = create_model("lenet5", seed=0).state_dict() | {"probe": probe(0)}
     updates = []
     for i in range(12):
-        state = create_model("lenet5", seed=100 + i).state_dict()
+        state = create_model("lenet5", seed=100 + i).state_dict() | {"probe": probe(100 + i)}
         first = next(iter(sorted(state)))
         flat = state[first].view(-1)
         flat[: flat.numel() // 10] = -0.0 if i % 2 else 0.0
