@@ -37,9 +37,9 @@ def add_trigger(
 
 
 def poisoned_indices(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Which of ``n`` training samples carry the trigger: ``⌊fraction·n⌋`` of them drawn
-    without replacement from ``rng``, ascending."""
-    return np.sort(rng.choice(n, size=math.floor(fraction * n), replace=False))
+    """Which of ``n`` training samples carry the trigger: ``fraction·n`` of them rounded to
+    the nearest (halves up), drawn without replacement from ``rng``, ascending."""
+    return np.sort(rng.choice(n, size=math.floor(fraction * n + 0.5), replace=False))
 
 
 def triggered_test_set(

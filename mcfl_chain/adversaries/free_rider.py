@@ -4,7 +4,8 @@ training, and publish something that passes for an update.
 - ``source="parent"`` publishes the parent's weights exactly (a zero step);
 - ``source="peer"`` publishes a copy of another trainer's update from the previous
   round — the one with the smallest update id — nudged by one unit in the last place
-  in a single weight, so that its bytes, hence its CID, are its own rather than a
+  in a single weight (towards zero, or up from zero, so it stays finite), so that its
+  bytes, hence its CID, are its own rather than a
   duplicate anyone could spot on chain. The nudged coordinate is drawn from the
   trainer's address, so two free riders copying the same peer still differ. With no
   peer update to copy (round 0) it publishes the parent's weights.
@@ -27,7 +28,8 @@ SOURCES = ("parent", "peer")
 
 def disguised_copy(state: Mapping[str, torch.Tensor], trainer: str) -> StateDict:
     """``state`` with one weight of its first floating-point tensor (sorted keys) moved to
-    the next representable value above; which weight is fixed by ``trainer``.
+    the next representable value towards zero (above, for a zero); which weight is fixed
+    by ``trainer``.
 
     Raises
     ------
@@ -41,8 +43,9 @@ def disguised_copy(state: Mapping[str, torch.Tensor], trainer: str) -> StateDict
     flat = copy[floating[0]].view(-1)
     index = int.from_bytes(hashlib.sha256(trainer.lower().encode()).digest()[:8], "big")
     index %= flat.numel()
-    above = torch.full_like(flat[index : index + 1], float("inf"))
-    flat[index : index + 1] = torch.nextafter(flat[index : index + 1], above)
+    weight = flat[index : index + 1]
+    direction = torch.full_like(weight, float("-inf") if weight.item() > 0 else float("inf"))
+    flat[index : index + 1] = torch.nextafter(weight, direction)
     return copy
 
 

@@ -73,7 +73,11 @@ class Sybil(Adversary):
     def choose_models(self, candidates: Sequence[CandidateView[K]], honest: Sequence[K]) -> list[K]:
         if not candidates:
             return list(honest)
-        ours = [c for c in candidates if c.proposers and c.proposers <= self.coalition]
+        ours = [
+            c
+            for c in candidates
+            if c.proposers and {proposer.lower() for proposer in c.proposers} <= self.coalition
+        ]
         best = min(ours or candidates, key=lambda c: (-c.popularity, c.key))
         return [best.key]
 

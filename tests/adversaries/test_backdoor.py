@@ -27,7 +27,7 @@ def test_trigger_is_a_white_3x3_square_in_the_bottom_right_corner() -> None:
 
 
 def test_poisons_the_fraction_of_train_samples_and_relabels_them(trainer_data) -> None:
-    # Prepare: 20 grey samples, fraction 0.25 -> ⌊5⌋ = 5 poisoned.
+    # Prepare: 20 grey samples, fraction 0.25 -> 0.25·20 = 5 poisoned.
     adversary = make_adversary("backdoor", target=7, fraction=0.25)
 
     # Execute

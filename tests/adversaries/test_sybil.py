@@ -35,7 +35,7 @@ def test_models_made_by_the_coalition_are_preferred_then_popularity() -> None:
         CandidateView(b"a", 0.9, 1, frozenset({"0xaa", "0x01"})),
         CandidateView(b"b", 0.95, 5, frozenset({"0x01", "0x02"})),
         CandidateView(b"c", 0.2, 2, frozenset({"0xaa"})),
-        CandidateView(b"d", 0.1, 3, frozenset({"0xbb", "0xcc"})),
+        CandidateView(b"d", 0.1, 3, frozenset({"0xBB", "0xcc"})),
     ]
 
     # Execute / Assert
