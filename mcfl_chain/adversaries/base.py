@@ -1,21 +1,58 @@
 """The small interface a misbehaving trainer implements, and the adversary registry.
 
 The worker plays the honest protocol; an adversary replaces only the steps it corrupts,
-through the hooks below (today: what an update publishes). Adding an adversary means
-adding a module that subclasses :class:`Adversary` and decorates it with
-:func:`register_adversary`; the worker and the CLI pick it up by name.
+through hooks whose defaults are honest, so an adversary overrides just the ones it
+needs. Where the worker calls each hook:
+
+=====================  ==========================================================
+hook                   when the worker calls it, and with what
+=====================  ==========================================================
+``training_data``      once, before the first round:
+                       ``data = adversary.training_data(data, rng)`` with
+                       ``rng = numpy.random.default_rng(data.spec.seed)``; the
+                       result is trained on (poisoning touches only the train
+                       split, so evaluation on the test split stays honest).
+``trains``             before training a parent: when False, skip the training
+                       and pass the parent's weights as ``Publication.weights``.
+``publish_update``     after training, instead of storing the weights: returns the
+                       CID to ``propose`` (:class:`Publication`).
+``declared_samples``   before ``propose``:
+                       ``num_samples = adversary.declared_samples(honest, cap)``
+                       with ``cap`` the contract's bound (``Updates.vy``
+                       ``MAX_SAMPLES`` = 2**30 − 1).
+``choose_models``      after the strategy's Algorithm 1:
+                       ``chosen = adversary.choose_models(views, chosen)``, one
+                       :class:`CandidateView` per scored candidate.
+``choose_updates``     after the strategy's Algorithm 2:
+                       ``selected = adversary.choose_updates(own, selected,
+                       proposers)`` with ``proposers`` = {usable update id →
+                       proposer address}; the worker submits the result (it must
+                       hold ``own`` and only usable ids).
+=====================  ==========================================================
+
+Adding an adversary means adding a module that subclasses :class:`Adversary` and
+decorates it with :func:`register_adversary`; the worker and the CLI pick it up by name,
+with its constructor's keyword arguments as parameters (:func:`make_adversary`).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
+import numpy as np
 import torch
 
+from mcfl_chain.learning.scenario import TrainerData
+
 StateDict = dict[str, torch.Tensor]
+K = TypeVar("K", bound=Hashable)
+
+
+def _no_peer_updates() -> Mapping[int, StateDict]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -25,7 +62,7 @@ class Publication:
     Attributes
     ----------
     weights
-        The honestly trained weights.
+        The honestly trained weights (the parent's when the adversary does not train).
     parent_weights
         The weights of the model they were trained from.
     trainer
@@ -34,6 +71,10 @@ class Publication:
         ``state -> blob``: the network's weights codec for the task's architecture.
     put
         ``blob -> CID``: stores a blob in the trainer's storage.
+    peer_updates
+        ``() -> {update id: weights}``: the usable updates other trainers proposed in
+        the previous round (empty in round 0). Called only by adversaries that copy a
+        peer, so an honest worker never fetches them.
     """
 
     weights: StateDict
@@ -41,16 +82,65 @@ class Publication:
     trainer: str
     encode: Callable[[StateDict], bytes]
     put: Callable[[bytes], str]
+    peer_updates: Callable[[], Mapping[int, StateDict]] = _no_peer_updates
 
 
-class Adversary(ABC):
-    """A trainer that follows the protocol's calls but corrupts what it publishes."""
+@dataclass(frozen=True)
+class CandidateView(Generic[K]):
+    """What the chain tells of one candidate model, for colluding model choices.
+
+    Attributes
+    ----------
+    key : K
+        The model's id.
+    metric : float
+        Its selection metric on the trainer's test split.
+    popularity : int
+        How many times aggregators submitted it.
+    proposers : frozenset[str]
+        Lower-case addresses of the proposers of its updates (empty for the root).
+    """
+
+    key: K
+    metric: float
+    popularity: int
+    proposers: frozenset[str] = frozenset()
+
+
+class Adversary:
+    """A trainer that follows the protocol's calls but corrupts some of its steps.
+
+    Every hook defaults to the honest behaviour.
+    """
 
     name: str = ""
+    trains: bool = True
+    """Whether the worker should train at all (a free rider does not)."""
 
-    @abstractmethod
+    def training_data(self, data: TrainerData, rng: np.random.Generator) -> TrainerData:
+        """The data the trainer trains on (honest: ``data`` itself)."""
+        return data
+
     def publish_update(self, publication: Publication) -> str:
-        """Store (or not) this adversary's version of an update; return the CID to propose."""
+        """Store this adversary's version of an update; return the CID to propose
+        (honest: the trained weights)."""
+        return publication.put(publication.encode(publication.weights))
+
+    def declared_samples(self, honest: int, cap: int) -> int:
+        """The sample count to ``propose`` (honest: the real training-set size)."""
+        return honest
+
+    def choose_models(self, candidates: Sequence[CandidateView[K]], honest: Sequence[K]) -> list[K]:
+        """The models to train, given the strategy's choice ``honest`` (honest: it)."""
+        return list(honest)
+
+    def choose_updates(self, own: K, honest: Sequence[K], proposers: Mapping[K, str]) -> list[K]:
+        """The update ids to aggregate, ascending with ``own`` among them, given the
+        strategy's choice ``honest`` and every usable update's proposer (honest: it)."""
+        return sorted(honest)  # type: ignore[type-var]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
 ADVERSARIES: dict[str, type[Adversary]] = {}
@@ -70,14 +160,28 @@ def register_adversary(name: str) -> Callable[[A], A]:
     return decorate
 
 
-def make_adversary(name: str) -> Adversary:
-    """Instantiate a registered adversary by name.
+def adversary_parameters(name: str) -> list[str]:
+    """The parameters a registered adversary accepts (its constructor's keywords)."""
+    signature = inspect.signature(ADVERSARIES[name].__init__)
+    return [p for p in signature.parameters if p not in ("self", "args", "kwargs")]
+
+
+def make_adversary(name: str, **params: Any) -> Adversary:
+    """Instantiate a registered adversary by name, e.g. ``make_adversary("sign-flip",
+    scale=4.0)``.
 
     Raises
     ------
     ValueError
-        If no adversary has that name.
+        If no adversary has that name, it has no such parameter, or it refuses a value.
     """
     if name not in ADVERSARIES:
         raise ValueError(f"unknown adversary {name!r}; known: {', '.join(sorted(ADVERSARIES))}")
-    return ADVERSARIES[name]()
+    accepted = adversary_parameters(name)
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"adversary {name!r} has no parameter {', '.join(unknown)}; "
+            f"it accepts: {', '.join(accepted) or 'none'}"
+        )
+    return ADVERSARIES[name](**params)

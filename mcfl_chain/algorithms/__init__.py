@@ -4,4 +4,6 @@
 - ``divergence``        weight divergence (Eq. 2), cosine distance, state-dict flattening
 - ``update_selection``  Algorithm 2: keep peers under median + tolerance·std
 - ``fedavg``            sample-weighted FedAvg, bit-identical on every machine
+- ``robust``            defences: Krum / Multi-Krum selection; median, trimmed mean and
+                        norm clipping as aggregation rules with on-chain codes
 """

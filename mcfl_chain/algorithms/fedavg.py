@@ -30,15 +30,23 @@ Update = tuple[int, int, Mapping[str, torch.Tensor]]
 """(update id, number of training samples, state dict)."""
 
 
-def _check(updates: Sequence[Update]) -> None:
+def check_updates(updates: Sequence[Update], rule: str = "FedAvg") -> None:
+    """Refuse what no aggregation rule can average: no update, a repeated id, a sample
+    count below 1, or state dicts whose keys, shapes or dtypes differ.
+
+    Raises
+    ------
+    ValueError
+        Naming the offending update and ``rule`` (the aggregation that refused it).
+    """
     if not updates:
-        raise ValueError("FedAvg needs at least one update")
+        raise ValueError(f"{rule} needs at least one update")
     ids = [update_id for update_id, _, _ in updates]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"FedAvg got the same update id twice: {sorted(ids)}")
+        raise ValueError(f"{rule} got the same update id twice: {sorted(ids)}")
     for update_id, num_samples, _ in updates:
         if num_samples < 1:
-            raise ValueError(f"update {update_id} has {num_samples} samples; FedAvg needs >= 1")
+            raise ValueError(f"update {update_id} has {num_samples} samples; {rule} needs >= 1")
     _, _, reference = updates[0]
     for update_id, _, state in updates[1:]:
         if set(state) != set(reference):
@@ -54,7 +62,8 @@ def _check(updates: Sequence[Update]) -> None:
                 )
 
 
-def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's values as a NumPy array of the same dtype (bfloat16 widened to float64)."""
     source = tensor.detach().cpu()
     # NumPy has no bfloat16; widening to float64 is exact.
     return (source.to(torch.float64) if source.dtype == torch.bfloat16 else source).numpy()
@@ -79,7 +88,7 @@ def fedavg(updates: Sequence[Update]) -> dict[str, torch.Tensor]:
     ValueError
         If there is no update, an id repeats, a count is < 1 or the state dicts differ.
     """
-    _check(updates)
+    check_updates(updates)
     ordered = sorted(updates, key=lambda update: update[0])
     total = float(sum(num_samples for _, num_samples, _ in ordered))
     states = [state for _, _, state in ordered]
@@ -93,7 +102,7 @@ def fedavg(updates: Sequence[Update]) -> dict[str, torch.Tensor]:
         accumulator = np.zeros(tuple(reference.shape), dtype=np.float64)
         weighted = np.empty_like(accumulator)
         for _, num_samples, state in ordered:
-            np.multiply(_as_numpy(state[key]), float(num_samples), out=weighted, dtype=np.float64)
+            np.multiply(as_numpy(state[key]), float(num_samples), out=weighted, dtype=np.float64)
             np.add(accumulator, weighted, out=accumulator)
         np.divide(accumulator, total, out=accumulator)
         result[key] = torch.from_numpy(accumulator).to(reference.dtype)

@@ -1,0 +1,64 @@
+"""Defences against Byzantine trainers: robust update selection and aggregation rules.
+
+Selection rules (the model stays FedAvg of the kept ids, model id unchanged):
+
+- ``krum``         Krum (Blanchard et al. 2017) + the own update
+- ``multi-krum``   Multi-Krum + the own update
+
+Aggregation rules (the model id commits to the rule's code and parameter word):
+
+====  ================  ==========================================  ====================
+code  name              weights                                     parameter word
+====  ================  ==========================================  ====================
+0     ``fedavg``        sample-weighted mean (today's rule)         0
+1     ``median``        coordinate-wise median                      0
+2     ``trimmed-mean``  coordinate-wise β-trimmed mean              β in basis points
+3     ``norm-clipping`` deltas clipped to τ, then FedAvg            0 (median τ) or τ's bits
+====  ================  ==========================================  ====================
+
+See :mod:`.base` for the interfaces and how anyone recomputes a model bit-identically.
+"""
+
+# Importing each rule's module registers it.
+from mcfl_chain.algorithms.robust import clipping, fedavg, krum, median, trimmed_mean
+from mcfl_chain.algorithms.robust.base import (
+    AGGREGATION_CODES,
+    AGGREGATION_RULES,
+    SELECTION_RULES,
+    AggregationRule,
+    SelectionRule,
+    make_aggregation_rule,
+    make_selection_rule,
+    register_aggregation_rule,
+    register_selection_rule,
+    rule_from_chain,
+)
+from mcfl_chain.algorithms.robust.clipping import NormClipping
+from mcfl_chain.algorithms.robust.fedavg import FedAvgRule
+from mcfl_chain.algorithms.robust.krum import KrumSelection, MultiKrumSelection
+from mcfl_chain.algorithms.robust.median import CoordinateMedian
+from mcfl_chain.algorithms.robust.trimmed_mean import TrimmedMean
+
+__all__ = [
+    "AGGREGATION_CODES",
+    "AGGREGATION_RULES",
+    "SELECTION_RULES",
+    "AggregationRule",
+    "CoordinateMedian",
+    "FedAvgRule",
+    "KrumSelection",
+    "MultiKrumSelection",
+    "NormClipping",
+    "SelectionRule",
+    "TrimmedMean",
+    "clipping",
+    "fedavg",
+    "krum",
+    "make_aggregation_rule",
+    "make_selection_rule",
+    "median",
+    "register_aggregation_rule",
+    "register_selection_rule",
+    "rule_from_chain",
+    "trimmed_mean",
+]

@@ -1,0 +1,98 @@
+"""Adversaries named in text, and assigned to shares of a network deterministically."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcfl_chain.adversaries import (
+    AdversarySpec,
+    assign_adversaries,
+    build_adversaries,
+    parse_adversary,
+    parse_adversary_shares,
+    parse_adversary_spec,
+)
+from mcfl_chain.adversaries.backdoor import Backdoor
+from mcfl_chain.adversaries.label_flip import LabelFlip
+from mcfl_chain.adversaries.sybil import Sybil
+
+
+def test_parse_one_adversary_with_typed_parameters() -> None:
+    # Execute
+    spec = parse_adversary_spec("backdoor:target=7:fraction=0.3")
+    adversary = parse_adversary("free-rider:source=peer")
+
+    # Assert
+    assert spec == AdversarySpec("backdoor", (("fraction", 0.3), ("target", 7)))
+    assert str(spec) == "backdoor:fraction=0.3:target=7"
+    built = spec.build()
+    assert isinstance(built, Backdoor) and (built.target, built.fraction) == (7, 0.3)
+    assert isinstance(parse_adversary("label-flip"), LabelFlip)
+    assert adversary.source == "peer"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("label-flop", "unknown adversary 'label-flop'"),
+        ("sign-flip:4", "'4' is not KEY=VALUE"),
+        ("sign-flip:lambda=4", "no parameter lambda"),
+        ("sign-flip:scale=-1", "finite number > 0"),
+    ],
+)
+def test_parse_refuses_what_no_adversary_accepts(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_adversary(text)
+
+
+def test_parse_shares() -> None:
+    entries = parse_adversary_shares("label-flip:0.2, sign-flip:0.1:scale=4")
+    assert entries == [
+        (AdversarySpec("label-flip"), 0.2),
+        (AdversarySpec("sign-flip", (("scale", 4),)), 0.1),
+    ]
+    with pytest.raises(ValueError, match="needs one share"):
+        parse_adversary_shares("label-flip")
+    with pytest.raises(ValueError, match="more than all"):
+        parse_adversary_shares("label-flip:0.6,backdoor:0.5")
+    with pytest.raises(ValueError, match=r"in \(0, 1\]"):
+        parse_adversary_shares("label-flip:0")
+
+
+def test_assignment_counts_are_rounded_shares_and_deterministic() -> None:
+    # Prepare: 10 trainers, 0.2 -> 2 label flippers, 0.25 -> 2.5 -> 3 backdoors.
+    text = "label-flip:0.2,backdoor:0.25"
+
+    # Execute
+    assignment = assign_adversaries(text, 10, seed=3)
+
+    # Assert
+    names = [spec.name for spec in assignment.values()]
+    assert names.count("label-flip") == 2 and names.count("backdoor") == 3
+    assert list(assignment) == sorted(assignment)
+    assert assignment == assign_adversaries(text, 10, seed=3)
+    assert assignment != assign_adversaries(text, 10, seed=4)
+    assert len(assign_adversaries("sybil:0.01", 6)) == 1  # a positive share: at least one
+
+
+def test_assignment_refuses_more_adversaries_than_trainers() -> None:
+    with pytest.raises(ValueError, match="need 4 trainers"):
+        assign_adversaries("label-flip:0.5,backdoor:0.5", 3)
+
+
+def test_build_gives_sybils_their_coalition() -> None:
+    # Prepare
+    assignment = {
+        0: AdversarySpec("sybil"),
+        2: AdversarySpec("sybil"),
+        3: AdversarySpec("label-flip"),
+    }
+    addresses = ["0xA0", "0xA1", "0xA2", "0xA3"]
+
+    # Execute
+    adversaries = build_adversaries(assignment, addresses)
+
+    # Assert
+    sybil = adversaries[0]
+    assert isinstance(sybil, Sybil) and sybil.coalition == {"0xa0", "0xa2"}
+    assert isinstance(adversaries[3], LabelFlip) and set(adversaries) == {0, 2, 3}
