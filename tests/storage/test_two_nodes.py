@@ -129,37 +129,53 @@ def test_a_blob_put_on_a_is_fetched_from_b_by_cid(nodes: tuple[Node, Node], size
     print(f"\n{size} bytes fetched by CID from the other node in {seconds:.2f} s")
 
 
-def test_b_pins_what_it_fetched_and_keeps_serving_it_without_a(
+def _wait_for_peer(state: ServiceState, timeout: float) -> float:
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if connected_peers(state):
+            return time.perf_counter() - started
+        time.sleep(0.5)
+    raise AssertionError(f"no peer connected within {timeout:g} s")
+
+
+def test_a_late_peer_is_redialled_then_b_pins_its_blob_and_serves_it_alone(
     tmp_path: Path,
 ) -> None:
-    # Prepare: a pair of its own, since A is stopped here.
+    # Prepare: A's identity and address exist (its repo is initialised), but A is down
+    # when B starts with A as its peer.
     a_repo, b_repo = tmp_path / "a", tmp_path / "b"
-    a_state = start_ipfs(a_repo, swarm=LOOPBACK_ANY_PORT)
+    a_swarm = f"/ip4/127.0.0.1/tcp/{free_port()}"
+    start_ipfs(a_repo, swarm=a_swarm)
+    stop_ipfs(a_repo)
+    b_state = start_ipfs(b_repo, swarm=LOOPBACK_ANY_PORT, peers=swarm_addresses(a_repo))
     try:
-        b_state = start_ipfs(b_repo, swarm=LOOPBACK_ANY_PORT, peers=swarm_addresses(a_repo))
+        alone_at_start = connected_peers(b_state)
+        a_state = start_ipfs(a_repo, swarm=a_swarm)
         try:
             a, b = Node(a_repo, a_state), Node(b_repo, b_state)
             blob = os.urandom(50_000)
-            with a.store() as on_a:
-                cid = on_a.put(blob)
 
-            # Execute: B pins A's blob (fetching it), then A goes away.
-            with b.store() as on_b:
+            # Execute: B redials A by itself; B pins A's blob (fetching it); A goes away.
+            redial_seconds = _wait_for_peer(b_state, timeout=60)
+            with a.store() as on_a, b.store() as on_b:
+                cid = on_a.put(blob)
                 before = on_b.is_pinned(cid)
                 on_b.pin(cid)
                 stop_ipfs(a_repo)
                 after = on_b.is_pinned(cid)
                 served = on_b.get(cid)
                 peers_left = connected_peers(b_state)
-
-            # Assert
-            assert not before and after
-            assert served == blob
-            assert not pid_alive(a_state.pid) and peers_left == []
         finally:
-            stop_ipfs(b_repo)
+            stop_ipfs(a_repo)
     finally:
-        stop_ipfs(a_repo)
+        stop_ipfs(b_repo)
+
+    # Assert
+    assert alone_at_start == []
+    assert redial_seconds < 60
+    assert not before and after
+    assert served == blob
+    assert not pid_alive(a_state.pid) and peers_left == []
 
 
 def test_pinning_a_blob_no_node_has_is_not_found(nodes: tuple[Node, Node]) -> None:
