@@ -77,7 +77,7 @@ def _describe(state: ServiceState, repo: Path) -> None:
     default=DEFAULT_SWARM,
     show_default=True,
     metavar="MULTIADDR",
-    help="Where the node listens for other nodes (/ip4/HOST/tcp/PORT; PORT 0: a free one). "
+    help="Where the node listens for other nodes (/ip4/A.B.C.D/tcp/PORT; PORT 0: a free one). "
     "Use this machine's network address for peers on other machines.",
 )
 @click.option(

@@ -54,7 +54,7 @@ DEFAULT_PORT = 5001
 #: The swarm address of ``mcfl-chain ipfs up`` when no ``--swarm`` is given.
 DEFAULT_SWARM = f"/ip4/{LOOPBACK}/tcp/4001"
 
-_SWARM = re.compile(r"^/(ip4|ip6)/([^/]+)/tcp/(\d{1,5})/?$")
+_SWARM = re.compile(r"^/ip4/(\d{1,3}(?:\.\d{1,3}){3})/tcp/(\d{1,5})/?$")
 _PEER = re.compile(r"^/(ip4|ip6|dns4|dns6|dns)/[^/]+/tcp/\d{1,5}/(p2p|ipfs)/[A-Za-z0-9]+$")
 
 _SERVICE = "ipfs"
@@ -89,7 +89,7 @@ def jsipfs_binary() -> Path:
 
 
 def parse_swarm_address(address: str) -> tuple[str, int]:
-    """(host, port) of a swarm listen multiaddr ``/ip4/HOST/tcp/PORT`` (or ``/ip6/``).
+    """(host, port) of a swarm listen multiaddr ``/ip4/A.B.C.D/tcp/PORT``.
 
     Raises
     ------
@@ -97,12 +97,12 @@ def parse_swarm_address(address: str) -> tuple[str, int]:
         Any other form.
     """
     match = _SWARM.match(address.strip())
-    if not match or not 0 <= int(match.group(3)) <= 65535:
+    if not match or int(match.group(2)) > 65535:
         raise ServiceError(
-            f"cannot read the swarm address {address!r}: expected /ip4/HOST/tcp/PORT, "
+            f"cannot read the swarm address {address!r}: expected /ip4/A.B.C.D/tcp/PORT, "
             f"e.g. {DEFAULT_SWARM} (PORT 0 picks a free one)"
         )
-    return match.group(2), int(match.group(3))
+    return match.group(1), int(match.group(2))
 
 
 def check_peer_address(address: str) -> str:
@@ -253,7 +253,7 @@ def start_ipfs(
                 f"the swarm port {swarm_port} on {host} is already in use; choose another "
                 f"with --swarm or stop what listens there"
             )
-        listen = f"/{swarm.strip().split('/')[1]}/{host}/tcp/{swarm_port}"
+        listen = f"/ip4/{host}/tcp/{swarm_port}"
         _check_exchange_fix(binary)
     env = {**os.environ, "IPFS_PATH": str(ipfs_repo)}
     _initialise(binary, ipfs_repo, env)
