@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from mcfl_chain import __version__
+from mcfl_chain.cli.account import account
 from mcfl_chain.cli.dag import dag
 from mcfl_chain.cli.devnet import devnet
 from mcfl_chain.cli.explorer import explorer
@@ -29,5 +30,5 @@ def main() -> None:
     """
 
 
-for command in (devnet, ipfs, worker, simulate, demo, dag, explorer):
+for command in (devnet, ipfs, account, worker, simulate, demo, dag, explorer):
     main.add_command(command)

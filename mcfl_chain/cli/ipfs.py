@@ -1,4 +1,4 @@
-"""``mcfl-chain ipfs up|status|down``: a local IPFS node for the blob store."""
+"""``mcfl-chain ipfs up|status|peers|connect|down``: each trainer its own IPFS node."""
 
 from __future__ import annotations
 
@@ -6,14 +6,19 @@ from pathlib import Path
 
 import click
 
-from mcfl_chain._utils.process import ServiceError
+from mcfl_chain._utils.process import ServiceError, ServiceState
 from mcfl_chain.storage.daemon import (
     DEFAULT_PORT,
     DEFAULT_REPO,
+    DEFAULT_SWARM,
+    connect_peer,
+    connected_peers,
     ipfs_status,
+    peer_id,
     start_ipfs,
     stop_ipfs,
     storage_spec,
+    swarm_addresses,
 )
 
 _REPO_OPTION = click.option(
@@ -28,11 +33,35 @@ _REPO_OPTION = click.option(
 
 @click.group("ipfs")
 def ipfs() -> None:
-    """Run a local IPFS node (js-ipfs, offline, API on 127.0.0.1 only).
+    """Run this trainer's IPFS node (js-ipfs; API on 127.0.0.1 only).
 
-    Workers then use it with `--storage ipfs:/ip4/127.0.0.1/tcp/PORT`. The node is
-    installed by `make node`.
+    Online by default: the node listens for the other trainers' nodes on --swarm and
+    knows only the peers given with --peer (no public bootstrap, DHT, mDNS or UPnP).
+    Workers use it with `--storage ipfs:/ip4/127.0.0.1/tcp/PORT`. The node is installed
+    by `make node`.
     """
+
+
+def _running(repo: Path) -> ServiceState:
+    state = ipfs_status(repo)
+    if state is None:
+        raise click.ClickException(
+            f"no IPFS node runs for {repo}; start it with `mcfl-chain ipfs up`"
+        )
+    return state
+
+
+def _describe(state: ServiceState, repo: Path) -> None:
+    click.echo(f"peer id: {peer_id(repo)}")
+    addresses = swarm_addresses(repo)
+    if not addresses:
+        click.echo("offline: no swarm listener, no peers")
+    for address in addresses:
+        click.echo(f"swarm: {address}")
+        click.echo(f"  other trainers add: --peer {address}")
+        if "/0.0.0.0/" in address:
+            click.echo("  (0.0.0.0 listens on every interface: give peers this machine's address)")
+    click.echo(f"use: --storage {storage_spec(state)}")
 
 
 @ipfs.command("up")
@@ -43,27 +72,85 @@ def ipfs() -> None:
     show_default=True,
     help="TCP port of the node's HTTP RPC API on 127.0.0.1.",
 )
+@click.option(
+    "--swarm",
+    default=DEFAULT_SWARM,
+    show_default=True,
+    metavar="MULTIADDR",
+    help="Where the node listens for other nodes (/ip4/A.B.C.D/tcp/PORT; PORT 0: a free one). "
+    "Use this machine's network address for peers on other machines.",
+)
+@click.option(
+    "--peer",
+    "peers",
+    multiple=True,
+    metavar="MULTIADDR",
+    help="Another trainer's node, /ip4/HOST/tcp/PORT/p2p/PEER_ID as its `ipfs up` prints "
+    "(repeatable). Its only peers: no public bootstrap.",
+)
+@click.option("--offline", is_flag=True, help="A node of one: no swarm listener and no peers.")
 @_REPO_OPTION
-def up(port: int, repo: Path) -> None:
+def up(port: int, swarm: str, peers: tuple[str, ...], offline: bool, repo: Path) -> None:
     """Start the node in the background (initialising its repo on first use)."""
+    if offline and peers:
+        raise click.UsageError("--offline and --peer exclude each other")
     try:
-        state = start_ipfs(repo, port)
+        state = start_ipfs(repo, port, swarm=None if offline else swarm, peers=peers)
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"IPFS node running (pid {state.pid}, log {state.log})")
-    click.echo(f"use: --storage {storage_spec(state)}")
+    _describe(state, repo)
+    if peers:
+        try:
+            connected = len(connected_peers(state))
+        except ServiceError:
+            connected = 0
+        click.echo(f"connected to {connected} of {len(peers)} peer(s) (the others are redialled)")
 
 
 @ipfs.command("status")
 @_REPO_OPTION
 def status(repo: Path) -> None:
-    """Say whether the node runs and which --storage value reaches it (exit 1 if not)."""
+    """Say whether the node runs, how peers reach it, which --storage value reaches it."""
     state = ipfs_status(repo)
     if state is None:
         click.echo(f"no IPFS node runs for {repo}")
         raise SystemExit(1)
     click.echo(f"IPFS node running (pid {state.pid}, port {state.port}, log {state.log})")
-    click.echo(f"use: --storage {storage_spec(state)}")
+    _describe(state, repo)
+    if swarm_addresses(repo):
+        try:
+            click.echo(f"connected peers: {len(connected_peers(state))}")
+        except ServiceError as exc:
+            click.echo(f"connected peers: unknown ({exc})")
+
+
+@ipfs.command("peers")
+@_REPO_OPTION
+def peers(repo: Path) -> None:
+    """List the peer ids the node is connected to."""
+    state = _running(repo)
+    try:
+        found = connected_peers(state)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for peer in found:
+        click.echo(peer)
+    if not found:
+        click.echo("no connected peer", err=True)
+
+
+@ipfs.command("connect")
+@click.argument("address", metavar="MULTIADDR")
+@_REPO_OPTION
+def connect(address: str, repo: Path) -> None:
+    """Connect the running node to another trainer's node now."""
+    state = _running(repo)
+    try:
+        connect_peer(state, address)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"connected to {address}")
 
 
 @ipfs.command("down")

@@ -33,7 +33,7 @@ METADATA_KEY = "mcfl-chain"
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 """Default bound on a blob's size: 16 MiB, ~64× a LeNet-5 state dict (~250 KB)."""
 
-_DTYPE_NAMES = {
+DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float64: "F64",
     torch.float32: "F32",
     torch.float16: "F16",
@@ -45,6 +45,10 @@ _DTYPE_NAMES = {
     torch.uint8: "U8",
     torch.bool: "BOOL",
 }
+"""PyTorch dtype → the name safetensors records for it (``F32``, ``I64``, ...)."""
+
+Layout = dict[str, tuple[tuple[int, ...], str]]
+"""Tensor name → (shape, safetensors dtype name): what a state dict looks like."""
 
 
 class WeightsError(ValueError):
@@ -71,7 +75,9 @@ class NonFiniteWeightsError(WeightsError):
     """A tensor holds NaN or infinity."""
 
 
-def encode_weights(arch: str, state_dict: Mapping[str, torch.Tensor]) -> bytes:
+def encode_weights(
+    arch: str, state_dict: Mapping[str, torch.Tensor], *, registered: bool = True
+) -> bytes:
     """Serialise a state dict with its architecture's name (deterministic bytes).
 
     Parameters
@@ -80,23 +86,57 @@ def encode_weights(arch: str, state_dict: Mapping[str, torch.Tensor]) -> bytes:
         Architecture name (see :data:`~mcfl_chain.learning.models.ARCHITECTURES`).
     state_dict : Mapping[str, torch.Tensor]
         The model's tensors; they are copied to contiguous CPU tensors.
+    registered : bool, default True
+        Require ``arch`` to be a registered architecture; False for a task's own model
+        (:class:`~mcfl_chain.learning.tasks.LearningTask`), whose name is free.
 
     Returns
     -------
     bytes
         A safetensors file.
     """
-    get_architecture(arch)
+    if registered:
+        get_architecture(arch)
     tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in state_dict.items()}
     header = json.dumps({"architecture": arch, "format": FORMAT_VERSION}, sort_keys=True)
     return save_safetensors(tensors, metadata={METADATA_KEY: header})
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """The safetensors name of a PyTorch dtype (``F32``), or ``str(dtype)`` for others."""
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def layout_of(state_dict: Mapping[str, torch.Tensor]) -> Layout:
+    """The :data:`Layout` of a state dict: each tensor's shape and dtype name."""
+    return {name: (tuple(t.shape), dtype_name(t.dtype)) for name, t in state_dict.items()}
+
+
 @cache
-def expected_layout(arch: str) -> dict[str, tuple[tuple[int, ...], str]]:
+def expected_layout(arch: str) -> Layout:
     """Tensor name → (shape, safetensors dtype name) of an architecture's state dict."""
-    state = create_model(arch, seed=0).state_dict()
-    return {name: (tuple(t.shape), _DTYPE_NAMES[t.dtype]) for name, t in state.items()}
+    return layout_of(create_model(arch, seed=0).state_dict())
+
+
+def read_layout(blob: bytes) -> Layout:
+    """The :data:`Layout` a weights blob's header declares, without loading any tensor.
+
+    Raises
+    ------
+    MalformedWeightsError
+        If the blob is not a safetensors file or a tensor entry lacks its shape or dtype.
+    """
+    header = _read_header(blob)
+    try:
+        return {
+            name: (tuple(int(d) for d in entry["shape"]), str(entry["dtype"]))
+            for name, entry in header.items()
+            if name != "__metadata__"
+        }
+    except (KeyError, TypeError, ValueError) as error:
+        raise MalformedWeightsError(
+            f"weights blob header has a tensor entry without a shape and dtype ({error!r})"
+        ) from error
 
 
 def _read_header(blob: bytes) -> dict[str, Any]:
@@ -119,7 +159,11 @@ def _read_header(blob: bytes) -> dict[str, Any]:
 
 
 def decode_weights(
-    blob: bytes, expected_arch: str, max_bytes: int = DEFAULT_MAX_BYTES
+    blob: bytes,
+    expected_arch: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    layout: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Deserialise and validate an untrusted weights blob.
 
@@ -131,6 +175,10 @@ def decode_weights(
         The architecture the network runs; the blob must name it and match its layout.
     max_bytes : int, default DEFAULT_MAX_BYTES
         Larger blobs are refused before being parsed.
+    layout : Mapping, optional
+        The expected :data:`Layout`; by default the registered architecture's
+        (:func:`expected_layout`). Give it for a task's own model, whose
+        ``expected_arch`` need not be registered.
 
     Returns
     -------
@@ -166,17 +214,8 @@ def decode_weights(
         raise ArchitectureMismatchError(
             f"weights blob is for architecture {arch!r}, expected {expected_arch!r}"
         )
-    expected = expected_layout(expected_arch)
-    try:
-        found = {
-            name: (tuple(entry["shape"]), entry["dtype"])
-            for name, entry in header.items()
-            if name != "__metadata__"
-        }
-    except (KeyError, TypeError) as error:
-        raise MalformedWeightsError(
-            f"weights blob header has a tensor entry without a shape and dtype ({error!r})"
-        ) from error
+    expected = dict(layout) if layout is not None else expected_layout(expected_arch)
+    found = read_layout(blob)
     if set(found) != set(expected):
         missing = sorted(set(expected) - set(found))
         extra = sorted(set(found) - set(expected))

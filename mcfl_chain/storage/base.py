@@ -186,6 +186,24 @@ class Storage(ABC):
     def has(self, cid: str) -> bool:
         """True when the store holds the blob named ``cid`` (no content check)."""
 
+    def pin(self, cid: str) -> None:
+        """Keep the blob named ``cid`` for good (a trainer pins what it published).
+
+        A store that never drops blobs only checks that it holds it; an IPFS node
+        fetches it from its peers if needed and exempts it from garbage collection.
+
+        Raises
+        ------
+        BlobNotFound
+            The blob is not in the store (and, for IPFS, no peer had it in time).
+        """
+        if not self.has(cid):
+            raise BlobNotFound(f"{self.describe()} has no blob {cid} to pin")
+
+    def is_pinned(self, cid: str) -> bool:
+        """True when the blob named ``cid`` is kept for good (see :meth:`pin`)."""
+        return self.has(cid)
+
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing here
         """Release connections or handles; the store is unusable afterwards."""
 

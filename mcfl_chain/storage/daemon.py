@@ -1,23 +1,39 @@
-"""A local IPFS node (js-ipfs, ``jsipfs daemon --offline``) for tests and users without one.
+"""A trainer's own IPFS node (js-ipfs), run in the background and stopped by its PID.
 
 The node keeps everything in one directory: its repo (``ipfs-repo/``), the JSON state
-file recording its PID (``daemon.json``) and its log (``daemon.log``). It serves only
-the HTTP RPC API, on loopback; it has no swarm, gateway or gRPC listeners and stays
-offline. It is stopped by the PID it was started with, never by name.
+file recording its PID (``daemon.json``) and its log (``daemon.log``). Its HTTP RPC API
+listens on loopback only. Two modes:
+
+- **offline** (``swarm=None``, what tests and single-machine simulations use): no
+  swarm, gateway or gRPC listener, ``--offline``;
+- **online** (``swarm="/ip4/127.0.0.1/tcp/4001"``): the node listens for other nodes
+  on that address and exchanges blocks with them (bitswap), so each trainer keeps its
+  blobs on its own node and fetches the peers' by CID. It knows only the peers it is
+  given (``peers``, multiaddrs ending in ``/p2p/<peer id>``, dialled at start and
+  redialled by libp2p): no public bootstrap list, no DHT, no mDNS, no UPnP port
+  mapping, no delegate routers, no preload nodes — nothing leaves for the public
+  network.
 
 The ``jsipfs`` program comes from the npm package ``ipfs`` that ``make node`` installs
 into ``node_modules`` (pinned in package.json; ``MCFL_JSIPFS`` overrides its path).
+Two nodes exchange blocks only with ``@libp2p/peer-record`` pinned to 5.0.2 (later
+versions break identify in libp2p 0.42); :func:`start_ipfs` checks it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from mcfl_chain._utils.process import (
     LOOPBACK,
@@ -26,6 +42,7 @@ from mcfl_chain._utils.process import (
     free_port,
     is_running,
     node_binary,
+    port_in_use,
     start_service,
     stop_service,
 )
@@ -34,6 +51,11 @@ from mcfl_chain._utils.process import (
 DEFAULT_REPO = Path(".mcfl/ipfs")
 #: The API port of ``mcfl-chain ipfs up`` when no ``--port`` is given (Kubo's default).
 DEFAULT_PORT = 5001
+#: The swarm address of ``mcfl-chain ipfs up`` when no ``--swarm`` is given.
+DEFAULT_SWARM = f"/ip4/{LOOPBACK}/tcp/4001"
+
+_SWARM = re.compile(r"^/ip4/(\d{1,3}(?:\.\d{1,3}){3})/tcp/(\d{1,5})/?$")
+_PEER = re.compile(r"^/(ip4|ip6|dns4|dns6|dns)/[^/]+/tcp/\d{1,5}/(p2p|ipfs)/[A-Za-z0-9]+$")
 
 _SERVICE = "ipfs"
 
@@ -66,8 +88,48 @@ def jsipfs_binary() -> Path:
     return binary
 
 
-def _configure(ipfs_repo: Path, port: int) -> None:
-    """Serve the API on ``LOOPBACK:port`` only; no swarm, gateway or gRPC listener."""
+def parse_swarm_address(address: str) -> tuple[str, int]:
+    """(host, port) of a swarm listen multiaddr ``/ip4/A.B.C.D/tcp/PORT``.
+
+    Raises
+    ------
+    ServiceError
+        Any other form.
+    """
+    match = _SWARM.match(address.strip())
+    if not match or int(match.group(2)) > 65535:
+        raise ServiceError(
+            f"cannot read the swarm address {address!r}: expected /ip4/A.B.C.D/tcp/PORT, "
+            f"e.g. {DEFAULT_SWARM} (PORT 0 picks a free one)"
+        )
+    return match.group(1), int(match.group(2))
+
+
+def check_peer_address(address: str) -> str:
+    """Check a peer's multiaddr (``/ip4/HOST/tcp/PORT/p2p/PEER_ID``) and return it.
+
+    Raises
+    ------
+    ServiceError
+        It does not end with ``/p2p/<peer id>`` after a TCP address.
+    """
+    text = address.strip().rstrip("/")
+    if not _PEER.match(text):
+        raise ServiceError(
+            f"cannot read the peer address {address!r}: expected "
+            f"/ip4/HOST/tcp/PORT/p2p/PEER_ID, as `mcfl-chain ipfs up` prints for its node"
+        )
+    return text
+
+
+def _configure(
+    ipfs_repo: Path, port: int, swarm: str | None = None, peers: Sequence[str] = ()
+) -> None:
+    """API on ``LOOPBACK:port`` only; a swarm listener on ``swarm`` when online.
+
+    Whatever the mode, the node discovers and routes through nothing public: its only
+    peers are ``peers`` (as its bootstrap list), no DHT, mDNS, UPnP or delegates.
+    """
     config_file = ipfs_repo / "config"
     config = json.loads(config_file.read_text())
     addresses = config.setdefault("Addresses", {})
@@ -76,16 +138,38 @@ def _configure(ipfs_repo: Path, port: int) -> None:
             "API": f"/ip4/{LOOPBACK}/tcp/{port}",
             "Gateway": "",
             "RPC": "",
-            "Swarm": [],
+            "Swarm": [swarm] if swarm else [],
             "Announce": [],
             "Delegates": [],
         }
     )
-    config["Bootstrap"] = []
-    config.setdefault("Discovery", {}).setdefault("MDNS", {})["Enabled"] = False
+    config["Bootstrap"] = list(peers)
+    discovery = config.setdefault("Discovery", {})
+    discovery.setdefault("MDNS", {})["Enabled"] = False
+    discovery.setdefault("webRTCStar", {})["Enabled"] = False
+    config.setdefault("Swarm", {})["DisableNatPortMap"] = True
+    config["Routing"] = {"Type": "none"}
     tmp = config_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(config, indent=2))
     tmp.replace(config_file)
+
+
+def _check_exchange_fix(binary: Path) -> None:
+    """Refuse an npm install whose libp2p cannot identify peers (so never exchanges)."""
+    modules = binary.resolve().parents[2]
+    record = modules / "@libp2p" / "peer-record" / "package.json"
+    try:
+        meta = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    multiaddr = meta.get("dependencies", {}).get("@multiformats/multiaddr", "")
+    if not multiaddr.startswith("^11"):
+        raise ServiceError(
+            f"the js-ipfs install in {modules} has @libp2p/peer-record "
+            f"{meta.get('version')} (multiaddr {multiaddr}), with which two nodes cannot "
+            f"identify each other nor exchange blocks; run `make node` (package.json pins "
+            f"@libp2p/peer-record 5.0.2), or use --offline for a node of one"
+        )
 
 
 def _initialise(binary: Path, ipfs_repo: Path, env: dict[str, str]) -> None:
@@ -111,8 +195,11 @@ def start_ipfs(
     repo_dir: str | os.PathLike[str] = DEFAULT_REPO,
     port: int | None = None,
     ready_timeout: float = 90.0,
+    *,
+    swarm: str | None = None,
+    peers: Sequence[str] = (),
 ) -> ServiceState:
-    """Start an offline js-ipfs node serving its HTTP RPC API on loopback.
+    """Start a js-ipfs node serving its HTTP RPC API on loopback.
 
     Parameters
     ----------
@@ -123,17 +210,26 @@ def start_ipfs(
         API port on 127.0.0.1; a free one when ``None``.
     ready_timeout
         Seconds to wait for the API to listen.
+    swarm
+        ``None``: offline, a node of one (the default). Otherwise the multiaddr its
+        swarm listens on for other nodes, e.g. ``/ip4/127.0.0.1/tcp/4001`` (port 0: a
+        free one); :func:`swarm_addresses` gives what peers dial.
+    peers
+        Other nodes' multiaddrs ``/ip4/HOST/tcp/PORT/p2p/PEER_ID`` (online only): its
+        only bootstrap peers, dialled now (:func:`connect_peer`) and redialled by
+        libp2p when they come up later.
 
     Returns
     -------
     ServiceState
-        The PID and port; :func:`storage_spec` turns it into a ``--storage`` value.
+        The PID and API port; :func:`storage_spec` turns it into a ``--storage`` value.
 
     Raises
     ------
     ServiceError
-        If js-ipfs is not installed, the node already runs, the port is taken or the
-        node does not come up (the message includes the end of its log).
+        If js-ipfs is not installed (or, online, cannot exchange blocks), the node
+        already runs, a port is taken, an address is malformed, or the node does not
+        come up (the message includes the end of its log).
     """
     repo = Path(repo_dir).expanduser().resolve()
     ipfs_repo, state_file, log_file = _paths(repo)
@@ -143,19 +239,38 @@ def start_ipfs(
             f"an IPFS node already runs for {repo} (pid {previous.pid}, port "
             f"{previous.port}); stop it with `mcfl-chain ipfs down`"
         )
+    peer_addresses = [check_peer_address(p) for p in peers]
+    if swarm is None and peer_addresses:
+        raise ServiceError("an offline node has no peers: give a swarm address to use --peer")
     binary = jsipfs_binary()
+    listen = None
+    if swarm is not None:
+        host, swarm_port = parse_swarm_address(swarm)
+        if swarm_port == 0:
+            swarm_port = free_port(host)
+        elif port_in_use(swarm_port, host):
+            raise ServiceError(
+                f"the swarm port {swarm_port} on {host} is already in use; choose another "
+                f"with --swarm or stop what listens there"
+            )
+        listen = f"/ip4/{host}/tcp/{swarm_port}"
+        _check_exchange_fix(binary)
     env = {**os.environ, "IPFS_PATH": str(ipfs_repo)}
     _initialise(binary, ipfs_repo, env)
     port = free_port() if port is None else port
-    _configure(ipfs_repo, port)
+    _configure(ipfs_repo, port, listen, peer_addresses)
     # A node killed without shutting down leaves its lock (a directory) and its API file
     # behind; no node of ours runs on this repo (checked above), so they are stale.
     shutil.rmtree(ipfs_repo / "repo.lock", ignore_errors=True)
     (ipfs_repo / "api").unlink(missing_ok=True)
+    # No preload: js-ipfs would otherwise announce every added block to ipfs.io's nodes.
+    command = [str(binary), "daemon", "--enable-preload=false"]
+    if listen is None:
+        command.append("--offline")
     # js-ipfs renames its process "ipfs" (process.title): record that name for PID checks.
-    return start_service(
+    state = start_service(
         _SERVICE,
-        [str(binary), "daemon", "--offline"],
+        command,
         port,
         state_file,
         log_file,
@@ -164,6 +279,12 @@ def start_ipfs(
         ready_timeout=ready_timeout,
         title="ipfs",
     )
+    for peer in peer_addresses:
+        try:
+            connect_peer(state, peer, timeout=5.0)
+        except ServiceError:
+            pass  # not up yet: libp2p dials its bootstrap peers again later
+    return state
 
 
 def stop_ipfs(
@@ -192,16 +313,88 @@ def storage_spec(state: ServiceState) -> str:
     return f"ipfs:/ip4/{LOOPBACK}/tcp/{state.port}"
 
 
+def _config(repo_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    ipfs_repo, _, _ = _paths(Path(repo_dir).expanduser().resolve())
+    try:
+        return json.loads((ipfs_repo / "config").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError) as exc:
+        raise ServiceError(
+            f"no IPFS repo in {repo_dir} ({exc.__class__.__name__}); start the node once "
+            f"with `mcfl-chain ipfs up --repo {repo_dir}`"
+        ) from exc
+
+
+def peer_id(repo_dir: str | os.PathLike[str] = DEFAULT_REPO) -> str:
+    """The libp2p peer id of the node whose repo is in ``repo_dir`` (set at init)."""
+    return str(_config(repo_dir)["Identity"]["PeerID"])
+
+
+def swarm_addresses(repo_dir: str | os.PathLike[str] = DEFAULT_REPO) -> list[str]:
+    """What other nodes dial to reach this one: ``<swarm address>/p2p/<peer id>``.
+
+    Empty for an offline node. An address on ``0.0.0.0`` stands for every interface:
+    peers dial the machine's own address instead.
+    """
+    config = _config(repo_dir)
+    identity = config["Identity"]["PeerID"]
+    return [f"{a}/p2p/{identity}" for a in config.get("Addresses", {}).get("Swarm", [])]
+
+
+def _rpc(state: ServiceState, command: str, args: Sequence[str], timeout: float) -> Any:
+    query = urllib.parse.urlencode([("arg", a) for a in args])
+    url = f"http://{LOOPBACK}:{state.port}/api/v0/{command}?{query}"
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, method="POST"), timeout=timeout
+        ) as answer:
+            return json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        try:
+            reason = json.loads(body).get("Message", body)
+        except ValueError:
+            reason = body
+        raise ServiceError(f"the IPFS node refused {command}: {reason.strip()}") from None
+    except (OSError, ValueError) as exc:
+        raise ServiceError(
+            f"the IPFS node on port {state.port} did not answer {command}: {exc}"
+        ) from None
+
+
+def connect_peer(state: ServiceState, address: str, timeout: float = 10.0) -> None:
+    """Connect the running node to another node now (``swarm connect``).
+
+    Raises
+    ------
+    ServiceError
+        The address is malformed, or the peer cannot be reached within ``timeout``.
+    """
+    _rpc(state, "swarm/connect", [check_peer_address(address)], timeout)
+
+
+def connected_peers(state: ServiceState, timeout: float = 10.0) -> list[str]:
+    """Peer ids the running node is connected to, sorted."""
+    answer = _rpc(state, "swarm/peers", [], timeout) or {}
+    return sorted({str(p["Peer"]) for p in answer.get("Peers") or []})
+
+
 @contextmanager
-def running_ipfs(repo_dir: str | os.PathLike[str], port: int | None = None) -> Iterator[str]:
+def running_ipfs(
+    repo_dir: str | os.PathLike[str],
+    port: int | None = None,
+    *,
+    swarm: str | None = None,
+    peers: Sequence[str] = (),
+) -> Iterator[str]:
     """Run a node for the duration of a ``with`` block; yields its ``--storage`` spec.
 
-    Meant for test fixtures and simulations::
+    Meant for test fixtures and simulations (``swarm`` and ``peers`` as in
+    :func:`start_ipfs`)::
 
         with running_ipfs(tmp_path / "ipfs") as spec:
             store = open_storage(spec)
     """
-    state = start_ipfs(repo_dir, port)
+    state = start_ipfs(repo_dir, port, swarm=swarm, peers=peers)
     try:
         yield storage_spec(state)
     finally:

@@ -236,6 +236,52 @@ class IpfsStorage(Storage):
             )
         return data
 
+    def pin(self, cid: str) -> None:
+        """Pin ``cid`` recursively on the node, fetching it from peers if it lacks it.
+
+        :meth:`put` pins what it adds already; this keeps a peer's blob too.
+
+        Raises
+        ------
+        BlobNotFound
+            Neither the node nor a peer had the blob within ``fetch_timeout``.
+        """
+        text = format_cid(parse_cid(cid))
+        opts = {"timeout": f"{self.fetch_timeout:g}s"}
+
+        def not_found(exc: ipfs_errors.ErrorResponse) -> StorageError:
+            if _NOT_FOUND.search(str(exc)):
+                return BlobNotFound(
+                    f"the IPFS node at {self.address} could not pin {text}: it found no "
+                    f"copy within {self.fetch_timeout:g} s"
+                )
+            return StorageError(f"the IPFS node at {self.address} refused to pin {text}: {exc}")
+
+        self._call(
+            f"pinning {text}",
+            lambda: self._client.pin.add(text, recursive=True, opts=opts),
+            on_error=not_found,
+        )
+
+    def is_pinned(self, cid: str) -> bool:
+        text = format_cid(parse_cid(cid))
+
+        def unpinned(exc: ipfs_errors.ErrorResponse) -> StorageError:
+            if re.search(r"not pinned|not found", str(exc), re.IGNORECASE):
+                return BlobNotFound(text)
+            return StorageError(f"the IPFS node at {self.address} refused to list pins: {exc}")
+
+        try:
+            answer = self._call(
+                f"listing the pin of {text}",
+                lambda: self._client.pin.ls(text, type="recursive"),
+                on_error=unpinned,
+            )
+        except BlobNotFound:
+            return False
+        keys = {format_cid(parse_cid(k)) for k in (answer or {}).get("Keys", {})}
+        return text in keys
+
     def has(self, cid: str) -> bool:
         text = format_cid(parse_cid(cid))
         opts = {"timeout": f"{self.has_timeout:g}s"}

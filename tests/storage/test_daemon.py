@@ -24,9 +24,9 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     repo, port = tmp_path / "node", free_port()
 
     # Execute: up, then a second up must refuse, then status.
-    up = runner.invoke(ipfs, ["up", "--repo", str(repo), "--port", str(port)])
+    up = runner.invoke(ipfs, ["up", "--offline", "--repo", str(repo), "--port", str(port)])
     try:
-        again = runner.invoke(ipfs, ["up", "--repo", str(repo), "--port", str(port)])
+        again = runner.invoke(ipfs, ["up", "--offline", "--repo", str(repo), "--port", str(port)])
         status = runner.invoke(ipfs, ["status", "--repo", str(repo)])
         state = ipfs_status(repo)
         assert state is not None

@@ -159,3 +159,17 @@ def test_remove(local_store: LocalStorage) -> None:
     assert local_store.remove(cid)
     assert not local_store.has(cid)
     assert not local_store.remove(cid)
+
+
+def test_pin_keeps_what_the_store_holds_and_refuses_the_rest(local_store: LocalStorage) -> None:
+    # Prepare
+    cid = local_store.put(b"an update this trainer published")
+    absent = cid_for_bytes(b"never stored")
+
+    # Execute
+    local_store.pin(cid)
+
+    # Assert: a local store never drops a blob, so holding it is being pinned.
+    assert local_store.is_pinned(cid) and not local_store.is_pinned(absent)
+    with pytest.raises(BlobNotFound, match="to pin"):
+        local_store.pin(absent)
