@@ -13,7 +13,7 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
 from web3.types import TxReceipt
 
-from mcfl_chain.chain.errors import ChainError
+from mcfl_chain.chain.errors import AccountUnfunded, ChainError
 
 # Anvil's default dev accounts derive from this mnemonic (path m/44'/60'/0'/0/i).
 ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
@@ -22,6 +22,9 @@ FEE_REFRESH = 30.0
 """Seconds a base-fee reading is trusted for new transactions."""
 
 _REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
+_UNFUNDED = re.compile(r"insufficient funds|not enough funds|lack of funds", re.I)
+# A resent transaction the node already holds (the first try reached it, its answer did not).
+_ALREADY_SENT = re.compile(r"already known|already imported|known transaction", re.I)
 
 
 def dev_account(index: int, mnemonic: str = ANVIL_MNEMONIC) -> LocalAccount:
@@ -97,6 +100,7 @@ class Transactor:
                     # Unused gas is refunded, so the margin costs nothing.
                     tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.3) + 150_000
             except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
+                self._check_funded(exc, description)
                 reason = revert_reason(exc)
                 raise ChainError(
                     f"{description} from {self.address} was refused: {reason or exc}", reason
@@ -112,6 +116,7 @@ class Transactor:
             except (Web3RPCError, ValueError) as exc:
                 if "base fee" not in str(exc).lower():
                     self._nonce = None
+                    self._check_funded(exc, description)
                     raise ChainError(
                         f"{description} from {self.address} could not be sent: {exc}"
                     ) from exc
@@ -137,7 +142,21 @@ class Transactor:
         return receipt
 
     def _send_signed(self, tx: dict[str, Any]) -> Any:
-        return self.w3.eth.send_raw_transaction(self.account.sign_transaction(tx).raw_transaction)
+        signed = self.account.sign_transaction(tx)
+        try:
+            return self.w3.eth.send_raw_transaction(signed.raw_transaction)
+        except Web3RPCError as exc:
+            if _ALREADY_SENT.search(str(exc)):
+                return signed.hash
+            raise
+
+    def _check_funded(self, exc: Exception, description: str) -> None:
+        """Raise :class:`AccountUnfunded` when the node refused for lack of funds."""
+        if _UNFUNDED.search(str(exc)):
+            raise AccountUnfunded(
+                f"account {self.address} has too little native currency to pay the gas "
+                f"of {description}: send it some (or use a funded account)"
+            ) from exc
 
     def _max_fee(self) -> int:
         """Twice the base fee, read at most every ``FEE_REFRESH`` seconds.
