@@ -16,6 +16,7 @@ from mcfl_chain.storage import (
     CorruptBlob,
     InvalidCID,
     LocalStorage,
+    StorageError,
     cid_for_bytes,
     unixfs_cid_for_bytes,
 )
@@ -159,3 +160,26 @@ def test_remove(local_store: LocalStorage) -> None:
     assert local_store.remove(cid)
     assert not local_store.has(cid)
     assert not local_store.remove(cid)
+
+
+@pytest.mark.parametrize("where", ["shard", "file"])
+def test_a_store_that_cannot_be_written_says_so(
+    local_store: LocalStorage, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Prepare: the blob's shard directory cannot be created (a file holds its name), or
+    # the directory refuses new files (read-only; chmod does not stop root, so the
+    # refusal is simulated).
+    data = b"weights"
+    shard = local_store.path_for(cid_for_bytes(data)).parent
+    if where == "shard":
+        shard.write_text("")
+    else:
+
+        def refuse(*_args: object, **_kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr("tempfile.mkstemp", refuse)
+
+    # Execute / Assert: a StorageError naming the store and what to do, no OSError.
+    with pytest.raises(StorageError, match="cannot write blob .* choose another --storage"):
+        local_store.put(data)
