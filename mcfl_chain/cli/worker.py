@@ -155,7 +155,28 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     "--rounds",
     type=click.IntRange(min=1),
     default=None,
-    help="Stop after this many rounds (default: run until interrupted).",
+    help="Stop after this many rounds, counted from the first round this trainer played "
+    "(default: run until interrupted).",
+)
+@click.option(
+    "--last-round",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Stop once the network is past this round, whenever the worker joined.",
+)
+@click.option(
+    "--give-up-after",
+    type=click.FloatRange(min=0),
+    default=120.0,
+    show_default=True,
+    help="Seconds to keep retrying an unreachable chain node or IPFS node before exiting.",
+)
+@click.option(
+    "--wait-log-interval",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between log lines naming the trainers a waiting worker waits for (0: never).",
 )
 @click.option(
     "--state-dir",
@@ -205,6 +226,7 @@ def worker(**opts: Any) -> None:
     with a logged reason.
     """
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
+    from mcfl_chain.worker.rounds import WorkerHalted
 
     verbose = opts.pop("verbose")
     logging.basicConfig(
@@ -225,6 +247,8 @@ def worker(**opts: Any) -> None:
     except KeyboardInterrupt:
         node.stop()
         played = node.rounds_done
+    except WorkerHalted as exc:
+        raise click.ClickException(str(exc)) from exc
     finally:
         node.storage.close()
     click.echo(f"played {played} round(s); state in {node.state.path.parent}", err=True)

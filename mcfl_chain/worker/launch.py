@@ -9,22 +9,13 @@ from typing import Any
 import torch
 
 from mcfl_chain.adversaries import make_adversary
-from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
-from mcfl_chain.dag.events import apply_events
-from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
 from mcfl_chain.learning.task import Task, TaskError, canonical_arch
-from mcfl_chain.storage import open_storage
-from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import make_strategy
+from mcfl_chain.worker.preflight import WorkerSetupError, prepare
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
-from mcfl_chain.worker.state import StateError, WorkerState
-
-
-class WorkerSetupError(RuntimeError):
-    """The worker cannot start; the message says what to change."""
 
 
 def build_worker(
@@ -49,6 +40,9 @@ def build_worker(
     batch_size: int,
     lr: float,
     rounds: int | None,
+    last_round: int | None = None,
+    give_up_after: float = 120.0,
+    wait_log_interval: float = 30.0,
     state_dir: str | None,
     metrics: str | None,
     threads: int,
@@ -59,7 +53,7 @@ def build_worker(
     try:
         dep = Deployment.load(Path(deployment))
     except DeploymentError as exc:
-        raise WorkerSetupError(f"{exc} (start a network with `mcfl-chain devnet up`)") from exc
+        raise WorkerSetupError(str(exc)) from exc
     try:
         task = Task.parse(dep.task)
         arch = canonical_arch(arch) if arch else task.arch
@@ -97,29 +91,25 @@ def build_worker(
         raise WorkerSetupError(
             f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
         )
-    try:
-        chain = ChainClient(dep, rpc_url=rpc, private_key=key, account_index=account_index)
-        chain.block_number()
-    except ChainError as exc:
-        raise WorkerSetupError(f"cannot reach the chain at {rpc}: {exc}") from exc
-    try:
-        store = open_storage(storage)
-    except StorageError as exc:
-        raise WorkerSetupError(f"cannot open storage {storage!r}: {exc}") from exc
-
-    folder = Path(state_dir) if state_dir else Path(".mcfl") / "workers" / chain.address.lower()
-    try:
-        state = WorkerState.open(folder, chain.address, dep.deployment_block)
-    except StateError as exc:
-        raise WorkerSetupError(str(exc)) from exc
-    dag = ModelDAG(genesis_cid=dep.genesis_cid)
-    apply_events(dag, state.replay())
+    chain, store, state, dag = prepare(
+        dep,
+        deployment,
+        rpc=rpc,
+        key=key,
+        account_index=account_index,
+        storage=storage,
+        state_dir=state_dir,
+        give_up_after=give_up_after,
+    )
+    folder = state.path.parent
 
     options = WorkerOptions(
         arch=arch,
         training=TrainingOptions(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
         rounds=rounds,
+        last_round=last_round,
         poll_interval=poll_interval,
+        wait_log_interval=wait_log_interval,
         metrics_path=Path(metrics) if metrics else folder / "metrics.jsonl",
         labels={
             "trainer_index": trainer_index,
