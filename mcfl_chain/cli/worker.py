@@ -155,8 +155,8 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     "--rounds",
     type=click.IntRange(min=1),
     default=None,
-    help="Stop after this many rounds, counted from the first round this trainer played "
-    "(default: run until interrupted).",
+    help="Stop after this many rounds, counted from the first round this trainer took part "
+    "in according to the chain (default: run until interrupted).",
 )
 @click.option(
     "--last-round",

@@ -80,8 +80,8 @@ class WorkerOptions:
     training: TrainingOptions = field(default_factory=TrainingOptions)
     rounds: int | None = None
     """Stop when the network reaches round F + ``rounds``, F being the first round in
-    which this trainer has a proposal on chain (or, with none yet, the first round it
-    saw open). None: no such bound."""
+    which this trainer took part according to the chain (a proposal, or a vote counted
+    in the quorum; with none yet, the first round it saw open). None: no such bound."""
     last_round: int | None = None
     """Stop once the network is past this round (an absolute bound, for late joiners).
     None: no such bound."""
@@ -130,7 +130,7 @@ class Worker:
         self._next_advance = 0.0
         self._stop = threading.Event()
         self._trainer_id = 0
-        self._first_proposal: int | None = None
+        self._first_part: int | None = None
         self._turn: tuple[tuple[int, Phase], float] | None = None
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
@@ -198,7 +198,7 @@ class Worker:
                     ) from exc
             self._trainer_id = self.chain.trainer_id()
             log.info("trainer %d (%s)", self._trainer_id, self.me)
-            # The history first: past proposals set where --rounds counts from.
+            # The history first: past participation sets where --rounds counts from.
             self.sync()
             status = self.chain.status()
         acted: tuple[int, Phase] | None = None
@@ -243,22 +243,27 @@ class Worker:
         status = self.chain.status()
         return (status.round, status.phase) == (round_, phase)
 
-    def _first_round_played(self) -> int | None:
-        """The first round in which this trainer has a proposal on chain (as synced)."""
-        if self._first_proposal is None:
+    def _first_round_taken_part(self) -> int | None:
+        """The first round in which this trainer proposed or cast a counted vote, as far
+        as the events synced tell (the whole history is synced at start)."""
+        if self._first_part is None:
             me = self.me.lower()
-            self._first_proposal = min(
-                (u.round for u in self.dag.updates.values() if u.proposer.lower() == me),
-                default=None,
-            )
-        return self._first_proposal
+            rounds = [u.round for u in self.dag.updates.values() if u.proposer.lower() == me]
+            rounds += [
+                int(v["round"])
+                for v in self.dag.votes
+                if v.get("counted") and str(v.get("trainer", "")).lower() == me
+            ]
+            self._first_part = min(rounds, default=None)
+        return self._first_part
 
     def _budget_spent(self, round_: int) -> bool:
         """Whether the network's round ``round_`` is past this trainer's budget.
 
-        ``--rounds`` counts from the first round this trainer played according to the
-        chain, so a worker rebuilt from the chain or started late stops with the network
-        that started with it; ``--last-round`` is absolute.
+        ``--rounds`` counts from the first round this trainer took part in according to
+        the chain, so a worker rebuilt from the chain, or one that missed the deadline of
+        its first proposals, stops with the network that started with it;
+        ``--last-round`` is absolute.
         """
         last = self.options.last_round
         if last is not None and round_ > last:
@@ -266,7 +271,7 @@ class Worker:
         budget = self.options.rounds
         if budget is None:
             return False
-        first = self._first_round_played()
+        first = self._first_round_taken_part()
         if first is None:
             first = self.state.first_round
         return first is not None and round_ >= first + budget

@@ -168,10 +168,16 @@ def run_briefly(worker: Worker, seconds: float) -> tuple[bool, list[BaseExceptio
 # -- the round budget ---------------------------------------------------------------------
 
 
-def test_rounds_count_from_the_first_proposal_on_chain_not_from_a_rebuilt_state(tmp_path):
-    # Prepare: a worker rebuilt in round 1 (its state saw round 1 first) that proposed in
-    # round 0 according to the chain; the network is now in round 3 of a 3-round run.
-    chain = ScriptedChain(lambda: status(round_=3), [proposed(ME, round_=0)])
+@pytest.mark.parametrize(
+    "evidence",
+    [proposed(ME, round_=0), voted(1, 0, Phase.AGGREGATE)],
+    ids=["a proposal", "a counted vote"],
+)
+def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence):
+    # Prepare: a worker rebuilt in round 1 (its state saw round 1 first) that took part
+    # in round 0 according to the chain (it proposed, or it missed the proposal deadline
+    # and only voted); the network is now in round 3 of a 3-round run.
+    chain = ScriptedChain(lambda: status(round_=3), [evidence])
     worker = make_worker(tmp_path, chain, rounds=3)
     worker.state.first_round = 1
 
