@@ -88,9 +88,13 @@ class WorkerOptions:
     poll_interval: float = 0.1
     wait_log_interval: float = 30.0
     """Seconds between two log lines saying whom a waiting trainer waits for (0: never)."""
+    advance_grace: float = 1.0
+    """Seconds a voter lets pass after seeing a phase deadline past before advancing the
+    phase: proposals and votes finished right at the deadline (trainers with the same
+    work finish together) are mined first instead of reverting behind the advance."""
     advance_stagger: float = 2.0
     """After a phase deadline, the voter of rank k (by trainer id) advances the phase
-    only k × this many seconds after it, if nobody did before."""
+    only k × this many seconds after rank 0 would, if nobody did before."""
     metrics_path: Path | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     """Written into every metrics line (trainer index, data group, tolerance...)."""
@@ -285,17 +289,19 @@ class Worker:
     def _advance_turn(self, round_: int, phase: Phase) -> float:
         """When this trainer may advance (round, phase), its deadline being past.
 
-        The voters of the phase, ordered by trainer id, take turns: rank 0 advances as
-        soon as it sees the deadline past, rank k ``k × advance_stagger`` seconds after
-        it saw it, and only if the phase is still open then; so one transaction ends the
-        phase instead of a burst of them of which all but one revert.
+        The voters of the phase, ordered by trainer id, take turns: rank 0 advances
+        ``advance_grace`` seconds after it saw the deadline past, rank k
+        ``k × advance_stagger`` seconds later still, each only if the phase is still
+        open then; so one transaction ends the phase instead of a burst of them of which
+        all but one revert.
         """
         if self._turn is None or self._turn[0] != (round_, phase):
             with self.clock.measure("chain"):
                 self.sync()
             voters = sorted({int(v["trainerId"]) for v in self._votes_in(round_, phase)})
             rank = voters.index(self._trainer_id) if self._trainer_id in voters else len(voters)
-            self._turn = ((round_, phase), time.time() + rank * self.options.advance_stagger)
+            wait = self.options.advance_grace + rank * self.options.advance_stagger
+            self._turn = ((round_, phase), time.time() + wait)
         return self._turn[1]
 
     def _advance_after_deadline(self, round_: int, phase: Phase) -> None:

@@ -239,11 +239,11 @@ def test_after_a_deadline_one_voter_advances_the_phase_not_all(tmp_path):
     chains = [ScriptedChain(reading, events, trainer_id=i, on_advance=mined) for i in (1, 2)]
     workers = [make_worker(tmp_path, c, wait_log_interval=0) for c in chains]
 
-    # Execute: both follow the chain at once for 1.5 s.
+    # Execute: both follow the chain at once for 2 s.
     threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    time.sleep(2.0)
     for w, t in zip(workers, threads, strict=True):
         w.stop()
         t.join(10)
