@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 import requests
+from eth_typing import URI
 from web3 import HTTPProvider
 from web3.types import RPCEndpoint
 
@@ -83,7 +84,7 @@ class PatientHTTPProvider(HTTPProvider):
         while True:
             try:
                 return self._request_session_manager.make_post_request(
-                    self.endpoint_uri, request_data, **self.get_request_kwargs()
+                    URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
                 )
             except Exception as exc:
                 if not _retryable(exc):
