@@ -254,7 +254,9 @@ def test_a_worker_given_another_networks_node_refuses_to_join(network, tmp_path)
     try:
         assert deployment.addresses == network.deployment.addresses
         # Execute
-        result = run_worker(network, "--rpc", deployment.rpc_url, timeout=40)
+        result = run_worker(
+            network, "--rpc", deployment.rpc_url, "--state-dir", str(tmp_path), timeout=40
+        )
         # Assert: refused in one line, and not registered there.
         assert result.returncode == 1
         assert result.stderr.strip().splitlines() == [result.stderr.strip()]
@@ -311,7 +313,7 @@ MISTAKES = {
 def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
     # Prepare
     make_args, expected = MISTAKES[mistake]
-    args = make_args(network, tmp_path)
+    args = ["--state-dir", str(tmp_path / "state"), *make_args(network, tmp_path)]
 
     # Execute
     result = run_worker(network, *args, timeout=40)
