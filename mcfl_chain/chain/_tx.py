@@ -10,7 +10,12 @@ from typing import Any
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+from web3.exceptions import (
+    ContractCustomError,
+    ContractLogicError,
+    TransactionNotFound,
+    Web3RPCError,
+)
 from web3.types import TxReceipt
 
 from mcfl_chain.chain.errors import AccountUnfunded, ChainError
@@ -23,8 +28,10 @@ FEE_REFRESH = 30.0
 
 _REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
 _UNFUNDED = re.compile(r"insufficient funds|not enough funds|lack of funds", re.I)
-# A resent transaction the node already holds (the first try reached it, its answer did not).
+# A resent transaction the node already holds or mined (the first try reached it, its
+# answer did not reach us).
 _ALREADY_SENT = re.compile(r"already known|already imported|known transaction", re.I)
+_NONCE_USED = re.compile(r"nonce too low", re.I)
 
 
 def dev_account(index: int, mnemonic: str = ANVIL_MNEMONIC) -> LocalAccount:
@@ -148,7 +155,17 @@ class Transactor:
         except Web3RPCError as exc:
             if _ALREADY_SENT.search(str(exc)):
                 return signed.hash
+            if _NONCE_USED.search(str(exc)) and self._known(signed.hash):
+                return signed.hash
             raise
+
+    def _known(self, tx_hash: Any) -> bool:
+        """Whether the node holds the transaction ``tx_hash`` (pending or mined)."""
+        try:
+            self.w3.eth.get_transaction(tx_hash)
+        except TransactionNotFound:
+            return False
+        return True
 
     def _check_funded(self, exc: Exception, description: str) -> None:
         """Raise :class:`AccountUnfunded` when the node refused for lack of funds."""

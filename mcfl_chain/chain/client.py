@@ -13,7 +13,7 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
 from web3.types import TxReceipt
 
-from mcfl_chain.chain._rpc import PatientHTTPProvider
+from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider
 from mcfl_chain.chain._tx import Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
@@ -61,11 +61,14 @@ __all__ = [
 ]
 
 
-def connect(rpc_url: str, timeout: float = 30.0, give_up_after: float | None = None) -> Web3:
+def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | None = None) -> Web3:
     """A web3 instance on ``rpc_url`` (HTTP), checked to answer.
 
     With ``give_up_after``, every request to the node is retried with backoff for that
-    many seconds before :class:`ChainUnavailable` is raised (see :mod:`._rpc`).
+    many seconds before :class:`ChainUnavailable` is raised, and a request unanswered
+    for ``timeout`` seconds (default 15) counts as a failed try, so a frozen node is
+    logged too (see :mod:`._rpc`). Without it, requests wait ``timeout`` seconds
+    (default 30) and fail at once.
     """
     if "://" not in rpc_url:
         raise ChainError(
@@ -74,9 +77,11 @@ def connect(rpc_url: str, timeout: float = 30.0, give_up_after: float | None = N
     if urlsplit(rpc_url).scheme not in ("http", "https"):
         raise ChainError(f"the RPC URL {rpc_url!r} must start with http:// or https://")
     provider = (
-        Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout})
+        Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout or 30.0})
         if give_up_after is None
-        else PatientHTTPProvider(rpc_url, give_up_after=give_up_after, timeout=timeout)
+        else PatientHTTPProvider(
+            rpc_url, give_up_after=give_up_after, timeout=timeout or REQUEST_TIMEOUT
+        )
     )
     w3 = Web3(provider)
     if not w3.is_connected():

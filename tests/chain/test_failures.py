@@ -52,8 +52,8 @@ def test_a_node_gone_is_retried_for_a_bounded_time_then_named_in_one_line(caplog
     assert "has not answered" in message and "--rpc" in message
 
 
-def test_a_node_back_within_the_bound_answers(monkeypatch):
-    # Prepare: the node refuses twice, then answers.
+def test_a_node_refusing_or_frozen_for_a_while_is_logged_then_answers(monkeypatch, caplog):
+    # Prepare: the node refuses, then does not answer in time (frozen), then answers.
     clock = FakeClock()
     provider = PatientHTTPProvider("http://127.0.0.1:1", sleep=clock.sleep, clock=clock)
     answers = [
@@ -71,10 +71,13 @@ def test_a_node_back_within_the_bound_answers(monkeypatch):
     monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
 
     # Execute
-    block = Web3(provider).eth.block_number
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        block = Web3(provider).eth.block_number
 
-    # Assert
+    # Assert: the answer, after two logged retries saying why.
     assert block == 42 and clock.waits == [0.5, 1.0]
+    reasons = [r.getMessage() for r in caplog.records]
+    assert "Connection refused" in reasons[0] and "no answer in time" in reasons[1]
 
 
 @pytest.mark.parametrize(
@@ -104,3 +107,24 @@ def test_an_account_without_funds_is_named(devnet):
     message = str(caught.value)
     assert account.address in message and "native currency" in message
     assert account.key.hex().removeprefix("0x") not in message.lower()
+
+
+def test_a_transaction_resent_after_its_answer_was_lost_counts_as_sent(devnet, monkeypatch):
+    # Prepare: the node receives and mines the first send, but its answer is lost, so
+    # the provider sends the same signed transaction again.
+    _, deployment = devnet
+    client = ChainClient(deployment, account_index=6)
+    eth = client.w3.eth
+    real_send = eth.send_raw_transaction
+
+    def send_twice(raw):
+        real_send(raw)
+        return real_send(raw)
+
+    monkeypatch.setattr(eth, "send_raw_transaction", send_twice)
+
+    # Execute
+    trainer_id = client.register()
+
+    # Assert: registered once, no error.
+    assert trainer_id >= 1 and client.is_registered()
