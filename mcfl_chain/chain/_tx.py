@@ -10,10 +10,15 @@ from typing import Any
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+from web3.exceptions import (
+    ContractCustomError,
+    ContractLogicError,
+    TransactionNotFound,
+    Web3RPCError,
+)
 from web3.types import TxReceipt
 
-from mcfl_chain.chain.errors import ChainError
+from mcfl_chain.chain.errors import AccountUnfunded, ChainError
 
 # Anvil's default dev accounts derive from this mnemonic (path m/44'/60'/0'/0/i).
 ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
@@ -22,6 +27,11 @@ FEE_REFRESH = 30.0
 """Seconds a base-fee reading is trusted for new transactions."""
 
 _REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
+_UNFUNDED = re.compile(r"insufficient funds|not enough funds|lack of funds", re.I)
+# A resent transaction the node already holds or mined (the first try reached it, its
+# answer did not reach us).
+_ALREADY_SENT = re.compile(r"already known|already imported|known transaction", re.I)
+_NONCE_USED = re.compile(r"nonce too low", re.I)
 
 
 def dev_account(index: int, mnemonic: str = ANVIL_MNEMONIC) -> LocalAccount:
@@ -97,6 +107,7 @@ class Transactor:
                     # Unused gas is refunded, so the margin costs nothing.
                     tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.3) + 150_000
             except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
+                self._check_funded(exc, description)
                 reason = revert_reason(exc)
                 raise ChainError(
                     f"{description} from {self.address} was refused: {reason or exc}", reason
@@ -112,6 +123,7 @@ class Transactor:
             except (Web3RPCError, ValueError) as exc:
                 if "base fee" not in str(exc).lower():
                     self._nonce = None
+                    self._check_funded(exc, description)
                     raise ChainError(
                         f"{description} from {self.address} could not be sent: {exc}"
                     ) from exc
@@ -137,7 +149,31 @@ class Transactor:
         return receipt
 
     def _send_signed(self, tx: dict[str, Any]) -> Any:
-        return self.w3.eth.send_raw_transaction(self.account.sign_transaction(tx).raw_transaction)
+        signed = self.account.sign_transaction(tx)
+        try:
+            return self.w3.eth.send_raw_transaction(signed.raw_transaction)
+        except Web3RPCError as exc:
+            if _ALREADY_SENT.search(str(exc)):
+                return signed.hash
+            if _NONCE_USED.search(str(exc)) and self._known(signed.hash):
+                return signed.hash
+            raise
+
+    def _known(self, tx_hash: Any) -> bool:
+        """Whether the node holds the transaction ``tx_hash`` (pending or mined)."""
+        try:
+            self.w3.eth.get_transaction(tx_hash)
+        except TransactionNotFound:
+            return False
+        return True
+
+    def _check_funded(self, exc: Exception, description: str) -> None:
+        """Raise :class:`AccountUnfunded` when the node refused for lack of funds."""
+        if _UNFUNDED.search(str(exc)):
+            raise AccountUnfunded(
+                f"account {self.address} has too little native currency to pay the gas "
+                f"of {description}: send it some (or use a funded account)"
+            ) from exc
 
     def _max_fee(self) -> int:
         """Twice the base fee, read at most every ``FEE_REFRESH`` seconds.

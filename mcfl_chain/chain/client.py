@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import event_abi_to_log_topic
@@ -12,10 +13,11 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
 from web3.types import TxReceipt
 
+from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider
 from mcfl_chain.chain._tx import Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.errors import ChainError
+from mcfl_chain.chain.errors import ChainError, ChainUnavailable
 from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
 
 _VOTE_GAS = 300_000
@@ -48,12 +50,40 @@ class TrainerStatus(NamedTuple):
     quorum: int
 
 
-__all__ = ["ChainClient", "ChainError", "ChainEvent", "Phase", "TrainerStatus", "connect"]
+__all__ = [
+    "ChainClient",
+    "ChainError",
+    "ChainEvent",
+    "ChainUnavailable",
+    "Phase",
+    "TrainerStatus",
+    "connect",
+]
 
 
-def connect(rpc_url: str, timeout: float = 30.0) -> Web3:
-    """A web3 instance on ``rpc_url`` (HTTP), checked to answer."""
-    w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
+def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | None = None) -> Web3:
+    """A web3 instance on ``rpc_url`` (HTTP), checked to answer.
+
+    With ``give_up_after``, every request to the node is retried with backoff for that
+    many seconds before :class:`ChainUnavailable` is raised, and a request unanswered
+    for ``timeout`` seconds (default 15) counts as a failed try, so a frozen node is
+    logged too (see :mod:`._rpc`). Without it, requests wait ``timeout`` seconds
+    (default 30) and fail at once.
+    """
+    if "://" not in rpc_url:
+        raise ChainError(
+            f"the RPC URL {rpc_url!r} lacks its scheme: write http://{rpc_url.lstrip('/')}"
+        )
+    if urlsplit(rpc_url).scheme not in ("http", "https"):
+        raise ChainError(f"the RPC URL {rpc_url!r} must start with http:// or https://")
+    provider = (
+        Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout or 30.0})
+        if give_up_after is None
+        else PatientHTTPProvider(
+            rpc_url, give_up_after=give_up_after, timeout=timeout or REQUEST_TIMEOUT
+        )
+    )
+    w3 = Web3(provider)
     if not w3.is_connected():
         raise ChainError(
             f"no JSON-RPC node answers at {rpc_url}: start one with "
@@ -313,9 +343,9 @@ class ChainClient:
         """CID of the weights its first aggregator recorded, None when none was."""
         return cid_from_bytes(self._view(self.models.functions.weightsCidOf(bytes(model_id))))
 
-    def model_count(self) -> int:
-        """Number of models, the root included."""
-        return int(self._view(self.models.functions.totalSupply()))
+    def model_count(self, block: int | None = None) -> int:
+        """Number of models, the root included (at ``block``, default the latest)."""
+        return int(self._view(self.models.functions.totalSupply(), block))
 
     def update_of(self, proposer: str, parent: bytes, round_: int) -> int | None:
         """Id of ``proposer``'s update of ``parent`` in ``round_``, None when it proposed none."""

@@ -13,3 +13,19 @@ class ChainError(RuntimeError):
 
 class DeploymentError(RuntimeError):
     """A deployment file is missing, unreadable or inconsistent."""
+
+
+class ChainUnusable(RuntimeError):
+    """The chain cannot be used by this account at all, whatever the call.
+
+    Not a :class:`ChainError`: callers that treat a refused call as one trainer's bad
+    luck (and carry on) must not swallow these.
+    """
+
+
+class ChainUnavailable(ChainUnusable):
+    """The node did not answer for longer than the caller was willing to wait."""
+
+
+class AccountUnfunded(ChainUnusable):
+    """The account cannot pay the gas of its transactions."""

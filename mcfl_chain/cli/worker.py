@@ -109,6 +109,7 @@ def worker(verbose: int, **values: Any) -> None:
     with a logged reason.
     """
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
+    from mcfl_chain.worker.rounds import WorkerHalted
 
     try:
         config = WorkerConfig(**values)
@@ -125,6 +126,8 @@ def worker(verbose: int, **values: Any) -> None:
     except KeyboardInterrupt:
         node.stop()
         played = node.rounds_done
+    except WorkerHalted as exc:
+        raise click.ClickException(str(exc)) from exc
     finally:
         node.storage.close()
     click.echo(f"played {played} round(s); state in {node.state.path.parent}", err=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import random
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, TypeVar
@@ -38,6 +41,7 @@ __all__ = [
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024 * 1024
 
 T = TypeVar("T")
+log = logging.getLogger("mcfl_chain.storage")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,9 @@ class RetryPolicy:
     jitter
         Fraction of each delay added at random, so that many workers failing together
         do not retry in lockstep.
+    give_up_after
+        When set, also stop once the next try would start more than this many seconds
+        after the first one (see :meth:`for_duration`).
     """
 
     attempts: int = 4
@@ -64,26 +71,48 @@ class RetryPolicy:
     multiplier: float = 2.0
     max_delay: float = 2.0
     jitter: float = 0.25
+    give_up_after: float | None = None
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
         if self.initial_delay < 0 or self.max_delay < 0 or self.multiplier < 1:
             raise ValueError("RetryPolicy delays must be >= 0 and the multiplier >= 1")
+        if self.give_up_after is not None and self.give_up_after < 0:
+            raise ValueError(f"RetryPolicy.give_up_after must be >= 0, got {self.give_up_after}")
+
+    @classmethod
+    def for_duration(
+        cls, seconds: float, initial_delay: float = 0.5, max_delay: float = 10.0
+    ) -> RetryPolicy:
+        """Retry for ``seconds`` whatever the number of tries (a service gone a while)."""
+        return cls(
+            attempts=sys.maxsize,
+            initial_delay=initial_delay,
+            max_delay=max_delay,
+            give_up_after=seconds,
+        )
+
+    def _waits(self) -> Iterator[float]:
+        delay = self.initial_delay
+        while True:
+            yield min(delay, self.max_delay) * (1 + self.jitter * random.random())
+            delay = min(delay * self.multiplier, self.max_delay)
 
     def delays(self) -> list[float]:
         """The waits between tries (``attempts - 1`` of them), jitter included."""
-        waits = []
-        delay = self.initial_delay
-        for _ in range(self.attempts - 1):
-            waits.append(min(delay, self.max_delay) * (1 + self.jitter * random.random()))
-            delay *= self.multiplier
-        return waits
+        return list(itertools.islice(self._waits(), self.attempts - 1))
 
     def run(
-        self, operation: Callable[[], T], what: str, sleep: Callable[[float], None] = time.sleep
+        self,
+        operation: Callable[[], T],
+        what: str,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> T:
         """Call ``operation`` until it succeeds, retrying only transient failures.
+
+        Each retry is logged (``mcfl_chain.storage``, warning) with its reason and wait.
 
         Parameters
         ----------
@@ -91,9 +120,9 @@ class RetryPolicy:
             The call to make; it signals a transient failure by raising
             :class:`StorageUnavailable` (or :class:`StorageTimeout`).
         what
-            What is being attempted, for the final error message.
-        sleep
-            The waiting function (``time.sleep``).
+            What is being attempted, for the log and the final error message.
+        sleep, clock
+            The waiting and time functions (``time.sleep``, ``time.monotonic``).
 
         Returns
         -------
@@ -103,20 +132,39 @@ class RetryPolicy:
         Raises
         ------
         StorageUnavailable
-            The last transient failure, of the same class, once every try has failed;
-            its message says how many tries were made.
+            The last transient failure, of the same class, once the tries or the time
+            are spent; its message says how many tries were made over how long.
         StorageError
             Any permanent failure, raised at the first occurrence.
         """
-        waits = self.delays()
-        for attempt in range(1, self.attempts + 1):
+        start = clock()
+        waits = self._waits()
+        attempt = 1
+        while True:
             try:
                 return operation()
             except StorageUnavailable as exc:
-                if attempt == self.attempts:
-                    raise type(exc)(f"{what} failed after {attempt} attempt(s): {exc}") from exc
-                sleep(waits[attempt - 1])
-        raise AssertionError("unreachable: the loop returns or raises")
+                wait = next(waits)
+                elapsed = clock() - start
+                out_of_time = self.give_up_after is not None and (
+                    elapsed + wait > self.give_up_after
+                )
+                if attempt >= self.attempts or out_of_time:
+                    raise type(exc)(
+                        f"{what} failed after {attempt} attempt(s) over {elapsed:.0f} s: {exc}"
+                    ) from exc
+                log.warning(
+                    "%s: %s; retry %d in %.1f s%s",
+                    what,
+                    exc,
+                    attempt,
+                    wait,
+                    ""
+                    if self.give_up_after is None
+                    else f", giving up after {self.give_up_after:g} s",
+                )
+                sleep(wait)
+                attempt += 1
 
 
 class Storage(ABC):

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import ipfshttpclient
 from ipfshttpclient import exceptions as ipfs_errors
 
+from mcfl_chain._utils.errors import short_reason
 from mcfl_chain.storage.base import DEFAULT_MAX_BLOB_BYTES, RetryPolicy, Storage
 from mcfl_chain.storage.cid import SHA2_256, format_cid, parse_cid, verify_raw
 from mcfl_chain.storage.errors import (
@@ -156,12 +157,12 @@ class IpfsStorage(Storage):
             except ipfs_errors.TimeoutError as exc:
                 raise StorageTimeout(
                     f"the IPFS node at {self.address} did not answer within "
-                    f"{self.timeout:g} s ({exc})"
+                    f"{self.timeout:g} s ({short_reason(exc)})"
                 ) from exc
             except ipfs_errors.ConnectionError as exc:
                 raise StorageUnavailable(
-                    f"cannot connect to the IPFS node at {self.address} ({exc}); start one "
-                    f"with `mcfl-chain ipfs up` or fix --storage"
+                    f"cannot connect to the IPFS node at {self.address} ({short_reason(exc)}); "
+                    f"start it (`mcfl-chain ipfs up`) or fix --storage"
                 ) from exc
             except ipfs_errors.ErrorResponse as exc:
                 if on_error is not None:
@@ -172,7 +173,7 @@ class IpfsStorage(Storage):
             except (ipfs_errors.StatusError, ipfs_errors.ProtocolError) as exc:
                 # An HTTP error without an IPFS error body (proxy, restart): worth a retry.
                 raise StorageUnavailable(
-                    f"the IPFS node at {self.address} failed {what} ({exc})"
+                    f"the IPFS node at {self.address} failed {what} ({short_reason(exc)})"
                 ) from exc
 
         return self.retry.run(attempt, what)

@@ -87,8 +87,14 @@ class LocalStorage(Storage):
         target = self.path_for(cid)
         if target.is_file() and target.stat().st_size == len(data):
             return cid
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=target.parent)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=target.parent)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write blob {cid} to the local store {self.root} "
+                f"({exc.strerror or exc}): make it writable or choose another --storage"
+            ) from exc
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)

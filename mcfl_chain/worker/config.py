@@ -119,7 +119,23 @@ class WorkerConfig:
     batch_size: int = _option(32, "Mini-batch size of local training.", minimum=1)
     lr: float = _option(0.05, "SGD learning rate.")
     rounds: int | None = _option(
-        None, "Stop after this many rounds (default: run until interrupted).", minimum=1
+        None,
+        "Stop after this many rounds, counted from the first round this trainer took part "
+        "in according to the chain (default: run until interrupted).",
+        minimum=1,
+    )
+    last_round: int | None = _option(
+        None, "Stop once the network is past this round, whenever the worker joined.", minimum=0
+    )
+    give_up_after: float = _option(
+        120.0,
+        "Seconds to keep retrying an unreachable chain node or IPFS node before exiting.",
+        minimum=0,
+    )
+    wait_log_interval: float = _option(
+        30.0,
+        "Seconds between two 'waiting for trainers ...' lines while waiting (0: never).",
+        minimum=0,
     )
     state_dir: Path | None = _option(
         None,

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from mcfl_chain.adversaries import make_adversary
-from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
-from mcfl_chain.dag.events import apply_events
-from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
 from mcfl_chain.learning.task import Task, TaskError, canonical_arch
-from mcfl_chain.storage import open_storage
-from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import make_strategy
 from mcfl_chain.worker.config import WorkerConfig
+from mcfl_chain.worker.preflight import WorkerSetupError, prepare
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
-from mcfl_chain.worker.state import StateError, WorkerState
-
-
-class WorkerSetupError(RuntimeError):
-    """The worker cannot start; the message says what to change."""
 
 
 def build_worker(config: WorkerConfig) -> Worker:
@@ -38,7 +27,7 @@ def build_worker(config: WorkerConfig) -> Worker:
     try:
         dep = Deployment.load(config.deployment)
     except DeploymentError as exc:
-        raise WorkerSetupError(f"{exc} (start a network with `mcfl-chain devnet up`)") from exc
+        raise WorkerSetupError(str(exc)) from exc
     try:
         task = Task.parse(dep.task)
         arch = canonical_arch(config.arch) if config.arch else task.arch
@@ -75,25 +64,17 @@ def build_worker(config: WorkerConfig) -> Worker:
         raise WorkerSetupError(
             f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
         )
-    try:
-        chain = ChainClient(
-            dep, rpc_url=config.rpc, private_key=config.key, account_index=config.account_index
-        )
-        chain.block_number()
-    except ChainError as exc:
-        raise WorkerSetupError(f"cannot reach the chain at {config.rpc}: {exc}") from exc
-    try:
-        store = open_storage(config.storage)
-    except StorageError as exc:
-        raise WorkerSetupError(f"cannot open storage {config.storage!r}: {exc}") from exc
-
-    folder = config.state_dir or Path(".mcfl") / "workers" / chain.address.lower()
-    try:
-        state = WorkerState.open(folder, chain.address, dep.deployment_block)
-    except StateError as exc:
-        raise WorkerSetupError(str(exc)) from exc
-    dag = ModelDAG(genesis_cid=dep.genesis_cid)
-    apply_events(dag, state.replay())
+    chain, store, state, dag = prepare(
+        dep,
+        config.deployment,
+        rpc=config.rpc,
+        key=config.key,
+        account_index=config.account_index,
+        storage=config.storage,
+        state_dir=config.state_dir,
+        give_up_after=config.give_up_after,
+    )
+    folder = state.path.parent
 
     training = TrainingOptions(
         epochs=config.epochs, batch_size=config.batch_size, lr=config.lr, seed=config.seed
@@ -102,7 +83,9 @@ def build_worker(config: WorkerConfig) -> Worker:
         arch=arch,
         training=training,
         rounds=config.rounds,
+        last_round=config.last_round,
         poll_interval=config.poll_interval,
+        wait_log_interval=config.wait_log_interval,
         metrics_path=config.metrics or folder / "metrics.jsonl",
         labels={
             "trainer_index": config.trainer_index,

@@ -10,9 +10,16 @@ AGGREGATE  for every parent it trained, keep the peers' updates that diverge lit
            ``nextRound``.
 
 Every step asks the chain first whether it was already done, so a worker killed at any
-point and restarted neither proposes nor aggregates twice. When a phase has a deadline
-and it passes, the worker calls for the phase to advance, so one silent trainer cannot
-stall the others; without deadlines the protocol waits for the whole quorum.
+point and restarted neither proposes nor aggregates twice, and checks right before each
+transaction that the phase it means is still open. When a phase has a deadline and it
+passes, one trainer calls for the phase to advance (the voter with the smallest trainer
+id; the next ones step in, one by one, if it does not), so one silent trainer cannot
+stall the others; without deadlines the protocol waits for the whole quorum. While it
+waits, the worker says now and then whom it waits for.
+
+A chain node or a store that stays unreachable past the retries, or a state directory
+that cannot be written, stops the worker with :class:`WorkerHalted`: one line naming
+the service.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ import torch
 
 from mcfl_chain.adversaries import Adversary, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
-from mcfl_chain.chain.client import ChainClient, ChainError, Phase
+from mcfl_chain.chain.client import ChainClient, ChainError, Phase, TrainerStatus
+from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG, ModelRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
@@ -42,11 +50,17 @@ from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
+from mcfl_chain.storage.errors import StorageError, StorageUnavailable
 from mcfl_chain.strategies.base import Candidate, Strategy
-from mcfl_chain.worker.state import WorkerState
+from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
+
+
+class WorkerHalted(RuntimeError):
+    """The worker cannot go on: a service stayed unreachable past its retries, the
+    account cannot pay for gas, or the state cannot be written. One line, naming it."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +79,22 @@ class WorkerOptions:
     arch: str
     training: TrainingOptions = field(default_factory=TrainingOptions)
     rounds: int | None = None
-    """Stop after taking part in this many rounds (None: run until stopped)."""
+    """Stop when the network reaches round F + ``rounds``, F being the first round in
+    which this trainer took part according to the chain (a proposal, or a vote counted
+    in the quorum; with none yet, the first round it saw open). None: no such bound."""
+    last_round: int | None = None
+    """Stop once the network is past this round (an absolute bound, for late joiners).
+    None: no such bound."""
     poll_interval: float = 0.1
+    wait_log_interval: float = 30.0
+    """Seconds between two log lines saying whom a waiting trainer waits for (0: never)."""
+    advance_grace: float = 1.0
+    """Seconds a voter lets pass after seeing a phase deadline past before advancing the
+    phase: proposals and votes finished right at the deadline (trainers with the same
+    work finish together) are mined first instead of reverting behind the advance."""
+    advance_stagger: float = 2.0
+    """After a phase deadline, the voter of rank k (by trainer id) advances the phase
+    only k × this many seconds after rank 0 would, if nobody did before."""
     metrics_path: Path | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     """Written into every metrics line (trainer index, data group, tolerance...)."""
@@ -105,16 +133,29 @@ class Worker:
         self._aggregated: dict[int, list[dict[str, Any]]] = {}
         self._next_advance = 0.0
         self._stop = threading.Event()
+        self._trainer_id = 0
+        self._first_part: int | None = None
+        self._turn: tuple[tuple[int, Phase], float] | None = None
+        self._waiting: tuple[bool, int, Phase] | None = None
+        self._waiting_since = 0.0
+        self._next_wait_log = 0.0
 
     # -- plumbing ------------------------------------------------------------------------
 
     def _fetch(self, cid: str) -> bytes:
         with self.clock.measure("storage"):
-            return self.storage.get(cid)
+            try:
+                return self.storage.get(cid)
+            except StorageUnavailable as exc:
+                # Not the blob's fault (WeightsBook would exclude it): our store is gone.
+                raise WorkerHalted(f"storage: {exc}") from exc
 
     def _put(self, blob: bytes) -> str:
         with self.clock.measure("storage"):
-            return self.storage.put(blob)
+            try:
+                return self.storage.put(blob)
+            except StorageError as exc:
+                raise WorkerHalted(f"storage: {exc}") from exc
 
     def stop(self) -> None:
         self._stop.set()
@@ -131,16 +172,38 @@ class Worker:
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Play rounds until the budget is spent or :meth:`stop`; returns rounds played.
+        """Play rounds until the budget is spent or :meth:`stop`; returns the rounds
+        played, those in which this trainer had a proposal on chain.
 
         While idle the worker polls one view (``Models.statusOf``) and nothing else; it
         reads the events (``sync``) only when it has something to do, so that waiting
         trainers leave the CPU to the ones still training.
+
+        Raises
+        ------
+        WorkerHalted
+            When it cannot go on; the message names the service in one line.
         """
+        try:
+            return self._play()
+        except ChainUnusable as exc:
+            raise WorkerHalted(f"chain: {exc}") from exc
+        except StateError as exc:
+            raise WorkerHalted(f"state: {exc}") from exc
+
+    def _play(self) -> int:
         with self.clock.measure("chain"):
             if not self.chain.is_registered():
-                self.chain.register()
-                log.info("registered as trainer %s", self.chain.trainer_id())
+                try:
+                    self.chain.register()
+                except ChainError as exc:
+                    raise WorkerHalted(
+                        f"chain: registering {self.me} as a trainer failed: {exc}"
+                    ) from exc
+            self._trainer_id = self.chain.trainer_id()
+            log.info("trainer %d (%s)", self._trainer_id, self.me)
+            # The history first: past participation sets where --rounds counts from.
+            self.sync()
             status = self.chain.status()
         acted: tuple[int, Phase] | None = None
         while not self._stop.is_set():
@@ -168,11 +231,11 @@ class Worker:
                     self._aggregate_phase(status.round)
             elif status.deadline and time.time() >= max(status.deadline, self._next_advance):
                 self._advance_after_deadline(status.round, status.phase)
-                self._next_advance = time.time() + 1.0  # do not hammer the node
             else:
                 with self.clock.measure("waiting"):
                     self._stop.wait(self.options.poll_interval)
                     status = self.chain.status()
+                self._say_whom_it_waits_for(status)
                 continue
             with self.clock.measure("chain"):
                 status = self.chain.status()
@@ -184,12 +247,70 @@ class Worker:
         status = self.chain.status()
         return (status.round, status.phase) == (round_, phase)
 
+    def _first_round_taken_part(self) -> int | None:
+        """The first round in which this trainer proposed or cast a counted vote, as far
+        as the events synced tell (the whole history is synced at start)."""
+        if self._first_part is None:
+            me = self.me.lower()
+            rounds = [u.round for u in self.dag.updates.values() if u.proposer.lower() == me]
+            rounds += [
+                int(v["round"])
+                for v in self.dag.votes
+                if v.get("counted") and str(v.get("trainer", "")).lower() == me
+            ]
+            self._first_part = min(rounds, default=None)
+        return self._first_part
+
     def _budget_spent(self, round_: int) -> bool:
-        budget, first = self.options.rounds, self.state.first_round
-        return budget is not None and first is not None and round_ >= first + budget
+        """Whether the network's round ``round_`` is past this trainer's budget.
+
+        ``--rounds`` counts from the first round this trainer took part in according to
+        the chain, so a worker rebuilt from the chain, or one that missed the deadline of
+        its first proposals, stops with the network that started with it;
+        ``--last-round`` is absolute.
+        """
+        last = self.options.last_round
+        if last is not None and round_ > last:
+            return True
+        budget = self.options.rounds
+        if budget is None:
+            return False
+        first = self._first_round_taken_part()
+        if first is None:
+            first = self.state.first_round
+        return first is not None and round_ >= first + budget
+
+    def _votes_in(self, round_: int, phase: Phase) -> list[dict[str, Any]]:
+        """TrainerVoted records of (round, phase), as synced."""
+        return [
+            v for v in self.dag.votes if v.get("round") == round_ and v.get("phase") == int(phase)
+        ]
+
+    def _advance_turn(self, round_: int, phase: Phase) -> float:
+        """When this trainer may advance (round, phase), its deadline being past.
+
+        The voters of the phase, ordered by trainer id, take turns: rank 0 advances
+        ``advance_grace`` seconds after it saw the deadline past, rank k
+        ``k × advance_stagger`` seconds later still, each only if the phase is still
+        open then; so one transaction ends the phase instead of a burst of them of which
+        all but one revert.
+        """
+        if self._turn is None or self._turn[0] != (round_, phase):
+            with self.clock.measure("chain"):
+                self.sync()
+            voters = sorted({int(v["trainerId"]) for v in self._votes_in(round_, phase)})
+            rank = voters.index(self._trainer_id) if self._trainer_id in voters else len(voters)
+            wait = self.options.advance_grace + rank * self.options.advance_stagger
+            self._turn = ((round_, phase), time.time() + wait)
+        return self._turn[1]
 
     def _advance_after_deadline(self, round_: int, phase: Phase) -> None:
-        """Past the phase deadline, push the phase forward (thesis §7.1)."""
+        """Past the phase deadline, push the phase forward (thesis §7.1) in turn."""
+        due = self._advance_turn(round_, phase)
+        if time.time() < due:
+            self._next_advance = due
+            return
+        self._next_advance = time.time() + 1.0  # do not hammer the node
         with self.clock.measure("chain"):
             if not self._still_in(round_, phase):
                 return
@@ -204,6 +325,48 @@ class Worker:
                 # Another trainer advanced it first: the next view shows the new phase.
                 log.debug("advance after deadline refused: %s", exc)
 
+    def _say_whom_it_waits_for(self, status: TrainerStatus) -> None:
+        """Every ``wait_log_interval`` s of waiting in one phase, log for whom and how long."""
+        now = time.monotonic()
+        where = (status.started, status.round, status.phase)
+        if where != self._waiting:
+            self._waiting, self._waiting_since = where, now
+            self._next_wait_log = now + self.options.wait_log_interval
+            return
+        if self.options.wait_log_interval <= 0 or now < self._next_wait_log:
+            return
+        self._next_wait_log = now + self.options.wait_log_interval
+        waited = now - self._waiting_since
+        with self.clock.measure("chain"):
+            if not status.started:
+                log.info(
+                    "waited %.0f s for round 0 to open: %d of the %d trainers it needs "
+                    "are registered",
+                    waited,
+                    self.chain.trainer_count(),
+                    self.chain.deployment.min_trainers,
+                )
+                return
+            self.sync()
+        counted = {int(v["trainerId"]) for v in self._votes_in(status.round, status.phase)}
+        missing = [str(i) for i in range(1, status.quorum + 1) if i not in counted]
+        if not status.deadline:
+            end = "no phase deadline: the wait lasts until they vote"
+        elif (left := status.deadline - time.time()) > 0:
+            end = f"the phase deadline passes in {left:.0f} s, then the phase ends without them"
+        else:
+            end = f"the phase deadline passed {-left:.0f} s ago: advancing without them"
+        log.info(
+            "round %d %s: waited %.0f s for trainer(s) %s (%d of %d votes); %s",
+            status.round,
+            status.phase.name.lower(),
+            waited,
+            ", ".join(missing) or "?",
+            status.votes,
+            status.quorum,
+            end,
+        )
+
     # -- PROPOSE ---------------------------------------------------------------------------
 
     def _propose_phase(self, round_: int) -> None:
@@ -214,6 +377,9 @@ class Worker:
         for parent in chosen:
             if self._stop.is_set():
                 return
+            with self.clock.measure("chain"):
+                if not self._still_in(round_, Phase.PROPOSE):
+                    return
             self._propose(round_, parent)
         with self.clock.measure("chain"):
             if self._still_in(round_, Phase.PROPOSE):
@@ -285,6 +451,16 @@ class Worker:
             cid = self._publish_update(net, start)
             self.state.set_uploaded(round_, parent, cid)
         with self.clock.measure("chain"):
+            # Training takes a while: a deadline may have ended the phase meanwhile, and
+            # a proposal sent now would only revert on chain.
+            if not self._still_in(round_, Phase.PROPOSE):
+                log.warning(
+                    "round %d: the propose phase ended before my update on %s was ready; "
+                    "not proposing it",
+                    round_,
+                    short_id(parent),
+                )
+                return
             try:
                 update_id = self.chain.propose(parent, cid, samples)
             except ChainError as exc:
@@ -360,9 +536,19 @@ class Worker:
                 bad.get(own),
             )
             return None
+        try:
+            parent_weights = self.book.model(parent)
+        except Unavailable as exc:
+            log.error(
+                "round %d: the weights of %s cannot be had (%s); not aggregating on it",
+                round_,
+                short_id(parent),
+                exc,
+            )
+            return None
         with self.clock.measure("aggregation"):
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
-            start = flatten_state(self.book.model(parent))
+            start = flatten_state(parent_weights)
             selected = sorted(self.strategy.choose_updates(own, vectors, parent=start))
             weights = self.book.aggregate(selected, good)
         new_id = compute_model_id(parent, selected)
@@ -372,6 +558,14 @@ class Worker:
             exists = new_id in self.dag.models
             cid = "" if exists else self._put(encode_weights(self.options.arch, weights))
             with self.clock.measure("chain"):
+                if not self._still_in(round_, Phase.AGGREGATE):
+                    log.warning(
+                        "round %d: the aggregate phase ended before my aggregation on %s "
+                        "was ready; not sending it",
+                        round_,
+                        short_id(parent),
+                    )
+                    return None
                 try:
                     self.chain.aggregate(selected, cid)
                 except ChainError as exc:
@@ -404,8 +598,13 @@ class Worker:
 
     def _report(self, round_: int) -> None:
         """One JSON line per round: the paper's metric is the aggregated model's
-        performance on the trainer's own test split, without fine-tuning (§5.1)."""
-        self.rounds_done += 1
+        performance on the trainer's own test split, without fine-tuning (§5.1).
+
+        The round counts as played only when this trainer has a proposal in it."""
+        if self._my_updates(round_):
+            self.rounds_done += 1
+        else:
+            log.warning("round %d: sat out (no proposal of mine on chain)", round_)
         if round_ in self.state.reported:
             return
         results = self._aggregated.pop(round_, [])

@@ -1,26 +1,67 @@
 """What a worker keeps on disk so that a restart resumes where it stopped.
 
-The chain is the source of truth for what was *done* (proposals, aggregations,
-votes): before every transaction the worker asks the chain. The state file keeps what
-the chain cannot tell: the last block processed, the models chosen for a round (so a
-restart trains the same ones), the CIDs already uploaded (so a restart does not train
-again), and the rounds whose metrics were already written.
+The chain is the source of truth; this is a cache of it. Before every transaction the
+worker asks the chain what was already done (proposals, aggregations, votes). The
+state file keeps what the chain cannot tell: the last block processed, the models
+chosen for a round (so a restart trains the same ones), the CIDs already uploaded (so a
+restart does not train again), and the rounds whose metrics were already written.
 
 Events already processed are appended to ``events.jsonl``; a restart replays the ones
 up to ``last_block`` and follows the chain from there instead of re-reading it all.
+The state counts the events it recorded, so a log cut short or lost is noticed: the
+worker then reads the chain again from the deployment block. A file that cannot be
+read is never deleted: it is renamed ``<name>.damaged-<time>`` and the worker starts
+over from the chain.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("mcfl_chain.worker")
 
 
 class StateError(RuntimeError):
     """The state directory cannot be used."""
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename ``path`` to ``<name>.damaged-<time>`` (never overwriting); None if absent."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    try:
+        path.replace(target)
+    except OSError as exc:
+        raise StateError(
+            f"cannot set {path} aside ({exc.strerror or exc}); move it away by hand"
+        ) from exc
+    return target
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "address": (str,),
+    "deployment_block": (int,),
+    "last_block": (int,),
+    "first_round": (int, type(None)),
+    "chosen": (dict,),
+    "uploaded": (dict,),
+    "reported": (list,),
+    "events_recorded": (int, type(None)),
+    "deployment_block_hash": (str,),
+}
+_REQUIRED = ("address", "deployment_block", "last_block")
 
 
 @dataclass
@@ -32,59 +73,140 @@ class WorkerState:
     deployment_block: int = 0
     last_block: int = -1
     first_round: int | None = None
-    """The first round this trainer took part in: ``--rounds`` counts from there."""
+    """The first round this trainer saw open (``--rounds`` counts from its first
+    proposal on chain, and from here only when it has none)."""
     chosen: dict[str, list[str]] = field(default_factory=dict)
     """round → hex ids of the models chosen for training in that round."""
     uploaded: dict[str, str] = field(default_factory=dict)
     """"round:parent" → CID of the trained update already stored."""
     reported: list[int] = field(default_factory=list)
     """Rounds whose metrics line was written."""
+    events_recorded: int | None = None
+    """Events in ``events.jsonl`` up to ``last_block`` (None: a file from before it was
+    counted)."""
+    deployment_block_hash: str = ""
+    """Hash of the deployment block on the chain this state follows: a devnet started
+    again deploys at the same block and addresses, but its blocks differ."""
+
+    @classmethod
+    def fresh(cls, state_dir: Path, address: str, deployment_block: int) -> WorkerState:
+        """A new state that reads the chain from the deployment block."""
+        state = cls(
+            path=state_dir / "state.json",
+            address=address,
+            deployment_block=deployment_block,
+            last_block=deployment_block - 1,
+            events_recorded=0,
+        )
+        state.save()
+        return state
 
     @classmethod
     def open(cls, state_dir: Path, address: str, deployment_block: int) -> WorkerState:
         """Load the state of ``address`` for one deployment, or start a fresh one.
 
-        A state directory belongs to one account and one deployment: reusing it for
-        another would skip work that was never done, so that is refused.
+        A state file that cannot be read (half written, empty, not a state) or that was
+        written for another deployment is set aside and a fresh state is returned: the
+        chain tells again what it held. Only a state of another trainer is refused,
+        since that directory is in use by someone else.
+
+        Raises
+        ------
+        StateError
+            When the directory cannot be created or read, or belongs to another trainer.
         """
+        state_dir = Path(state_dir)
         path = state_dir / "state.json"
         try:
-            raw: dict[str, Any] = json.loads(path.read_text())
-        except FileNotFoundError:
-            state = cls(
-                path=path,
-                address=address,
-                deployment_block=deployment_block,
-                last_block=deployment_block - 1,
-            )
-            state.save()
-            return state
-        except ValueError as exc:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
             raise StateError(
-                f"{path} is not valid JSON ({exc}); move it away to start over"
+                f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
+                f"choose another --state-dir"
             ) from exc
-        if (
-            raw.get("address", "").lower() != address.lower()
-            or raw.get("deployment_block") != deployment_block
-        ):
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return cls.fresh(state_dir, address, deployment_block)
+        except OSError as exc:
             raise StateError(
-                f"{path} belongs to trainer {raw.get('address')} on the deployment made at "
-                f"block {raw.get('deployment_block')}, not to {address} at block "
-                f"{deployment_block}; use another --state-dir"
+                f"cannot use the state directory {state_dir} ({exc.strerror or exc}); "
+                f"choose another --state-dir"
+            ) from exc
+        try:
+            raw = cls._parse(text)
+        except ValueError as exc:
+            return cls._start_over(state_dir, address, deployment_block, f"{path} is {exc}")
+        if raw["address"].lower() != address.lower():
+            raise StateError(
+                f"{path} belongs to trainer {raw['address']}, not to {address}; "
+                f"use another --state-dir"
             )
-        raw.pop("path", None)
+        if raw["deployment_block"] != deployment_block:
+            return cls._start_over(
+                state_dir,
+                address,
+                deployment_block,
+                f"{path} follows the deployment made at block {raw['deployment_block']}, "
+                f"not the one at block {deployment_block}",
+            )
         return cls(path=path, **raw)
 
+    @staticmethod
+    def _parse(text: str) -> dict[str, Any]:
+        """The fields of a state file; ValueError says what is wrong with it."""
+        if not text.strip():
+            raise ValueError("empty")
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not valid JSON ({exc})") from exc
+        if not isinstance(raw, dict):
+            raise ValueError("not a state file (not a JSON object)")
+        missing = [k for k in _REQUIRED if k not in raw]
+        if missing:
+            raise ValueError(f"not a state file (no {', '.join(missing)})")
+        known = {f.name for f in fields(WorkerState)} - {"path"}
+        raw = {k: v for k, v in raw.items() if k in known}
+        wrong = [k for k, v in raw.items() if not isinstance(v, _TYPES[k])]
+        if wrong:
+            raise ValueError(f"not a state file (bad {', '.join(wrong)})")
+        return raw
+
+    @classmethod
+    def _start_over(
+        cls, state_dir: Path, address: str, deployment_block: int, reason: str
+    ) -> WorkerState:
+        kept = [p for p in (state_dir / "state.json", state_dir / "events.jsonl") if p.exists()]
+        moved = [set_aside(p) for p in kept]
+        log.warning(
+            "%s; set aside as %s; starting over from the chain (block %d, the deployment)",
+            reason,
+            ", ".join(p.name for p in moved if p is not None),
+            deployment_block,
+        )
+        return cls.fresh(state_dir, address, deployment_block)
+
+    def start_over(self, reason: str) -> WorkerState:
+        """Set this state and its events log aside; a fresh state of the same trainer."""
+        return self._start_over(self.path.parent, self.address, self.deployment_block, reason)
+
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)
         data.pop("path")
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise StateError(
+                f"cannot write {self.path} ({exc.strerror or exc}); free some space or "
+                f"choose another --state-dir"
+            ) from exc
 
     # -- small typed accessors -------------------------------------------------------
 
@@ -118,34 +240,78 @@ class WorkerState:
         which :meth:`replay` ignores and the chain delivers again.
         """
         if events:
-            with open(self.events_path, "a") as f:
-                for event in events:
-                    f.write(json.dumps(event) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(self.events_path, "a") as f:
+                    for event in events:
+                        f.write(json.dumps(event) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                raise StateError(
+                    f"cannot write {self.events_path} ({exc.strerror or exc}); free some "
+                    f"space or choose another --state-dir"
+                ) from exc
         if head > self.last_block:
             self.last_block = head
+            if self.events_recorded is not None:
+                self.events_recorded += len(events)
             self.save()
+
+    def rewind(self, reason: str) -> None:
+        """Forget the events log (set aside) and read the chain again from the deployment."""
+        moved = set_aside(self.events_path)
+        log.warning(
+            "%s; %sreading the chain again from block %d (the deployment)",
+            reason,
+            f"set it aside as {moved.name}; " if moved else "",
+            self.deployment_block,
+        )
+        self.last_block = self.deployment_block - 1
+        self.events_recorded = 0
+        self.save()
 
     def replay(self) -> list[dict[str, Any]]:
         """Events already processed (up to ``last_block``), in chain order.
 
         The log is rewritten with just those, so a line torn by a crash never sits
-        in front of the events appended after the restart.
+        in front of the events appended after the restart. When the log holds fewer or
+        more of them than were recorded (cut short, lost, altered), it is not trusted:
+        :meth:`rewind` sets it aside and nothing is replayed.
         """
         try:
             lines = self.events_path.read_text().splitlines()
         except FileNotFoundError:
-            return []
+            lines = []
+        except OSError as exc:
+            raise StateError(
+                f"cannot read {self.events_path} ({exc.strerror or exc}); choose another "
+                f"--state-dir"
+            ) from exc
         events = []
         for line in lines:
             try:
                 event = json.loads(line)
-            except ValueError:
+                block = event["block"]
+            except (ValueError, TypeError, KeyError):
                 break  # a line torn by a crash: everything after it comes again from the chain
-            if event["block"] <= self.last_block:
+            if not isinstance(block, int):
+                break
+            if block <= self.last_block:
                 events.append(event)
+        if self.events_recorded is not None and len(events) != self.events_recorded:
+            self.rewind(
+                f"{self.events_path} holds {len(events)} events up to block "
+                f"{self.last_block}, {self.events_recorded} were recorded: it was cut short, "
+                f"lost or altered"
+            )
+            return []
         tmp = self.events_path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(e) + "\n" for e in events))
-        tmp.replace(self.events_path)
+        try:
+            tmp.write_text("".join(json.dumps(e) + "\n" for e in events))
+            tmp.replace(self.events_path)
+        except OSError as exc:
+            raise StateError(
+                f"cannot write {self.events_path} ({exc.strerror or exc}); free some space "
+                f"or choose another --state-dir"
+            ) from exc
         return events

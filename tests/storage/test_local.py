@@ -16,6 +16,7 @@ from mcfl_chain.storage import (
     CorruptBlob,
     InvalidCID,
     LocalStorage,
+    StorageError,
     cid_for_bytes,
     unixfs_cid_for_bytes,
 )
@@ -173,3 +174,26 @@ def test_pin_keeps_what_the_store_holds_and_refuses_the_rest(local_store: LocalS
     assert local_store.is_pinned(cid) and not local_store.is_pinned(absent)
     with pytest.raises(BlobNotFound, match="to pin"):
         local_store.pin(absent)
+
+
+@pytest.mark.parametrize("where", ["shard", "file"])
+def test_a_store_that_cannot_be_written_says_so(
+    local_store: LocalStorage, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Prepare: the blob's shard directory cannot be created (a file holds its name), or
+    # the directory refuses new files (read-only; chmod does not stop root, so the
+    # refusal is simulated).
+    data = b"weights"
+    shard = local_store.path_for(cid_for_bytes(data)).parent
+    if where == "shard":
+        shard.write_text("")
+    else:
+
+        def refuse(*_args: object, **_kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr("tempfile.mkstemp", refuse)
+
+    # Execute / Assert: a StorageError naming the store and what to do, no OSError.
+    with pytest.raises(StorageError, match="cannot write blob .* choose another --storage"):
+        local_store.put(data)

@@ -84,3 +84,51 @@ def test_jitter_stays_within_its_fraction() -> None:
 def test_invalid_policies_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+class FakeClock:
+    """Time that moves only when the retry sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def test_a_service_gone_is_retried_for_a_bounded_time_and_each_retry_is_logged(caplog) -> None:
+    # Prepare: a node that never answers, and a policy of 10 seconds.
+    policy = RetryPolicy.for_duration(10.0, initial_delay=1.0, max_delay=4.0)
+    operation = FlakyOperation(*[StorageUnavailable("connection refused")] * 100)
+    clock = FakeClock()
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.storage"):
+        with pytest.raises(StorageUnavailable, match=r"adding x failed after \d+ attempt"):
+            policy.run(operation, "adding x", sleep=clock.sleep, clock=clock)
+
+    # Assert: waits grow to the cap, never run past the bound, one log line per retry.
+    assert clock.waits[:3] == pytest.approx([1.0, 2.0, 4.0], rel=0.25)
+    assert 6.0 <= clock.now <= 10.0
+    assert operation.calls == len(clock.waits) + 1
+    retries = [r.getMessage() for r in caplog.records]
+    assert len(retries) == len(clock.waits)
+    assert all("connection refused" in m and "giving up after 10 s" in m for m in retries)
+
+
+def test_a_service_back_within_the_bound_is_used() -> None:
+    # Prepare
+    policy = RetryPolicy.for_duration(60.0, initial_delay=1.0)
+    operation = FlakyOperation(*[StorageTimeout("frozen")] * 5)
+    clock = FakeClock()
+
+    # Execute
+    result = policy.run(operation, "reading x", sleep=clock.sleep, clock=clock)
+
+    # Assert
+    assert result == "ok" and operation.calls == 6

@@ -25,12 +25,29 @@ def test_state_survives_a_reopen(tmp_path):
     assert again.replay() == [{"event": "X", "block": 5}]
 
 
-def test_a_state_dir_of_another_trainer_or_deployment_is_refused(tmp_path):
+def test_a_state_dir_of_another_trainer_is_refused(tmp_path):
+    # Prepare
     WorkerState.open(tmp_path, ME, deployment_block=4)
+
+    # Execute / Assert: another trainer's directory is in use by someone else.
     with pytest.raises(StateError, match="use another --state-dir"):
         WorkerState.open(tmp_path, "0x" + "b2" * 20, deployment_block=4)
-    with pytest.raises(StateError, match="block 4"):
-        WorkerState.open(tmp_path, ME, deployment_block=9)
+
+
+def test_a_state_of_another_deployment_is_set_aside_and_started_over(tmp_path):
+    # Prepare: a state that read up to block 40 of the deployment made at block 4.
+    old = WorkerState.open(tmp_path, ME, deployment_block=4)
+    old.set_chosen(2, [b"\x01" * 32])
+    old.record([{"event": "X", "block": 5}], head=40)
+
+    # Execute
+    state = WorkerState.open(tmp_path, ME, deployment_block=9)
+
+    # Assert: a fresh state that reads the new deployment from its block; the old
+    # files are kept aside, renamed.
+    assert (state.last_block, state.chosen, state.replay()) == (8, {}, [])
+    assert len(list(tmp_path.glob("state.json.damaged-*"))) == 1
+    assert len(list(tmp_path.glob("events.jsonl.damaged-*"))) == 1
 
 
 def test_replay_drops_events_past_last_block_and_a_torn_line(tmp_path):
@@ -49,7 +66,54 @@ def test_replay_drops_events_past_last_block_and_a_torn_line(tmp_path):
     assert state.replay() == [{"event": "A", "block": 1}, {"event": "D", "block": 2}]
 
 
-def test_a_corrupt_state_file_says_what_to_do(tmp_path):
-    (tmp_path / "state.json").write_text("{not json")
-    with pytest.raises(StateError, match="move it away"):
-        WorkerState.open(tmp_path, ME, deployment_block=0)
+@pytest.mark.parametrize(
+    "text",
+    ["", "{not json", '{"address": "0x00000000000000000000000000000000000000a1", "deploy', "[]"],
+    ids=["empty", "invalid", "half-written", "not-a-state"],
+)
+def test_an_unreadable_state_file_is_set_aside_and_rebuilt(tmp_path, text):
+    # Prepare: a state file cut short by a crash (or never a state), and its events log.
+    (tmp_path / "state.json").write_text(text)
+    (tmp_path / "events.jsonl").write_text(json.dumps({"event": "A", "block": 3}) + "\n")
+
+    # Execute
+    state = WorkerState.open(tmp_path, ME, deployment_block=3)
+
+    # Assert: the worker starts over from the deployment block; nothing is deleted.
+    assert state.last_block == 2 and state.replay() == []
+    (aside,) = tmp_path.glob("state.json.damaged-*")
+    assert aside.read_text() == text
+    assert len(list(tmp_path.glob("events.jsonl.damaged-*"))) == 1
+
+
+@pytest.mark.parametrize("damage", ["cut", "lost"])
+def test_an_events_log_that_lost_events_is_set_aside_and_read_again(tmp_path, damage):
+    # Prepare: two batches of events recorded, then the log cut short or deleted.
+    state = WorkerState.open(tmp_path, ME, deployment_block=1)
+    state.record([{"event": "A", "block": 2}, {"event": "B", "block": 2}], head=3)
+    state.record([{"event": "C", "block": 5}], head=6)
+    if damage == "cut":
+        lines = state.events_path.read_text().splitlines(keepends=True)
+        state.events_path.write_text(lines[0])
+    else:
+        state.events_path.unlink()
+
+    # Execute
+    again = WorkerState.open(tmp_path, ME, deployment_block=1)
+    replayed = again.replay()
+
+    # Assert: nothing partial is replayed, the position goes back to the deployment,
+    # and a cut log is kept aside.
+    assert replayed == []
+    assert (again.last_block, again.events_recorded) == (0, 0)
+    assert WorkerState.open(tmp_path, ME, deployment_block=1).last_block == 0
+    assert len(list(tmp_path.glob("events.jsonl.damaged-*"))) == (damage == "cut")
+
+
+def test_a_state_directory_that_cannot_be_created_says_so(tmp_path):
+    # Prepare: the directory's parent is a regular file.
+    (tmp_path / "file").write_text("")
+
+    # Execute / Assert
+    with pytest.raises(StateError, match="cannot create the state directory .*--state-dir"):
+        WorkerState.open(tmp_path / "file" / "state", ME, deployment_block=0)

@@ -1,0 +1,114 @@
+"""JSON-RPC over HTTP that rides out a node going away for a while.
+
+web3's own retry gives up after about a second and then raises a long traceback. A
+trainer's node may restart, be frozen for a while, or be gone for good: this provider
+retries every request with exponential backoff, logs each retry, and after a bounded
+time raises :class:`~mcfl_chain.chain.errors.ChainUnavailable` with one line to read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import requests
+from eth_typing import URI
+from web3 import HTTPProvider
+from web3.types import RPCEndpoint
+
+from mcfl_chain._utils.errors import short_reason
+from mcfl_chain.chain.errors import ChainUnavailable
+
+log = logging.getLogger("mcfl_chain.chain")
+
+DEFAULT_GIVE_UP_AFTER = 120.0
+"""Seconds a worker keeps retrying an unreachable node before it stops."""
+REQUEST_TIMEOUT = 15.0
+"""Seconds one request may take: a node silent for longer counts as a failed try."""
+
+_TRANSIENT = (requests.ConnectionError, requests.Timeout)
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, _TRANSIENT):
+        return True
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return exc.response.status_code >= 500 or exc.response.status_code == 429
+    return False
+
+
+class PatientHTTPProvider(HTTPProvider):
+    """An HTTP provider that retries unreachable-node failures for ``give_up_after`` s.
+
+    Parameters
+    ----------
+    endpoint_uri
+        The node's JSON-RPC URL.
+    give_up_after
+        Seconds after the first failure of a request past which it stops retrying.
+    timeout
+        Seconds one HTTP request may take.
+    initial_delay, max_delay
+        First wait between tries, doubled after each failure up to ``max_delay``.
+    sleep, clock
+        Waiting and time functions (tests pass fakes).
+    """
+
+    def __init__(
+        self,
+        endpoint_uri: str,
+        *,
+        give_up_after: float = DEFAULT_GIVE_UP_AFTER,
+        timeout: float = REQUEST_TIMEOUT,
+        initial_delay: float = 0.5,
+        max_delay: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if give_up_after < 0:
+            raise ValueError(f"give_up_after must be >= 0, got {give_up_after}")
+        super().__init__(
+            endpoint_uri, request_kwargs={"timeout": timeout}, exception_retry_configuration=None
+        )
+        self.give_up_after = give_up_after
+        self.initial_delay = initial_delay
+        self.max_delay = max_delay
+        self._sleep = sleep
+        self._clock = clock
+
+    def _make_request(self, method: RPCEndpoint, request_data: bytes) -> bytes:
+        start = self._clock()
+        delay = self.initial_delay
+        attempt = 1
+        while True:
+            try:
+                return self._request_session_manager.make_post_request(
+                    URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
+                )
+            except Exception as exc:
+                if not _retryable(exc):
+                    raise
+                reason = short_reason(exc)
+                waited = self._clock() - start
+                if waited + delay > self.give_up_after:
+                    raise ChainUnavailable(
+                        f"the chain node at {self.endpoint_uri} has not answered for "
+                        f"{waited:.0f} s ({reason}, {attempt} tries); start it again or "
+                        f"check --rpc"
+                    ) from exc
+                log.warning(
+                    "chain node at %s: %s (%s); retry %d in %.1f s, giving up after %g s",
+                    self.endpoint_uri,
+                    reason,
+                    method,
+                    attempt,
+                    delay,
+                    self.give_up_after,
+                )
+                self._sleep(delay)
+                delay = min(delay * 2, self.max_delay)
+                attempt += 1
+
+    def __repr__(self) -> str:
+        return f"<PatientHTTPProvider {self.endpoint_uri} give_up_after={self.give_up_after}>"

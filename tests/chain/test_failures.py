@@ -1,0 +1,130 @@
+"""How the chain client fails: a node gone, a URL without scheme, an account without funds.
+
+Each failure ends in one line a person can act on, never a library traceback.
+"""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from eth_account import Account
+from web3 import Web3
+
+from mcfl_chain._utils.process import free_port
+from mcfl_chain.chain._rpc import PatientHTTPProvider
+from mcfl_chain.chain.client import ChainClient, ChainError, connect
+from mcfl_chain.chain.errors import AccountUnfunded, ChainUnavailable
+
+
+class FakeClock:
+    """Time that moves only when the provider sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def test_a_node_gone_is_retried_for_a_bounded_time_then_named_in_one_line(caplog):
+    # Prepare: nothing listens on the port.
+    clock = FakeClock()
+    url = f"http://127.0.0.1:{free_port()}"
+    w3 = Web3(PatientHTTPProvider(url, give_up_after=5.0, sleep=clock.sleep, clock=clock))
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        with pytest.raises(ChainUnavailable) as caught:
+            w3.eth.block_number  # noqa: B018 - the request is the point
+
+    # Assert: backoff 0.5, 1, 2 (then 4 would pass the bound), each retry logged, and
+    # one line naming the node and what to do.
+    assert clock.waits == [0.5, 1.0, 2.0]
+    assert len(caplog.records) == 3
+    assert all("Connection refused" in r.getMessage() for r in caplog.records)
+    message = str(caught.value)
+    assert "\n" not in message and url in message and "Connection refused" in message
+    assert "has not answered" in message and "--rpc" in message
+
+
+def test_a_node_refusing_or_frozen_for_a_while_is_logged_then_answers(monkeypatch, caplog):
+    # Prepare: the node refuses, then does not answer in time (frozen), then answers.
+    clock = FakeClock()
+    provider = PatientHTTPProvider("http://127.0.0.1:1", sleep=clock.sleep, clock=clock)
+    answers = [
+        requests.ConnectionError("[Errno 111] Connection refused"),
+        requests.Timeout("read timed out"),
+        b'{"jsonrpc": "2.0", "id": 0, "result": "0x2a"}',
+    ]
+
+    def post(*_args, **_kwargs):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        block = Web3(provider).eth.block_number
+
+    # Assert: the answer, after two logged retries saying why.
+    assert block == 42 and clock.waits == [0.5, 1.0]
+    reasons = [r.getMessage() for r in caplog.records]
+    assert "Connection refused" in reasons[0] and "no answer in time" in reasons[1]
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("127.0.0.1:8545", "lacks its scheme: write http://127.0.0.1:8545"),
+        ("localhost:8545", "lacks its scheme: write http://localhost:8545"),
+        ("ws://127.0.0.1:8545", "must start with http:// or https://"),
+    ],
+)
+def test_an_rpc_url_without_http_scheme_is_named_as_such(url, expected):
+    with pytest.raises(ChainError, match=expected):
+        connect(url)
+
+
+def test_an_account_without_funds_is_named(devnet):
+    # Prepare: a fresh key, never funded.
+    _, deployment = devnet
+    account = Account.create()
+    client = ChainClient(deployment, account)
+
+    # Execute
+    with pytest.raises(AccountUnfunded) as caught:
+        client.register()
+
+    # Assert: which address needs native currency, and no key in the message.
+    message = str(caught.value)
+    assert account.address in message and "native currency" in message
+    assert account.key.hex().removeprefix("0x") not in message.lower()
+
+
+def test_a_transaction_resent_after_its_answer_was_lost_counts_as_sent(devnet, monkeypatch):
+    # Prepare: the node receives and mines the first send, but its answer is lost, so
+    # the provider sends the same signed transaction again.
+    _, deployment = devnet
+    client = ChainClient(deployment, account_index=6)
+    eth = client.w3.eth
+    real_send = eth.send_raw_transaction
+
+    def send_twice(raw):
+        real_send(raw)
+        return real_send(raw)
+
+    monkeypatch.setattr(eth, "send_raw_transaction", send_twice)
+
+    # Execute
+    trainer_id = client.register()
+
+    # Assert: registered once, no error.
+    assert trainer_id >= 1 and client.is_registered()

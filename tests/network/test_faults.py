@@ -1,0 +1,364 @@
+"""Faults injected into small real networks: damaged state, late joiners, services gone,
+the wrong network, setup mistakes, and deadlines.
+
+Each test runs `mcfl-chain worker` processes on real Anvil chains (and js-ipfs where
+storage is the point) with scikit-learn's digits, and checks what the chain recorded
+and what each worker said. Options new to the worker are passed through MCFL_*
+environment variables where the point is what the worker does with them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+from rich.console import Console
+
+from mcfl_chain._utils.process import free_port
+from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.devnet import start_devnet, stop_devnet
+from mcfl_chain.simulation.runner import Network
+from mcfl_chain.storage import LocalStorage, cid_for_bytes
+from mcfl_chain.storage.daemon import stop_ipfs
+from mcfl_chain.worker.preflight import STORAGE_PROBE
+
+from .test_network import _config, _events, _wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def small(**overrides):
+    """A network that plays a round in a few seconds on 2 cores."""
+    base = dict(n_trainers=3, rounds=3, samples=300, epochs=2, round_timeout=90)
+    base.update(overrides)
+    return _config(**base)
+
+
+def log_of(run_dir, index: int) -> str:
+    return (run_dir / "trainers" / f"{index:03d}" / "worker.log").read_text(errors="replace")
+
+
+def address_of(net: Network, index: int) -> str:
+    return ChainClient(net.deployment, account_index=index + 1).address
+
+
+def proposed_in(chain: ChainClient, who: str, round_: int) -> bool:
+    return any(
+        e.args["proposer"] == who and e.args["round"] == round_
+        for e in _events(chain, "UpdateProposed")
+    )
+
+
+def kill(net: Network, index: int) -> None:
+    os.kill(net.procs[index].pid, signal.SIGKILL)
+    net.procs[index].wait()
+
+
+# -- local state is a cache of the chain ---------------------------------------------------
+
+
+def test_a_worker_whose_events_log_was_cut_short_reads_the_chain_again(tmp_path):
+    # Prepare
+    net = Network(small(), tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        victim = address_of(net, 1)
+        net.spawn_workers()
+        _wait_for(lambda: proposed_in(chain, victim, 1), what="the victim's round-1 proposal")
+        kill(net, 1)
+        # Execute: its events log loses all but its first lines; it restarts.
+        log = tmp_path / "trainers" / "001" / "state" / "events.jsonl"
+        log.write_text("".join(log.read_text().splitlines(keepends=True)[:3]))
+        net.procs[1] = net.spawn(1)
+        net.wait()
+        # Assert: the network finished, the victim aggregated its round-1 update (which
+        # the cut log had lost) without a refused transaction, and the log is kept aside.
+        assert chain.round_state()[1] == 3
+        assert any(
+            e.args["aggregator"] == victim and e.args["round"] == 1
+            for e in _events(chain, "ModelAppended")
+        )
+        text = log_of(tmp_path, 1)
+        assert "Traceback" not in text and "refused" not in text
+        assert "reading the chain again" in text
+        assert len(list(log.parent.glob("events.jsonl.damaged-*"))) == 1
+    finally:
+        net.stop()
+
+
+@pytest.mark.parametrize("damage", ["half-written", "lost"])
+def test_a_worker_whose_state_was_damaged_rebuilds_it_and_stops_with_the_network(tmp_path, damage):
+    # Prepare
+    net = Network(small(), tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        victim = address_of(net, 1)
+        net.spawn_workers()
+        _wait_for(lambda: proposed_in(chain, victim, 1), what="the victim's round-1 proposal")
+        kill(net, 1)
+        # Execute: its state file cut in the middle of a write, or its whole state gone
+        # (then it restarts in round 1 knowing nothing).
+        state_dir = tmp_path / "trainers" / "001" / "state"
+        if damage == "half-written":
+            text = (state_dir / "state.json").read_text()
+            (state_dir / "state.json").write_text(text[: len(text) // 2])
+            (state_dir / "events.jsonl").unlink()
+        else:
+            for path in state_dir.iterdir():
+                path.unlink()
+        net.procs[1] = net.spawn(1)
+        net.wait()
+        # Assert: every worker exited 0 at the same last round: the rebuilt one counted
+        # its --rounds from round 0, where the chain says it first played.
+        assert chain.round_state()[1] == 3
+        assert [p.returncode for p in net.procs] == [0, 0, 0]
+        assert proposed_in(chain, victim, 2)
+        assert "Traceback" not in log_of(tmp_path, 1)
+        aside = list(state_dir.glob("state.json.damaged-*"))
+        assert len(aside) == (damage == "half-written")
+    finally:
+        net.stop()
+
+
+def test_a_late_joiner_given_the_last_round_stops_with_the_network(tmp_path, monkeypatch):
+    # Prepare: two trainers start a 3-round network; a third trainer registers during
+    # round 0 (so rounds 1 and 2 wait for it) and its worker comes up in round 1.
+    net = Network(small(), tmp_path, Console(quiet=True))
+    net.start(min_trainers=2)
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        net.procs = [net.spawn(0), net.spawn(1)]
+        _wait_for(lambda: chain.round_state()[0], what="round 0")
+        ChainClient(net.deployment, account_index=3).register()
+        # Execute: told the network ends with round 2 (its own --rounds 3 would run on
+        # to round 3, which nobody else plays).
+        monkeypatch.setenv("MCFL_LAST_ROUND", "2")
+        net.procs.append(net.spawn(2))
+        net.wait()
+        # Assert: all three exited 0 after round 2, the joiner having played rounds 1, 2.
+        assert chain.round_state()[1] == 3
+        assert [p.returncode for p in net.procs] == [0, 0, 0]
+        joiner = address_of(net, 2)
+        assert proposed_in(chain, joiner, 1) and proposed_in(chain, joiner, 2)
+    finally:
+        net.stop()
+
+
+# -- services that go away -----------------------------------------------------------------
+
+
+def assert_one_line_exit(net: Network, index: int, service: str, timeout: float = 90) -> str:
+    """The worker exits non-zero; its last line names the service; no traceback."""
+    code = net.procs[index].wait(timeout=timeout)
+    text = log_of(net.run_dir, index)
+    last = text.strip().splitlines()[-1]
+    assert code not in (0, None), text[-2000:]
+    assert "Traceback" not in text, text[-2000:]
+    assert last.startswith(f"Error: {service}: "), last
+    assert "played" not in text
+    return text
+
+
+def test_workers_stop_with_one_line_when_the_chain_node_is_gone(tmp_path, monkeypatch):
+    # Prepare
+    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "4")
+    net = Network(small(n_trainers=2, rounds=6), tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        net.spawn_workers()
+        _wait_for(lambda: chain.round_state()[1] >= 1, what="round 1")
+        # Execute: the node goes away for good.
+        stop_devnet(tmp_path / "devnet")
+        # Assert: each retried (and said so), then stopped with one line naming the node.
+        for index in (0, 1):
+            text = assert_one_line_exit(net, index, "chain")
+            assert "has not answered" in text.splitlines()[-1]
+            assert "retry 1 in" in text
+    finally:
+        net.stop()
+
+
+def test_workers_stop_with_one_line_when_the_ipfs_node_is_gone(tmp_path, monkeypatch):
+    # Prepare
+    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "4")
+    net = Network(small(n_trainers=2, rounds=6, storage="ipfs"), tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        net.spawn_workers()
+        _wait_for(lambda: chain.round_state()[1] >= 1, what="round 1")
+        # Execute
+        stop_ipfs(tmp_path / "ipfs")
+        # Assert
+        for index in (0, 1):
+            text = assert_one_line_exit(net, index, "storage")
+            assert "IPFS node" in text.splitlines()[-1]
+    finally:
+        net.stop()
+
+
+def test_a_worker_started_with_its_ipfs_node_down_plays_nothing_and_exits_non_zero(
+    tmp_path, monkeypatch
+):
+    # Prepare: a two-trainer network whose second worker points at a dead IPFS node.
+    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "2")
+    net = Network(small(n_trainers=2, rounds=1), tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        dead = f"ipfs:/ip4/127.0.0.1/tcp/{free_port()}"
+        # Execute
+        net.procs = [net.spawn(0), net.spawn(1, ["--storage", dead])]
+        # Assert: it says the storage cannot be reached, and plays no round.
+        text = assert_one_line_exit(net, 1, "storage")
+        assert "cannot connect to the IPFS node" in text
+    finally:
+        net.stop()
+
+
+# -- the wrong network, and setup mistakes -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory):
+    """A started two-trainer network whose workers the tests below start by hand."""
+    run_dir = tmp_path_factory.mktemp("network")
+    net = Network(small(n_trainers=2), run_dir, Console(quiet=True))
+    net.start()
+    yield net
+    net.stop()
+
+
+def run_worker(net: Network, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Trainer 0's command with ``args`` added (``--key`` replaces ``--account-index``)."""
+    command = net.worker_command(0, 1.0)
+    if "--key" in args:
+        at = command.index("--account-index")
+        del command[at : at + 2]
+    command += args
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "MCFL_GIVE_UP_AFTER": "2"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_worker_given_another_networks_node_refuses_to_join(network, tmp_path):
+    # Prepare: a second devnet at the same addresses, with other genesis weights.
+    other = tmp_path / "other"
+    _, deployment = start_devnet(
+        other, free_port(), genesis_cid=cid_for_bytes(b"other"), task=network.deployment.task
+    )
+    try:
+        assert deployment.addresses == network.deployment.addresses
+        # Execute
+        result = run_worker(
+            network, "--rpc", deployment.rpc_url, "--state-dir", str(tmp_path), timeout=40
+        )
+        # Assert: refused in one line, and not registered there.
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert "runs another network than" in result.stderr
+        stranger = ChainClient(deployment, account_index=1)
+        assert not stranger.is_registered()
+    finally:
+        stop_devnet(other)
+
+
+def _no_code_deployment(net: Network, path) -> list[str]:
+    data = json.loads(net.deployment_path.read_text())
+    data["addresses"] = {k: "0x" + f"{i + 1:040x}" for i, k in enumerate(data["addresses"])}
+    path.write_text(json.dumps(data))
+    return ["--deployment", str(path)]
+
+
+def _blocked_store(path) -> list[str]:
+    LocalStorage(path).path_for(cid_for_bytes(STORAGE_PROBE)).parent.write_text("")
+    return ["--storage", f"local:{path}"]
+
+
+MISTAKES = {
+    "unfunded key": (
+        lambda net, tmp: ["--key", "0x" + "5a" * 32],
+        "has no native currency to pay for gas",
+    ),
+    "account index": (lambda net, tmp: ["--account-index", "9"], "--account-index 9 is past"),
+    "malformed key": (
+        lambda net, tmp: ["--key", "0x1234"],
+        "is not a private key",
+    ),
+    "no contract code": (
+        lambda net, tmp: _no_code_deployment(net, tmp / "d.json"),
+        "no contract code at Trainers",
+    ),
+    "unwritable store": (lambda net, tmp: _blocked_store(tmp / "blobs"), "cannot write blob"),
+    "state dir": (
+        lambda net, tmp: ["--state-dir", str(net.deployment_path / "state")],
+        "cannot create the state directory",
+    ),
+    "rpc without scheme": (
+        lambda net, tmp: ["--rpc", net.deployment.rpc_url.removeprefix("http://")],
+        "lacks its scheme",
+    ),
+    "no deployment file": (
+        lambda net, tmp: ["--deployment", str(tmp / "nowhere.json")],
+        "no deployment file at",
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
+    # Prepare
+    make_args, expected = MISTAKES[mistake]
+    args = ["--state-dir", str(tmp_path / "state"), *make_args(network, tmp_path)]
+
+    # Execute
+    result = run_worker(network, *args, timeout=40)
+
+    # Assert: exit 1, one line saying what to change, no traceback, no key, hint once.
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr[-2000:]
+    assert expected in lines[0]
+    assert "5a" * 32 not in result.stderr
+    assert lines[0].count("mcfl-chain devnet up") <= 1
+
+
+# -- deadlines -----------------------------------------------------------------------------
+
+
+def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_whom(
+    tmp_path, monkeypatch
+):
+    # Prepare: 3 workers and a registered trainer that never acts, so every phase ends
+    # by its deadline; trainer 2 trains so long that its proposals come after it.
+    monkeypatch.setenv("MCFL_WAIT_LOG_INTERVAL", "1")
+    net = Network(small(rounds=1, phase_duration=4), tmp_path, Console(quiet=True))
+    net.start(min_trainers=4)
+    try:
+        silent = ChainClient(net.deployment, account_index=4)
+        silent.register()
+        chain = ChainClient.read_only(net.deployment)
+        # Execute
+        net.spawn_workers({2: ["--epochs", "60"]})
+        net.wait()
+        # Assert: the round ended by its deadlines, and not one transaction reverted.
+        assert chain.round_state()[1] == 1
+        w3 = chain.w3
+        reverted = [
+            tx.hex()
+            for n in range(net.deployment.deployment_block, w3.eth.block_number + 1)
+            for tx in w3.eth.get_block(n)["transactions"]
+            if w3.eth.get_transaction_receipt(tx)["status"] != 1
+        ]
+        assert reverted == []
+        assert "not proposing it" in log_of(tmp_path, 2)
+        # The waiting trainers said whom they waited for, and that a deadline ends it.
+        waits = [line for line in log_of(tmp_path, 0).splitlines() if "waited" in line]
+        silent_id = str(silent.trainer_id())
+        assert any(f"trainer(s) {silent_id}" in w and "deadline" in w for w in waits)
+    finally:
+        net.stop()
