@@ -199,7 +199,6 @@ def exit():
     self._trainerIdOf[msg.sender] = 0
     self._holderOf[trainer_id] = empty(address)
     self.totalSupply -= 1
-    erc721_base._clear_approval(trainer_id)
     log erc721_base.Transfer(sender=msg.sender, receiver=empty(address), tokenId=trainer_id)
     refund: uint256 = 0
     available_at: uint256 = 0

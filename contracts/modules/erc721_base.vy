@@ -101,15 +101,6 @@ def _authorize_transfer(owner: address, sender: address, receiver: address, toke
 
 
 @internal
-def _clear_approval(token_id: uint256):
-    """
-    @dev Forgets the approval of a burnt token, writing only when there is one.
-    """
-    if self._approved[token_id] != empty(address):
-        self._approved[token_id] = empty(address)
-
-
-@internal
 def _check_receiver(sender: address, receiver: address, token_id: uint256, data: Bytes[MAX_DATA]):
     """
     @dev ERC-721 safe transfer: a contract receiver must answer
