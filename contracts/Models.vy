@@ -103,8 +103,8 @@ _FIRST_SHIFT: constant(uint256) = 200
 #      The index is the model's creation number, which Updates stores instead
 #      of the 32-byte parent id to keep a proposal in one slot. Parents, update
 #      ids and weights CIDs are in the `ModelCreated` event only: no rule
-#      needs them on chain, and three more slots per model would double the
-#      gas of a forking round.
+#      needs them on chain, and their three slots would cost a trainer of a
+#      forking round (two new models) some 130,000 gas more.
 _ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _M_ROUND_SHIFT: constant(uint256) = 160
 _M_INDEX_SHIFT: constant(uint256) = 192

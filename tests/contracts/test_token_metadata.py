@@ -74,4 +74,5 @@ def test_a_task_with_url_and_json_sensitive_characters_survives(project, deploye
     # Assert
     assert models.task() == AWKWARD_TASK
     assert root_doc["description"].endswith("Task: " + AWKWARD_TASK)
-    assert update_doc["name"].startswith("MCFL update") and trainer_doc["name"] == "MCFL trainer #1"
+    assert update_doc["name"].startswith("MCFL update")
+    assert trainer_doc["name"] == "MCFL trainer #1"
