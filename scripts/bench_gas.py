@@ -42,6 +42,7 @@ from multiformats import CID, multihash
 from rich.console import Console
 from rich.table import Table
 from web3 import Web3
+from web3.exceptions import ContractLogicError, Web3RPCError
 
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.cids import cid_to_bytes
@@ -163,7 +164,7 @@ class Network:
         """Send ``call`` from ``sender``; its gasUsed, base included."""
         try:
             tx_hash = call.transact({"from": sender, "gas": GAS_LIMIT})
-        except Exception as exc:
+        except (ContractLogicError, Web3RPCError, ValueError) as exc:
             raise RuntimeError(f"{call.fn_name} from {sender} was refused: {exc}") from exc
         receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash)
         if receipt["status"] != 1:
@@ -235,7 +236,8 @@ def measure_forking_round(w3: Web3, groups: int = 3, size: int = 4,
     """
     net = Network(w3, groups * size, "forking")
     members = [net.add_trainers(size) for _ in range(groups)]
-    # Round 0: in each group, the first half aggregates its own updates, the second too.
+    # Round 0: in each group, the first half of the trainers aggregate their updates
+    # together, and the second half theirs: two models per group.
     for g, group in enumerate(members):
         for i, a in enumerate(group):
             net.propose(a, [(ROOT_MODEL_ID, fake_cid(f"f0-{g}-{i}"), 500)])

@@ -19,8 +19,8 @@ DEFAULT_MAX_SAMPLES = 1_000_000
 """Default cap on an update's declared sample count: above any dataset of the thesis
 (MNIST has 60,000 training samples) while bounding one trainer's FedAvg weight."""
 
-MAX_SAMPLES_BOUND = 2**31 - 1
-"""Largest sample cap the Updates contract accepts (the 31 bits of its record)."""
+MAX_SAMPLES_BOUND = 2**32 - 1
+"""Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
 
 MAX_COOLDOWN = 365 * 86_400
 """Longest refund cooldown the Trainers contract accepts, in seconds."""
@@ -62,7 +62,7 @@ def deploy_network(w3: Web3, deployer: str | int | LocalAccount, genesis_cid: st
         Seconds between a trainer's exit and its refund, with "deposit" only
         (0 to one year).
     max_samples
-        Cap on the sample count an update may declare (1 to 2**31 - 1), so that
+        Cap on the sample count an update may declare (1 to 2**32 - 1), so that
         no trainer outweighs the others in FedAvg by declaring a huge count.
 
     Returns
@@ -85,7 +85,7 @@ def deploy_network(w3: Web3, deployer: str | int | LocalAccount, genesis_cid: st
     if not 0 < len(task) <= 128:
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
     if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
-        raise ValueError(f"max_samples must be between 1 and 2**31 - 1, got {max_samples}")
+        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
     policy = _check_policy(registration, admin, deposit, cooldown)
     cid = cid_to_bytes(genesis_cid)
     sender = Transactor(w3, as_account(deployer))
