@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 from web3 import Web3
 from web3.exceptions import ContractLogicError, Web3RPCError
+from web3.types import RPCEndpoint
 
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.cids import cid_to_bytes
@@ -140,7 +141,8 @@ class Network:
                                     min_trainers=min_trainers, phase_duration=PHASE_DURATION)
         self.w3 = w3
         self.trainers, self.models, self.updates = (
-            w3.eth.contract(address=deployment.addresses[n], abi=deployment.abis[n])
+            w3.eth.contract(address=to_checksum_address(deployment.addresses[n]),
+                            abi=deployment.abis[n])
             for n in ("Trainers", "Models", "Updates"))
         self.salt = salt
         self.accounts: list[str] = []
@@ -150,11 +152,12 @@ class Network:
     def add_trainers(self, count: int) -> list[str]:
         """Register ``count`` new trainers; returns their addresses."""
         start = len(self.accounts)
-        new = [to_checksum_address(keccak(text=f"mcfl-gas-{self.salt}-{i}")[12:])
-               for i in range(start, start + count)]
+        new: list[str] = [to_checksum_address(keccak(text=f"mcfl-gas-{self.salt}-{i}")[12:])
+                          for i in range(start, start + count)]
         for address in new:
-            self.w3.provider.make_request("anvil_impersonateAccount", [address])
-            self.w3.provider.make_request("anvil_setBalance", [address, hex(10**21)])
+            self.w3.provider.make_request(RPCEndpoint("anvil_impersonateAccount"), [address])
+            self.w3.provider.make_request(RPCEndpoint("anvil_setBalance"),
+                                          [address, hex(10**21)])
             self.registrations.append(self.send(address, self.trainers.functions.register()))
             self.trainer_ids[address] = self.trainers.functions.trainerId(address).call()
         self.accounts += new
@@ -191,7 +194,7 @@ class Network:
 
     def end_phase_by_deadline(self, voter: str) -> None:
         """Move time past the deadline; ``voter`` (who voted already) ends the phase."""
-        self.w3.provider.make_request("evm_increaseTime", [PHASE_DURATION])
+        self.w3.provider.make_request(RPCEndpoint("evm_increaseTime"), [PHASE_DURATION])
         phase = self.models.functions.phase().call()
         call = (self.models.functions.submitProposals([]) if phase == 0
                 else self.models.functions.submitAggregations([], [], []))
@@ -259,13 +262,13 @@ def measure_forking_round(w3: Web3, groups: int = 3, size: int = 4,
         aggregations = []
         created: list[list[bytes]] = []
         for g, group in enumerate(members):
-            ids = {p: [update_id(net.trainer_ids[a], p, round_) for a in group]
-                   for p in parents[g]}
+            by_parent = {p: [update_id(net.trainer_ids[a], p, round_) for a in group]
+                         for p in parents[g]}
             made = []
             for i, a in enumerate(group):
                 items = []
                 for p in parents[g]:
-                    chosen = sorted(ids[p][(i + k) % size] for k in range(selection))
+                    chosen = sorted(by_parent[p][(i + k) % size] for k in range(selection))
                     items.append(([p], chosen, fake_cid(f"fm{round_}-{g}-{i}-{p.hex()}")))
                     made.append(model_id(p, chosen))
                 aggregations.append(net.aggregate(a, items))
@@ -374,17 +377,17 @@ def main(write_snapshot: bool) -> None:
         calls.add_row(name, f"{gas:,}")
     console.print(calls)
     per = Table(title="Per trainer and round (mean, base included) vs thesis contracts")
-    for column in ("round", "submitProposals", "submitAggregations", "total", "thesis",
-                   "ratio"):
+    for column in ("round", "proposals tx", "aggregations tx", "total", "thesis", "ratio"):
         per.add_column(column, justify="left" if column == "round" else "right")
-    for name, r in (("(a) consensus, 10 trainers", report.consensus),
-                    ("(b) forking, 12 trainers, 2 parents each", report.forking)):
+    for name, r in (("(a) consensus", report.consensus), ("(b) forking", report.forking)):
         assert r is not None
         per.add_row(name, f"{r.submit_proposals:,}", f"{r.submit_aggregations:,}",
                     f"{r.total:,}", f"{r.thesis:,}", f"{r.ratio:.3f}")
     console.print(per)
-    console.print("thesis: (a) propose + aggregate + nextRound = 3 transactions; "
-                  "(b) 2 propose + 2 aggregate + nextRound = 5 transactions")
+    console.print("(a) 10 trainers, one parent, all aggregate the same 10 updates; thesis: "
+                  "propose + aggregate + nextRound = 3 transactions.\n(b) 12 trainers in 3 "
+                  "groups, 2 parents each, every aggregation a new model of 3 updates; "
+                  "thesis: 2 propose + 2 aggregate + nextRound = 5 transactions.")
     sizes = Table(title="One aggregation or merge, with its vote (gasUsed, base included)")
     sizes.add_column("aggregation")
     sizes.add_column("gas", justify="right")

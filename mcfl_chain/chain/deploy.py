@@ -104,7 +104,8 @@ def deploy_network(w3: Web3, deployer: str | int | LocalAccount, genesis_cid: st
     updates = create("Updates", models, max_samples)
     for name, address, setter, target in (("Trainers", trainers, "setModels", models),
                                           ("Models", models, "setUpdates", updates)):
-        contract = w3.eth.contract(address=address, abi=artifacts[name].abi)
+        contract = w3.eth.contract(address=Web3.to_checksum_address(address),
+                                   abi=artifacts[name].abi)
         call = getattr(contract.functions, setter)(target)
         sender.send(f"{name}.{setter}", {"to": address, "data": call._encode_transaction_data()})
     return Deployment(

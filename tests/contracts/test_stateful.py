@@ -276,7 +276,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         for model in self.touched:
             assert self.models.popularityOf(model) == self.dag[model]["popularity"]
         self.touched = set()
-        for model, record in self.dag.items():
+        for record in self.dag.values():
             for parent in record["parents"]:
                 assert parent == ROOT_MODEL_ID or self.dag[parent]["round"] < record["round"]
         self._assert_acyclic()
