@@ -1,23 +1,31 @@
 # pragma version 0.4.3
 """
-@title MCFL Models: the model DAG and the round state machine
+@title MCFL Models: the round state machine and the model DAG
 @license MIT
-@notice Every model version of a MultiConfederated Learning network is an
-        ERC-721 token whose id is `uint256(modelId)`, with
-        `modelId = keccak256(abi.encode(bytes32 parent, uint256[] updateIds))`
-        and `updateIds` strictly ascending, so anyone can recompute it off
-        chain. The root model (id 0) exists from deployment with the genesis
-        weights CID and the task descriptor. A new model id is minted to its
-        first aggregator; submitting an existing id adds one to its popularity.
-        Rounds have two phases, PROPOSE (0) then AGGREGATE (1). A phase ends
-        when every trainer counted in the round's quorum has voted
-        (`finishProposals`, then `nextRound`), or, when a phase duration was
-        set, by any registered trainer's vote after the deadline.
+@notice Trainers send this contract two transactions a round:
+        `submitProposals` (all their updates of the round and their PROPOSE
+        vote) and `submitAggregations` (all their aggregations and their
+        AGGREGATE vote); either may carry an empty list and then only votes.
+        Every model version is an ERC-721 token whose id is `uint256(modelId)`:
+        - one parent: `keccak256(abi.encode(bytes32 parent, uint256[] updateIds))`;
+        - a merge of several parents:
+          `keccak256(abi.encode(bytes32[] parents, uint256[] updateIds))`,
+        with parents and update ids strictly ascending, so anyone can recompute
+        it off chain. The root model (id 0) exists from deployment with the
+        genesis weights CID and the task descriptor. A new model id is minted to
+        its first aggregator; submitting an existing id adds one to its
+        popularity.
+        Quorum: the trainers that voted in the previous phase must vote (round
+        0's first phase: the trainers registered when it opened). Anybody
+        else's vote is recorded and makes it a member of the next phase. A phase
+        ends when every member voted, or with any vote once its deadline passed.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
 from .interfaces import ITrainers
+from .interfaces import IUpdates
 from .modules import erc721_base
+from .modules import protocol
 from .modules import render
 
 initializes: erc721_base
@@ -31,6 +39,7 @@ exports: (
 event PhaseChanged:
     round: indexed(uint256)
     phase: uint256
+    quorum: uint256
 
 event NewRound:
     prevRound: indexed(uint256)
@@ -38,117 +47,138 @@ event NewRound:
 
 event TrainerVoted:
     round: indexed(uint256)
-    trainer: indexed(address)
+    trainerId: indexed(uint256)
     phase: uint256
-    trainerId: uint256
     counted: bool
     votes: uint256
+    voters: uint256
+
+event ModelCreated:
+    round: indexed(uint256)
+    modelId: indexed(bytes32)
+    trainerId: indexed(uint256)
+    index: uint256
+    parents: DynArray[bytes32, protocol.MAX_PARENTS]
+    updateIds: DynArray[uint256, protocol.MAX_UPDATES]
+    aggregator: address
+    weightsCid: Bytes[render.CID_LENGTH]
 
 event ModelAppended:
     round: indexed(uint256)
     modelId: indexed(bytes32)
-    parent: indexed(bytes32)
-    updateIds: DynArray[uint256, MAX_UPDATES]
+    trainerId: indexed(uint256)
     popularity: uint256
-    aggregator: address
-    weightsCid: Bytes[render.CID_LENGTH]
 
 
-PROPOSE: constant(uint256) = 0
-AGGREGATE: constant(uint256) = 1
+PROPOSE: public(constant(uint256)) = 0
+AGGREGATE: public(constant(uint256)) = 1
 
-# @dev Bound on the updates aggregated into one model; a higher bound makes
-#      every aggregation pay for more memory, and 256 covers networks far
-#      larger than the thesis' 38 trainers.
-MAX_UPDATES: constant(uint256) = 256
+# @dev The bounds of the two submissions (see modules/protocol.vy), readable
+#      by clients that refuse oversized lists before sending them.
+MAX_PROPOSALS: public(constant(uint256)) = protocol.MAX_PROPOSALS
+MAX_AGGREGATIONS: public(constant(uint256)) = protocol.MAX_AGGREGATIONS
+MAX_PARENTS: public(constant(uint256)) = protocol.MAX_PARENTS
+MAX_UPDATES: public(constant(uint256)) = protocol.MAX_UPDATES
+MAX_CALL_UPDATES: public(constant(uint256)) = protocol.MAX_CALL_UPDATES
+CID_LENGTH: public(constant(uint256)) = render.CID_LENGTH
+MAX_TASK_LENGTH: public(constant(uint256)) = 128
 
 # @dev `_state` packs the whole round state machine in one slot, so a vote
 #      reads and writes a single word:
-#      round (bits 0-63) | phase (64-71) | started (72) | phaseStart (80-143)
-#      | quorum (144-175) | votes (176-207).
-_ROUND_MASK: constant(uint256) = (1 << 64) - 1
-_PHASE_SHIFT: constant(uint256) = 64
-_STARTED_BIT: constant(uint256) = 1 << 72
-_START_SHIFT: constant(uint256) = 80
-_QUORUM_SHIFT: constant(uint256) = 144
-_VOTES_SHIFT: constant(uint256) = 176
+#      round (bits 0-31) | phase (32) | started (33) | phase start time (40-103)
+#      | quorum (104-135) | counted votes (136-167) | voters (168-199)
+#      | highest trainer id of round 0's first quorum (200-231).
 _MASK32: constant(uint256) = (1 << 32) - 1
 _MASK64: constant(uint256) = (1 << 64) - 1
+_PHASE_SHIFT: constant(uint256) = 32
+_STARTED_BIT: constant(uint256) = 1 << 33
+_START_SHIFT: constant(uint256) = 40
+_QUORUM_SHIFT: constant(uint256) = 104
+_VOTES_SHIFT: constant(uint256) = 136
+_VOTERS_SHIFT: constant(uint256) = 168
+_FIRST_SHIFT: constant(uint256) = 200
 
 # @dev `_models[id]` packs a model's token data in one slot:
 #      owner (bits 0-159) | round (160-191) | index (192-223) | popularity (224-255).
 #      The index is the model's creation number, which Updates stores instead
-#      of the 32-byte parent id to keep a proposal in one slot.
+#      of the 32-byte parent id to keep a proposal in one slot. Parents, update
+#      ids and weights CIDs are in the `ModelCreated` event only: no rule
+#      needs them on chain, and their three slots would cost a trainer of a
+#      forking round (two new models) some 130,000 gas more.
 _ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _M_ROUND_SHIFT: constant(uint256) = 160
 _M_INDEX_SHIFT: constant(uint256) = 192
 _M_POPULARITY_SHIFT: constant(uint256) = 224
 
-# @dev `_meta[id]` packs what only views need: parent index (bits 0-31),
-#      has weights CID (bit 32), CID codec is dag-pb rather than raw (bit 33).
-_HAS_CID_BIT: constant(uint256) = 1 << 32
-_DAG_PB_BIT: constant(uint256) = 1 << 33
-
 
 DEPLOYER: immutable(address)
-TRAINERS: immutable(address)
+
+# @dev The Trainers contract: trainer ids of callers.
+trainers: public(immutable(address))
 
 # @dev Trainers needed before round 0 opens (deployment parameter, >= 1).
 minTrainers: public(immutable(uint256))
 
-# @dev Phase duration in seconds after which any vote ends the phase; 0: none.
+# @dev Seconds after the start of a phase from which any vote ends it.
+#      Always set: without a deadline one silent member stalls the network.
 phaseDuration: public(immutable(uint256))
 
 # @dev Task descriptor, e.g. "lenet:fashion-mnist": trainers that cannot run
 #      it refuse the network.
-task: public(String[128])
+task: public(String[MAX_TASK_LENGTH])
 
-# @dev The only contract allowed to append models, linked once after deployment.
+# @dev The Updates contract, linked once after deployment.
 updates: public(address)
 
 _state: uint256
 _models: HashMap[bytes32, uint256]
-_meta: HashMap[bytes32, uint256]
-# @dev sha2-256 digest of each model's weights CID (the root: genesis weights).
-_weightsDigest: HashMap[bytes32, bytes32]
-# @dev Model id by creation index, and the number of models created.
-_modelAt: HashMap[uint256, bytes32]
+
+# @dev The root's weights: sha2-256 digest and whether the CID codec is dag-pb.
+_genesisDigest: bytes32
+_genesisDagPb: bool
+
+# @dev Number of models (the root included): the next creation index.
 totalSupply: public(uint256)
 _balances: HashMap[address, uint256]
-# @dev Per trainer id, the last phase it voted in as `round * 2 + phase + 1`:
-#      one reused slot per trainer, keyed by id so a key rotation cannot vote twice.
+
+# @dev Per trainer id, the last phase it voted in, as `phaseNumber << 1 | counted`
+#      with `phaseNumber = 2 * round + phase + 1`. One reused slot per trainer,
+#      keyed by id so that a key rotation cannot vote twice; it also tells
+#      whether the trainer voted in the previous phase, i.e. is a quorum member.
 _voteStamp: HashMap[uint256, uint256]
 
 
 @deploy
-def __init__(trainers: address, genesis_cid: Bytes[render.CID_LENGTH],
-             task_descriptor: String[128], min_trainers: uint256, phase_duration: uint256):
+def __init__(trainers_: address, genesis_cid: Bytes[render.CID_LENGTH],
+             task_descriptor: String[MAX_TASK_LENGTH], min_trainers: uint256,
+             phase_duration: uint256):
     """
     @notice Deploy the model DAG with its root model (id 0) minted to the deployer.
-    @param trainers Address of the Trainers contract.
+    @param trainers_ Address of the Trainers contract.
     @param genesis_cid Binary CIDv1 (raw or dag-pb, sha2-256) of the initial weights.
-    @param task_descriptor Task descriptor, e.g. "lenet:fashion-mnist".
+    @param task_descriptor Task descriptor, e.g. "lenet:fashion-mnist": 1 to 128
+           printable ASCII characters without quotes or backslashes.
     @param min_trainers Registered trainers needed before round 0 opens (>= 1).
-    @param phase_duration Seconds after which any vote ends a phase; 0 for no deadline.
+    @param phase_duration Seconds after which any vote ends a phase (1 to 2**32 - 1).
     """
-    assert trainers.is_contract, "Models: the Trainers address is not a contract"
+    assert trainers_.is_contract, "Models: the Trainers address is not a contract"
     assert min_trainers >= 1 and min_trainers <= _MASK32, \
         "Models: minTrainers must be between 1 and 2**32 - 1"
-    assert phase_duration <= _MASK32, "Models: phaseDuration must be below 2**32 seconds"
+    assert phase_duration >= 1 and phase_duration <= _MASK32, \
+        "Models: phaseDuration must be between 1 and 2**32 - 1 seconds (deadlines are mandatory)"
     assert len(task_descriptor) > 0, "Models: the task descriptor must not be empty"
     self._check_printable(task_descriptor)
     dag_pb: bool = False
     digest: bytes32 = empty(bytes32)
     dag_pb, digest = render._parse_cid(genesis_cid)
     DEPLOYER = msg.sender
-    TRAINERS = trainers
+    trainers = trainers_
     minTrainers = min_trainers
     phaseDuration = phase_duration
     self.task = task_descriptor
-    root: bytes32 = empty(bytes32)
-    self._models[root] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
-    self._meta[root] = _HAS_CID_BIT | (_DAG_PB_BIT if dag_pb else 0)
-    self._weightsDigest[root] = digest
+    self._models[empty(bytes32)] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
+    self._genesisDigest = digest
+    self._genesisDagPb = dag_pb
     self.totalSupply = 1
     self._balances[msg.sender] = 1
     log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=0)
@@ -157,142 +187,167 @@ def __init__(trainers: address, genesis_cid: Bytes[render.CID_LENGTH],
 @external
 def setUpdates(updates: address):
     """
-    @notice Link the Updates contract, the only caller of `appendGeneration` (once, by the deployer).
-    @param updates Address of the Updates contract.
+    @notice Link the Updates contract (once, by the deployer).
+    @param updates Address of the Updates contract, which must name this contract.
     """
     assert msg.sender == DEPLOYER, "Models: only the deployer may link the Updates contract"
     assert self.updates == empty(address), "Models: the Updates contract is already linked"
     assert updates.is_contract, "Models: the Updates address is not a contract"
+    assert staticcall IUpdates(updates).models() == self, \
+        "Models: that Updates contract belongs to another Models contract"
     self.updates = updates
 
 
 @external
-def trainerRegistered(count: uint256) -> bool:
+def trainerRegistered(trainerId: uint256, liveTrainers: uint256) -> bool:
     """
-    @notice Hook for Trainers: `count` trainers are registered; opens round 0
-            once `minTrainers` are.
-    @param count Number of registered trainers.
+    @notice Hook for Trainers: trainer `trainerId` registered and `liveTrainers`
+            tokens exist; opens round 0 once `minTrainers` do.
+    @dev Round 0's first quorum is every live trainer at that moment, i.e.
+         those with an id up to `trainerId` that hold a token.
+    @param trainerId The id just minted (the highest so far).
+    @param liveTrainers Number of live trainer tokens.
     @return Whether rounds have started.
     """
-    assert msg.sender == TRAINERS, "Models: only the Trainers contract may report registrations"
+    assert msg.sender == trainers, "Models: only the Trainers contract may report registrations"
     if self._state & _STARTED_BIT != 0:
         return True
-    if count < minTrainers:
+    if liveTrainers < minTrainers:
         return False
-    self._state = _STARTED_BIT | (block.timestamp << _START_SHIFT) | (count << _QUORUM_SHIFT)
-    log PhaseChanged(round=0, phase=PROPOSE)
+    self._state = _STARTED_BIT | (block.timestamp << _START_SHIFT) \
+        | (liveTrainers << _QUORUM_SHIFT) | (trainerId << _FIRST_SHIFT)
+    log PhaseChanged(round=0, phase=PROPOSE, quorum=liveTrainers)
     return True
 
 
 @external
-def finishProposals():
+def submitProposals(proposals: DynArray[protocol.Proposal, protocol.MAX_PROPOSALS]):
     """
-    @notice Vote to end the PROPOSE phase of the current round.
-    @dev The vote counts when the caller's trainer id is within the round's
-         quorum snapshot; trainers registered mid-round may vote but are only
-         counted from the next round. After the phase deadline, any registered
-         trainer's call (even a second one) ends the phase.
+    @notice Propose the caller's updates of this round and cast its PROPOSE vote.
+    @dev PROPOSE phase only. Each proposal's parent must exist; at most one
+         update per (trainer id, parent, round), which the update id itself
+         enforces. The list may be empty (a vote alone). Proposals travel with
+         the trainer's first vote of the phase: after the deadline a trainer
+         that already voted may call again with an empty list to end the phase.
+    @param proposals (parent, binary CIDv1 of the weights, sample count) per update.
     """
-    self._vote(PROPOSE)
-
-
-@external
-def nextRound():
-    """
-    @notice Vote to end the AGGREGATE phase, which opens the next round.
-    @dev Same counting rules as `finishProposals`. The new round's quorum is
-         the number of trainers registered when it opens.
-    """
-    self._vote(AGGREGATE)
-
-
-@external
-@view
-def proposalContext(parent: bytes32) -> (uint256, uint256):
-    """
-    @notice For Updates.propose: the current round and the creation index of `parent`.
-    @dev Reverts when no round is open, the phase is not PROPOSE, or `parent` does not exist.
-    @param parent Id of the model to train.
-    @return (current round, index of the parent model).
-    """
+    trainer_id: uint256 = self._trainer_id(msg.sender)
     state: uint256 = self._state
-    assert state & _STARTED_BIT != 0, \
-        "Models: rounds have not started: fewer than minTrainers trainers are registered"
-    assert (state >> _PHASE_SHIFT) & 255 == PROPOSE, \
-        "Models: updates can only be proposed in the PROPOSE phase"
-    packed: uint256 = self._models[parent]
-    assert packed != 0, "Models: the parent model does not exist"
-    return state & _ROUND_MASK, (packed >> _M_INDEX_SHIFT) & _MASK32
+    previous: uint256 = self._admit(state, trainer_id, PROPOSE, len(proposals) != 0)
+    if len(proposals) != 0:
+        indices: DynArray[uint256, protocol.MAX_PROPOSALS] = []
+        for proposal: protocol.Proposal in proposals:
+            packed: uint256 = self._models[proposal.parent]
+            assert packed != 0, "Models: the parent model does not exist"
+            indices.append((packed >> _M_INDEX_SHIFT) & _MASK32)
+        extcall IUpdates(self.updates).recordProposals(
+            msg.sender, trainer_id, state & _MASK32, proposals, indices
+        )
+    self._count_vote(state, trainer_id, previous)
 
 
 @external
-def appendGeneration(parentIndex: uint256, updateIds: DynArray[uint256, MAX_UPDATES],
-                     aggregator: address, weightsCid: Bytes[render.CID_LENGTH]
-                     ) -> (bytes32, bytes32, uint256, bool):
+def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX_AGGREGATIONS],
+                       parents: DynArray[bytes32, protocol.MAX_PARENTS],
+                       updateIds: DynArray[uint256, protocol.MAX_CALL_UPDATES]):
     """
-    @notice Record that `aggregator` aggregated `updateIds` into a child of the
-            model at `parentIndex`; only the Updates contract may call it.
-    @dev Updates has already checked the ids (or, for an existing model id, the
-         first aggregator's call did: the id commits to the same list).
-         A new id is minted to `aggregator` with `weightsCid` (may be empty);
-         an existing one gains one popularity and ignores `weightsCid`.
-    @param parentIndex Creation index of the parent model.
-    @param updateIds Strictly ascending update ids, all children of the parent.
-    @param aggregator The trainer that submitted the aggregation.
-    @param weightsCid Binary CIDv1 of the aggregated weights, or empty.
-    @return (model id, parent id, current round, whether the model is new).
+    @notice Submit the caller's aggregations of this round and cast its AGGREGATE vote.
+    @dev AGGREGATE phase only. Aggregation i takes the next `parentCount`
+         entries of `parents` and the next `updateCount` entries of
+         `updateIds`; together they use both lists exactly. Per aggregation:
+         1 to 16 parents, strictly ascending; 1 to 256 update ids holding the
+         caller's own update of every parent (a trainer always keeps its own
+         update, and only aggregates parents it trained). A new model id also
+         has its list checked by Updates: strictly ascending, every id exists,
+         was proposed this round and is a child of one of the parents. An
+         existing id commits to the list its first aggregator submitted, so
+         only the caller's own updates are checked again. No parent appears
+         twice in a call, and aggregations travel with the trainer's first vote
+         of the phase: one aggregation per (trainer id, parent, round). Empty
+         lists make a vote alone.
+    @param aggregations (parentCount, updateCount, weights CID or empty) per aggregation.
+    @param parents The parents of every aggregation, one after the other.
+    @param updateIds The update ids of every aggregation, one after the other.
     """
-    assert msg.sender == self.updates, "Models: only the Updates contract may append models"
+    trainer_id: uint256 = self._trainer_id(msg.sender)
     state: uint256 = self._state
-    assert state & _STARTED_BIT != 0, \
-        "Models: rounds have not started: fewer than minTrainers trainers are registered"
-    assert (state >> _PHASE_SHIFT) & 255 == AGGREGATE, \
-        "Models: updates can only be aggregated in the AGGREGATE phase"
-    current: uint256 = state & _ROUND_MASK
-    parent: bytes32 = self._modelAt[parentIndex]
-    model_id: bytes32 = self._model_id(parent, updateIds)
-    packed: uint256 = self._models[model_id]
-    popularity: uint256 = 1
-    recorded_cid: Bytes[render.CID_LENGTH] = b""
-    is_new: bool = packed == 0
-    if is_new:
-        index: uint256 = self.totalSupply
-        self.totalSupply = index + 1
-        self._models[model_id] = convert(aggregator, uint256) | (current << _M_ROUND_SHIFT) \
-            | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
-        self._modelAt[index] = model_id
-        meta: uint256 = parentIndex
-        if len(weightsCid) != 0:
-            dag_pb: bool = False
-            digest: bytes32 = empty(bytes32)
-            dag_pb, digest = render._parse_cid(weightsCid)
-            self._weightsDigest[model_id] = digest
-            meta |= _HAS_CID_BIT | (_DAG_PB_BIT if dag_pb else 0)
-            recorded_cid = weightsCid
-        self._meta[model_id] = meta
-        self._balances[aggregator] += 1
-        log erc721_base.Transfer(sender=empty(address), receiver=aggregator,
-                                 tokenId=convert(model_id, uint256))
-    else:
-        popularity = (packed >> _M_POPULARITY_SHIFT) + 1
-        self._models[model_id] = (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
-            | (popularity << _M_POPULARITY_SHIFT)
-    log ModelAppended(round=current, modelId=model_id, parent=parent, updateIds=updateIds,
-                      popularity=popularity, aggregator=aggregator, weightsCid=recorded_cid)
-    return model_id, parent, current, is_new
+    previous: uint256 = self._admit(state, trainer_id, AGGREGATE, len(aggregations) != 0)
+    current: uint256 = state & _MASK32
+    for k: uint256 in range(len(parents), bound=protocol.MAX_PARENTS):
+        for m: uint256 in range(k, bound=protocol.MAX_PARENTS):
+            assert parents[m] != parents[k], "Models: a parent appears twice in the call"
+    next_parent: uint256 = 0
+    next_update: uint256 = 0
+    for aggregation: protocol.Aggregation in aggregations:
+        assert aggregation.parentCount != 0, "Models: an aggregation needs at least one parent"
+        assert aggregation.parentCount <= len(parents) - next_parent, \
+            "Models: the aggregations take more parents than the call carries"
+        assert aggregation.updateCount != 0, "Models: an aggregation needs at least one update id"
+        assert aggregation.updateCount <= protocol.MAX_UPDATES, \
+            "Models: an aggregation holds at most MAX_UPDATES update ids"
+        assert aggregation.updateCount <= len(updateIds) - next_update, \
+            "Models: the aggregations take more update ids than the call carries"
+        ids: DynArray[uint256, protocol.MAX_UPDATES] = []
+        for k: uint256 in range(aggregation.updateCount, bound=protocol.MAX_UPDATES):
+            ids.append(updateIds[next_update + k])
+        next_update += aggregation.updateCount
+        group: DynArray[bytes32, protocol.MAX_PARENTS] = []
+        for k: uint256 in range(aggregation.parentCount, bound=protocol.MAX_PARENTS):
+            parent: bytes32 = parents[next_parent + k]
+            assert k == 0 or convert(parent, uint256) > convert(group[k - 1], uint256), \
+                "Models: the parents of an aggregation must be strictly ascending"
+            assert protocol._update_id(trainer_id, parent, current) in ids, \
+                "Models: the caller's own update of every parent must be in the list"
+            group.append(parent)
+        next_parent += aggregation.parentCount
+        if len(aggregation.weightsCid) != 0:
+            render._parse_cid(aggregation.weightsCid)
+        model_id: bytes32 = empty(bytes32)
+        if len(group) == 1:
+            model_id = keccak256(abi_encode(group[0], ids))
+        else:
+            model_id = keccak256(abi_encode(group, ids))
+        packed: uint256 = self._models[model_id]
+        popularity: uint256 = 1
+        if packed == 0:
+            indices: DynArray[uint256, protocol.MAX_PARENTS] = []
+            for parent: bytes32 in group:
+                parent_packed: uint256 = self._models[parent]
+                assert parent_packed != 0, "Models: the parent model does not exist"
+                indices.append((parent_packed >> _M_INDEX_SHIFT) & _MASK32)
+            # checkUpdates reverts with the reason of the first failing rule.
+            assert staticcall IUpdates(self.updates).checkUpdates(ids, indices, current)
+            index: uint256 = self._mint(model_id, current)
+            log ModelCreated(round=current, modelId=model_id, trainerId=trainer_id, index=index,
+                             parents=group, updateIds=ids, aggregator=msg.sender,
+                             weightsCid=aggregation.weightsCid)
+        else:
+            popularity = (packed >> _M_POPULARITY_SHIFT) + 1
+            self._models[model_id] = (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
+                | (popularity << _M_POPULARITY_SHIFT)
+        log ModelAppended(round=current, modelId=model_id, trainerId=trainer_id,
+                          popularity=popularity)
+    assert next_parent == len(parents) and next_update == len(updateIds), \
+        "Models: the aggregations must use every parent and update id of the call"
+    self._count_vote(state, trainer_id, previous)
 
 
 @external
 @pure
-def modelIdOf(parent: bytes32, updateIds: DynArray[uint256, MAX_UPDATES]) -> bytes32:
+def modelIdOf(parents: DynArray[bytes32, protocol.MAX_PARENTS],
+              updateIds: DynArray[uint256, protocol.MAX_UPDATES]) -> bytes32:
     """
-    @notice The id a model made of `parent` and `updateIds` has (or would have).
-    @dev The very computation `appendGeneration` uses; ordering is not checked here.
-    @param parent The parent model id.
+    @notice The id a model made of `parents` and `updateIds` has (or would have).
+    @dev The very computation `submitAggregations` uses; ordering is not checked here.
+    @param parents One parent, or the ascending parents of a merge.
     @param updateIds The aggregated update ids (strictly ascending in a valid model).
-    @return `keccak256(abi.encode(parent, updateIds))`.
+    @return `keccak256(abi.encode(parents[0], updateIds))` for one parent,
+            `keccak256(abi.encode(parents, updateIds))` for several.
     """
-    return self._model_id(parent, updateIds)
+    assert len(parents) != 0, "Models: an aggregation needs at least one parent"
+    if len(parents) == 1:
+        return keccak256(abi_encode(parents[0], updateIds))
+    return keccak256(abi_encode(parents, updateIds))
 
 
 @external
@@ -302,7 +357,7 @@ def round() -> uint256:
     @notice The current round (0 also before round 0 opens: see `started`).
     @return The round number.
     """
-    return self._state & _ROUND_MASK
+    return self._state & _MASK32
 
 
 @external
@@ -312,7 +367,7 @@ def phase() -> uint256:
     @notice The current phase: 0 = PROPOSE, 1 = AGGREGATE.
     @return The phase.
     """
-    return (self._state >> _PHASE_SHIFT) & 255
+    return (self._state >> _PHASE_SHIFT) & 1
 
 
 @external
@@ -339,10 +394,10 @@ def phaseStart() -> uint256:
 @view
 def phaseDeadline() -> uint256:
     """
-    @notice Time after which any trainer's vote ends the current phase.
-    @return Unix time in seconds, or 0 when phases have no deadline or rounds have not started.
+    @notice Time from which any trainer's vote ends the current phase.
+    @return Unix time in seconds, or 0 before round 0.
     """
-    if phaseDuration == 0 or self._state & _STARTED_BIT == 0:
+    if self._state & _STARTED_BIT == 0:
         return 0
     return ((self._state >> _START_SHIFT) & _MASK64) + phaseDuration
 
@@ -351,7 +406,8 @@ def phaseDeadline() -> uint256:
 @view
 def quorum() -> uint256:
     """
-    @notice Votes needed to end the current phase: trainers registered when the round began.
+    @notice Members of the current phase: the trainers that voted in the
+            previous phase (round 0's first phase: those live when it opened).
     @return The quorum (0 before round 0).
     """
     return (self._state >> _QUORUM_SHIFT) & _MASK32
@@ -361,34 +417,54 @@ def quorum() -> uint256:
 @view
 def votes() -> uint256:
     """
-    @notice Counted votes in the current phase.
-    @return The number of quorum members that voted.
+    @notice Members that voted in the current phase; the phase ends when they are the quorum.
+    @return The counted votes.
     """
     return (self._state >> _VOTES_SHIFT) & _MASK32
 
 
 @external
 @view
-def statusOf(trainer: address) -> (bool, uint256, uint256, bool, uint256, uint256, uint256):
+def voters() -> uint256:
+    """
+    @notice Distinct trainers that voted in the current phase, members or not:
+            the quorum of the next phase.
+    @return The number of voters.
+    """
+    return (self._state >> _VOTERS_SHIFT) & _MASK32
+
+
+@external
+@view
+def statusOf(trainer: address) -> (bool, uint256, uint256, bool, bool, uint256, uint256,
+                                   uint256, uint256):
     """
     @notice The round state as one trainer needs it, read in one call (so atomically).
     @dev Workers poll this; reading `round()` and `phase()` separately could pair a
          round with the next round's phase when a block lands in between.
-    @param trainer Address of a trainer (any address: unregistered ones never voted).
+    @param trainer Address of a trainer (any address: unregistered ones never vote).
     @return (started, round, phase, whether `trainer` voted in this phase,
-             phase deadline or 0, counted votes, quorum).
+             whether its vote counts (or counted) in this phase's quorum,
+             phase deadline or 0, counted votes, quorum, voters).
     """
     state: uint256 = self._state
     started: bool = state & _STARTED_BIT != 0
     deadline: uint256 = 0
     voted: bool = False
+    member: bool = False
     if started:
-        if phaseDuration != 0:
-            deadline = ((state >> _START_SHIFT) & _MASK64) + phaseDuration
-        trainer_id: uint256 = staticcall ITrainers(TRAINERS).trainerId(trainer)
-        voted = trainer_id != 0 and self._voteStamp[trainer_id] == self._stamp(state)
-    return (started, state & _ROUND_MASK, (state >> _PHASE_SHIFT) & 255, voted, deadline,
-            (state >> _VOTES_SHIFT) & _MASK32, (state >> _QUORUM_SHIFT) & _MASK32)
+        deadline = ((state >> _START_SHIFT) & _MASK64) + phaseDuration
+        trainer_id: uint256 = staticcall ITrainers(trainers).trainerId(trainer)
+        if trainer_id != 0:
+            stamp: uint256 = self._voteStamp[trainer_id]
+            voted = stamp >> 1 == self._phase_number(state)
+            if voted:
+                member = stamp & 1 != 0
+            else:
+                member = self._is_member(state, trainer_id, stamp)
+    return (started, state & _MASK32, (state >> _PHASE_SHIFT) & 1, voted, member, deadline,
+            (state >> _VOTES_SHIFT) & _MASK32, (state >> _QUORUM_SHIFT) & _MASK32,
+            (state >> _VOTERS_SHIFT) & _MASK32)
 
 
 @external
@@ -399,11 +475,11 @@ def hasVoted(trainer: address) -> bool:
     @param trainer Address of a registered trainer.
     @return True when it voted (False for unregistered addresses).
     """
-    trainer_id: uint256 = staticcall ITrainers(TRAINERS).trainerId(trainer)
+    trainer_id: uint256 = staticcall ITrainers(trainers).trainerId(trainer)
     state: uint256 = self._state
     if trainer_id == 0 or state & _STARTED_BIT == 0:
         return False
-    return self._voteStamp[trainer_id] == self._stamp(state)
+    return self._voteStamp[trainer_id] >> 1 == self._phase_number(state)
 
 
 @external
@@ -412,28 +488,16 @@ def modelExists(modelId: bytes32) -> bool:
     """
     @notice Whether `modelId` is a model of the DAG.
     @param modelId A model id.
-    @return True for the root and every appended model.
+    @return True for the root and every created model.
     """
     return self._models[modelId] != 0
 
 
 @external
 @view
-def parentOf(modelId: bytes32) -> bytes32:
-    """
-    @notice Parent of model `modelId` (the root reports itself, id 0).
-    @param modelId An existing model id.
-    @return The parent model id.
-    """
-    self._packed(modelId)
-    return self._modelAt[self._meta[modelId] & _MASK32]
-
-
-@external
-@view
 def roundOf(modelId: bytes32) -> uint256:
     """
-    @notice Round in which model `modelId` was first appended (root: 0).
+    @notice Round in which model `modelId` was created (root: 0, before round 0 opens).
     @param modelId An existing model id.
     @return The round number.
     """
@@ -455,38 +519,11 @@ def popularityOf(modelId: bytes32) -> uint256:
 @view
 def indexOf(modelId: bytes32) -> uint256:
     """
-    @notice Creation index of model `modelId` (root: 0).
+    @notice Creation index of model `modelId` (root: 0); Updates records parents by it.
     @param modelId An existing model id.
     @return The index.
     """
     return (self._packed(modelId) >> _M_INDEX_SHIFT) & _MASK32
-
-
-@external
-@view
-def modelAt(index: uint256) -> bytes32:
-    """
-    @notice The model created `index`-th (0: the root).
-    @param index A creation index below `totalSupply()`.
-    @return The model id.
-    """
-    assert index < self.totalSupply, "Models: no model has this creation index"
-    return self._modelAt[index]
-
-
-@external
-@view
-def weightsCidOf(modelId: bytes32) -> Bytes[render.CID_LENGTH]:
-    """
-    @notice Binary CIDv1 of the weights recorded for `modelId` by its first aggregator.
-    @param modelId An existing model id.
-    @return The CID, or empty when none was recorded.
-    """
-    self._packed(modelId)
-    meta: uint256 = self._meta[modelId]
-    if meta & _HAS_CID_BIT == 0:
-        return b""
-    return render._cid_bytes(self._codec(meta), self._weightsDigest[modelId])
 
 
 @external
@@ -496,8 +533,7 @@ def genesisCid() -> Bytes[render.CID_LENGTH]:
     @notice Binary CIDv1 of the initial weights (the root model's).
     @return The CID.
     """
-    return render._cid_bytes(self._codec(self._meta[empty(bytes32)]),
-                             self._weightsDigest[empty(bytes32)])
+    return render._cid_bytes(self._codec(self._genesisDagPb), self._genesisDigest)
 
 
 @external
@@ -593,37 +629,136 @@ def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
 
 @external
 @view
-def tokenURI(tokenId: uint256) -> String[1536]:
+def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     """
-    @notice ERC-721 metadata of model token `tokenId` as a JSON data URI.
+    @notice ERC-721 metadata of model token `tokenId`.
+    @dev The root also shows its weights CID; the parents, updates and
+         weights CID of other models are in their `ModelCreated` event.
     @param tokenId A model token id (`uint256(modelId)`).
-    @return `data:application/json,` followed by the JSON document.
+    @return `data:application/json;base64,` followed by the JSON document.
     """
     model_id: bytes32 = convert(tokenId, bytes32)
     packed: uint256 = self._packed(model_id)
-    meta: uint256 = self._meta[model_id]
-    cid: String[59] = "none"
-    if meta & _HAS_CID_BIT != 0:
-        cid = render._cid(self._codec(meta), self._weightsDigest[model_id])
-    return concat(
-        'data:application/json,{"name":"MCFL model ', render._hex32(model_id),
+    extra: String[100] = ""
+    if tokenId == 0:
+        extra = concat(',{"trait_type":"weights CID","value":"',
+                       render._cid(self._codec(self._genesisDagPb), self._genesisDigest), '"}')
+    return render._json_data_url(concat(
+        '{"name":"MCFL model ', render._hex32(model_id),
         '","description":"A model version of a MultiConfederated Learning network: ',
-        'its parent model plus the updates aggregated into it. Task: ', self.task, '.",',
+        'its parent models plus the updates aggregated into it. Task: ', self.task, '",',
         '"attributes":[{"trait_type":"round","value":',
         uint2str((packed >> _M_ROUND_SHIFT) & _MASK32),
-        '},{"trait_type":"parent","value":"', render._hex32(self._modelAt[meta & _MASK32]),
-        '"},{"trait_type":"popularity","value":', uint2str(packed >> _M_POPULARITY_SHIFT),
+        '},{"trait_type":"popularity","value":', uint2str(packed >> _M_POPULARITY_SHIFT),
         '},{"trait_type":"index","value":', uint2str((packed >> _M_INDEX_SHIFT) & _MASK32),
         '},{"trait_type":"holder","value":"',
-        render._hex_address(convert(packed & _ADDRESS_MASK, address)),
-        '"},{"trait_type":"weights CID","value":"', cid, '"}]}'
-    )
+        render._hex_address(convert(packed & _ADDRESS_MASK, address)), '"}', extra, ']}'
+    ))
+
+
+@internal
+@view
+def _trainer_id(caller: address) -> uint256:
+    trainer_id: uint256 = staticcall ITrainers(trainers).trainerId(caller)
+    assert trainer_id != 0, "Models: the caller is not a registered trainer"
+    return trainer_id
+
+
+@internal
+@view
+def _admit(state: uint256, trainer_id: uint256, expected_phase: uint256,
+           submitting: bool) -> uint256:
+    """
+    @dev Checks that `trainer_id` may vote in `expected_phase` now, with
+         submissions or not, and returns its previous vote stamp.
+    """
+    assert state & _STARTED_BIT != 0, \
+        "Models: rounds have not started: fewer than minTrainers trainers are registered"
+    if expected_phase == PROPOSE:
+        assert (state >> _PHASE_SHIFT) & 1 == PROPOSE, \
+            "Models: proposals are only submitted in the PROPOSE phase"
+    else:
+        assert (state >> _PHASE_SHIFT) & 1 == AGGREGATE, \
+            "Models: aggregations are only submitted in the AGGREGATE phase"
+    previous: uint256 = self._voteStamp[trainer_id]
+    if previous >> 1 == self._phase_number(state):
+        assert block.timestamp >= ((state >> _START_SHIFT) & _MASK64) + phaseDuration, \
+            "Models: this trainer already voted in this phase"
+        assert not submitting, \
+            "Models: submissions travel with the trainer's first vote of the phase; " \
+            "after the deadline only an empty call may end the phase"
+    return previous
+
+
+@internal
+def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
+    """
+    @dev Records the vote `_admit` allowed, then ends the phase when every
+         member voted or the deadline passed. The next quorum is the voters of
+         this phase: never 0, since the vote that ends a phase is one of them.
+    """
+    current: uint256 = state & _MASK32
+    current_phase: uint256 = (state >> _PHASE_SHIFT) & 1
+    quorum: uint256 = (state >> _QUORUM_SHIFT) & _MASK32
+    votes: uint256 = (state >> _VOTES_SHIFT) & _MASK32
+    voters: uint256 = (state >> _VOTERS_SHIFT) & _MASK32
+    phase_number: uint256 = self._phase_number(state)
+    if previous >> 1 != phase_number:
+        counted: bool = self._is_member(state, trainer_id, previous)
+        self._voteStamp[trainer_id] = (phase_number << 1) | convert(counted, uint256)
+        voters += 1
+        if counted:
+            votes += 1
+        log TrainerVoted(round=current, trainerId=trainer_id, phase=current_phase,
+                         counted=counted, votes=votes, voters=voters)
+    expired: bool = block.timestamp >= ((state >> _START_SHIFT) & _MASK64) + phaseDuration
+    if votes < quorum and not expired:
+        self._state = (state & ~((_MASK64 << _VOTES_SHIFT))) | (votes << _VOTES_SHIFT) \
+            | (voters << _VOTERS_SHIFT)
+        return
+    next_round: uint256 = current + current_phase
+    next_phase: uint256 = 1 - current_phase
+    self._state = next_round | (next_phase << _PHASE_SHIFT) | _STARTED_BIT \
+        | (block.timestamp << _START_SHIFT) | (voters << _QUORUM_SHIFT) \
+        | (state & (_MASK32 << _FIRST_SHIFT))
+    if next_phase == PROPOSE:
+        log NewRound(prevRound=current, round=next_round)
+    log PhaseChanged(round=next_round, phase=next_phase, quorum=voters)
+
+
+@internal
+@view
+def _is_member(state: uint256, trainer_id: uint256, stamp: uint256) -> bool:
+    """
+    @dev A member voted in the previous phase; in round 0's first phase, the
+         members are the trainers live when it opened (ids up to the one
+         recorded then; burnt ids can no longer vote).
+    """
+    phase_number: uint256 = self._phase_number(state)
+    if phase_number == 1:
+        return trainer_id <= (state >> _FIRST_SHIFT) & _MASK32
+    return stamp >> 1 == phase_number - 1
+
+
+@internal
+def _mint(model_id: bytes32, current: uint256) -> uint256:
+    """
+    @dev Records a new model, minted to the caller, and returns its creation index.
+    """
+    index: uint256 = self.totalSupply
+    self.totalSupply = index + 1
+    self._models[model_id] = convert(msg.sender, uint256) | (current << _M_ROUND_SHIFT) \
+        | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
+    self._balances[msg.sender] += 1
+    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender,
+                             tokenId=convert(model_id, uint256))
+    return index
 
 
 @internal
 @pure
-def _model_id(parent: bytes32, update_ids: DynArray[uint256, MAX_UPDATES]) -> bytes32:
-    return keccak256(abi_encode(parent, update_ids))
+def _phase_number(state: uint256) -> uint256:
+    return (state & _MASK32) * 2 + ((state >> _PHASE_SHIFT) & 1) + 1
 
 
 @internal
@@ -636,73 +771,23 @@ def _packed(model_id: bytes32) -> uint256:
 
 @internal
 @pure
-def _codec(meta: uint256) -> uint256:
-    if meta & _DAG_PB_BIT != 0:
+def _codec(dag_pb: bool) -> uint256:
+    if dag_pb:
         return render.CODEC_DAG_PB
     return render.CODEC_RAW
 
 
 @internal
 @pure
-def _check_printable(text: String[128]):
+def _check_printable(text: String[MAX_TASK_LENGTH]):
     # @dev tokenURI embeds the task in a JSON string: refuse what would need escaping.
-    raw: Bytes[128] = convert(text, Bytes[128])
-    for i: uint256 in range(128):
+    raw: Bytes[MAX_TASK_LENGTH] = convert(text, Bytes[MAX_TASK_LENGTH])
+    for i: uint256 in range(MAX_TASK_LENGTH):
         if i >= len(raw):
             break
         c: uint256 = convert(convert(slice(raw, i, 1), bytes1), uint256)
-        assert c >= 32 and c != 34 and c != 92 and c != 127, \
+        assert c >= 32 and c < 127 and c != 34 and c != 92, \
             "Models: the task descriptor must be printable ASCII without quotes or backslashes"
-
-
-@internal
-@pure
-def _stamp(state: uint256) -> uint256:
-    return (state & _ROUND_MASK) * 2 + ((state >> _PHASE_SHIFT) & 255) + 1
-
-
-@internal
-def _vote(expected_phase: uint256):
-    trainer_id: uint256 = staticcall ITrainers(TRAINERS).trainerId(msg.sender)
-    assert trainer_id != 0, "Models: the caller is not a registered trainer"
-    state: uint256 = self._state
-    assert state & _STARTED_BIT != 0, \
-        "Models: rounds have not started: fewer than minTrainers trainers are registered"
-    current_phase: uint256 = (state >> _PHASE_SHIFT) & 255
-    if expected_phase == PROPOSE:
-        assert current_phase == PROPOSE, \
-            "Models: finishProposals is only allowed in the PROPOSE phase"
-    else:
-        assert current_phase == AGGREGATE, \
-            "Models: nextRound is only allowed in the AGGREGATE phase"
-    current: uint256 = state & _ROUND_MASK
-    quorum: uint256 = (state >> _QUORUM_SHIFT) & _MASK32
-    votes: uint256 = (state >> _VOTES_SHIFT) & _MASK32
-    started_at: uint256 = (state >> _START_SHIFT) & _MASK64
-    expired: bool = phaseDuration != 0 and block.timestamp >= started_at + phaseDuration
-    stamp: uint256 = self._stamp(state)
-    if self._voteStamp[trainer_id] == stamp:
-        assert expired, "Models: this trainer already voted in this phase"
-    else:
-        self._voteStamp[trainer_id] = stamp
-        counted: bool = trainer_id <= quorum
-        if counted:
-            votes += 1
-        log TrainerVoted(round=current, trainer=msg.sender, phase=current_phase,
-                         trainerId=trainer_id, counted=counted, votes=votes)
-    if votes < quorum and not expired:
-        self._state = (state & ~(_MASK32 << _VOTES_SHIFT)) | (votes << _VOTES_SHIFT)
-        return
-    if current_phase == PROPOSE:
-        self._state = (state & _ROUND_MASK) | (AGGREGATE << _PHASE_SHIFT) | _STARTED_BIT \
-            | (block.timestamp << _START_SHIFT) | (quorum << _QUORUM_SHIFT)
-        log PhaseChanged(round=current, phase=AGGREGATE)
-        return
-    registered: uint256 = staticcall ITrainers(TRAINERS).totalSupply()
-    self._state = (current + 1) | _STARTED_BIT | (block.timestamp << _START_SHIFT) \
-        | (registered << _QUORUM_SHIFT)
-    log NewRound(prevRound=current, round=current + 1)
-    log PhaseChanged(round=current + 1, phase=PROPOSE)
 
 
 @internal

@@ -3,10 +3,17 @@
 @title MCFL Trainers: one identity token per trainer
 @license MIT
 @notice An ERC-721 token per trainer of a MultiConfederated Learning network.
-        `register` mints one to the caller (one per address); a token may be
-        transferred to an address that holds none, which rotates a trainer's
-        key without changing its trainer id. Trainer ids are sequential from 1,
-        so the Models contract can tell who counts in a round's quorum by id.
+        `register` mints one to the caller (one per address) under the
+        registration policy chosen at deployment:
+        - OPEN (0): anyone may register;
+        - ALLOWLIST (1): only addresses an admin allowed (`setAllowed`);
+        - DEPOSIT (2): the caller pays `deposit` wei, refunded by
+          `withdrawDeposit` once `cooldown` seconds have passed since `exit`.
+        A token may be transferred to an address that holds none, which
+        rotates a trainer's key without changing its trainer id: every
+        per-trainer rule of the protocol is keyed by that id. `exit` burns the
+        caller's token for good. Trainer ids are sequential from 1 and never
+        reused.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
@@ -22,18 +29,73 @@ exports: (
 )
 
 
+event AllowlistChanged:
+    account: indexed(address)
+    allowed: bool
+
+event AdminTransferred:
+    previousAdmin: indexed(address)
+    newAdmin: indexed(address)
+
+event TrainerExited:
+    trainerId: indexed(uint256)
+    holder: indexed(address)
+    refund: uint256
+    availableAt: uint256
+
+event DepositWithdrawn:
+    account: indexed(address)
+    amount: uint256
+
+
+OPEN: public(constant(uint256)) = 0
+ALLOWLIST: public(constant(uint256)) = 1
+DEPOSIT: public(constant(uint256)) = 2
+
+# @dev Accounts one `setAllowed` call may change.
+MAX_ALLOWLIST_BATCH: public(constant(uint256)) = 64
+
+# @dev Longest refund cooldown: a year, so a typo cannot lock deposits for ages.
+MAX_COOLDOWN: public(constant(uint256)) = 365 * 86400
+
+# @dev `_refunds[account]` packs a pending refund: amount (bits 0-191)
+#      | time it becomes withdrawable (192-255).
+_AMOUNT_MASK: constant(uint256) = (1 << 192) - 1
+_AVAILABLE_SHIFT: constant(uint256) = 192
+
+
 # @dev Creator of the contract: the only one allowed to link it to Models once.
 DEPLOYER: immutable(address)
 
-# @dev The Models contract told about registrations until round 0 opens.
+# @dev The registration policy (OPEN, ALLOWLIST or DEPOSIT), fixed at deployment.
+policy: public(immutable(uint256))
+
+# @dev Wei a DEPOSIT registration takes (0 under the other policies).
+deposit: public(immutable(uint256))
+
+# @dev Seconds between `exit` and the refund of a deposit (0 but under DEPOSIT).
+cooldown: public(immutable(uint256))
+
+# @dev Keeper of the allowlist (the zero address but under ALLOWLIST).
+admin: public(address)
+
+# @dev Addresses allowed to register under ALLOWLIST.
+isAllowed: public(HashMap[address, bool])
+
+# @dev The Models contract, told about registrations until round 0 opens.
 models: public(address)
 
-# @dev Number of trainer tokens: the last trainer id (tokens are never burnt).
+# @dev Live trainer tokens (minted minus burnt by `exit`).
 totalSupply: public(uint256)
+
+# @dev The last trainer id minted; ids are never reused.
+lastTrainerId: public(uint256)
 
 # @dev Trainer id held by each address (0: none) and holder of each id.
 _trainerIdOf: HashMap[address, uint256]
 _holderOf: HashMap[uint256, address]
+
+_refunds: HashMap[address, uint256]
 
 # @dev Set once Models reported that round 0 has opened: later registrations
 #      need not notify it any more.
@@ -41,43 +103,168 @@ _roundsStarted: bool
 
 
 @deploy
-def __init__():
+def __init__(registration_policy: uint256, allowlist_admin: address, deposit_wei: uint256,
+             cooldown_seconds: uint256):
     """
-    @notice Deploy the trainer registry; link it with `setModels` next.
+    @notice Deploy the trainer registry with its registration policy; link it
+            with `setModels` next.
+    @dev Parameters a policy does not use must be zero, so that a deployment
+         record can never claim a deposit or an admin the contract ignores.
+    @param registration_policy OPEN (0), ALLOWLIST (1) or DEPOSIT (2).
+    @param allowlist_admin Keeper of the allowlist under ALLOWLIST; the zero
+           address otherwise.
+    @param deposit_wei Wei each registration takes under DEPOSIT (> 0); 0 otherwise.
+    @param cooldown_seconds Seconds from `exit` to the refund under DEPOSIT (at most a
+           year); 0 otherwise.
     """
+    assert registration_policy <= DEPOSIT, \
+        "Trainers: the policy must be OPEN (0), ALLOWLIST (1) or DEPOSIT (2)"
+    if registration_policy == ALLOWLIST:
+        assert allowlist_admin != empty(address), "Trainers: the ALLOWLIST policy needs an admin"
+    else:
+        assert allowlist_admin == empty(address), \
+            "Trainers: only the ALLOWLIST policy has an admin"
+    if registration_policy == DEPOSIT:
+        assert deposit_wei != 0, "Trainers: the DEPOSIT policy needs a deposit above 0"
+        assert cooldown_seconds <= MAX_COOLDOWN, \
+            "Trainers: the cooldown must not exceed a year"
+    else:
+        assert deposit_wei == 0 and cooldown_seconds == 0, \
+            "Trainers: only the DEPOSIT policy takes a deposit and has a cooldown"
     DEPLOYER = msg.sender
+    policy = registration_policy
+    deposit = deposit_wei
+    cooldown = cooldown_seconds
+    self.admin = allowlist_admin
+    if allowlist_admin != empty(address):
+        log AdminTransferred(previousAdmin=empty(address), newAdmin=allowlist_admin)
 
 
 @external
 def setModels(models: address):
     """
     @notice Link this registry to the Models contract (once, by the deployer).
-    @param models Address of the Models contract.
+    @param models Address of the Models contract, which must name this registry.
     """
     assert msg.sender == DEPLOYER, "Trainers: only the deployer may link the Models contract"
     assert self.models == empty(address), "Trainers: the Models contract is already linked"
     assert models.is_contract, "Trainers: the Models address is not a contract"
+    assert staticcall IModels(models).trainers() == self, \
+        "Trainers: that Models contract belongs to another Trainers contract"
     self.models = models
 
 
 @external
+@payable
 def register() -> uint256:
     """
     @notice Register the caller as a trainer: mint it the next trainer token.
-    @dev While round 0 has not opened, Models is told the new count so it can
-         open the round once `minTrainers` trainers exist.
+    @dev Under ALLOWLIST the caller must be allowed; under DEPOSIT it sends
+         exactly `deposit` wei; under the other policies no value. While
+         round 0 has not opened, Models is told the id and the live count so
+         it can open the round once `minTrainers` trainers exist.
     @return The caller's trainer id.
     """
     assert self.models != empty(address), "Trainers: not linked to a Models contract yet"
     assert self._trainerIdOf[msg.sender] == 0, "Trainers: this address is already registered"
-    trainer_id: uint256 = self.totalSupply + 1
-    self.totalSupply = trainer_id
+    if policy == ALLOWLIST:
+        assert self.isAllowed[msg.sender], "Trainers: this address is not on the allowlist"
+    if policy == DEPOSIT:
+        assert msg.value == deposit, "Trainers: registration takes exactly the deposit"
+    else:
+        assert msg.value == 0, "Trainers: registration takes no payment under this policy"
+    trainer_id: uint256 = self.lastTrainerId + 1
+    self.lastTrainerId = trainer_id
+    live: uint256 = self.totalSupply + 1
+    self.totalSupply = live
     self._trainerIdOf[msg.sender] = trainer_id
     self._holderOf[trainer_id] = msg.sender
     log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=trainer_id)
     if not self._roundsStarted:
-        self._roundsStarted = extcall IModels(self.models).trainerRegistered(trainer_id)
+        self._roundsStarted = extcall IModels(self.models).trainerRegistered(trainer_id, live)
     return trainer_id
+
+
+@external
+def exit():
+    """
+    @notice Leave the network: burn the caller's trainer token. Under DEPOSIT
+            its deposit becomes withdrawable by the caller after `cooldown`.
+    @dev The trainer id is never reused; the Models contract needs no notice:
+         a departed trainer simply stops voting, which costs a phase at most
+         its deadline, after which it no longer counts in the quorum.
+    """
+    trainer_id: uint256 = self._trainerIdOf[msg.sender]
+    assert trainer_id != 0, "Trainers: the caller holds no trainer token"
+    self._trainerIdOf[msg.sender] = 0
+    self._holderOf[trainer_id] = empty(address)
+    self.totalSupply -= 1
+    log erc721_base.Transfer(sender=msg.sender, receiver=empty(address), tokenId=trainer_id)
+    refund: uint256 = 0
+    available_at: uint256 = 0
+    if policy == DEPOSIT:
+        refund = (self._refunds[msg.sender] & _AMOUNT_MASK) + deposit
+        available_at = block.timestamp + cooldown
+        self._refunds[msg.sender] = refund | (available_at << _AVAILABLE_SHIFT)
+    log TrainerExited(trainerId=trainer_id, holder=msg.sender, refund=refund,
+                      availableAt=available_at)
+
+
+@external
+def withdrawDeposit():
+    """
+    @notice Send the caller the deposits of the trainers it exited with, once
+            the cooldown of the latest exit has passed.
+    """
+    pending: uint256 = self._refunds[msg.sender]
+    amount: uint256 = pending & _AMOUNT_MASK
+    assert amount != 0, "Trainers: no deposit to withdraw for this address"
+    assert block.timestamp >= pending >> _AVAILABLE_SHIFT, \
+        "Trainers: the deposit is still in its cooldown"
+    self._refunds[msg.sender] = 0
+    success: bool = raw_call(msg.sender, b"", value=amount, revert_on_failure=False)
+    assert success, "Trainers: sending the deposit failed"
+    log DepositWithdrawn(account=msg.sender, amount=amount)
+
+
+@external
+@view
+def refundOf(account: address) -> (uint256, uint256):
+    """
+    @notice The deposit `account` may withdraw, and from when.
+    @param account An address that exited under DEPOSIT.
+    @return (amount in wei, Unix time from which `withdrawDeposit` pays it).
+    """
+    pending: uint256 = self._refunds[account]
+    return pending & _AMOUNT_MASK, pending >> _AVAILABLE_SHIFT
+
+
+@external
+def setAllowed(accounts: DynArray[address, MAX_ALLOWLIST_BATCH], allowed: bool):
+    """
+    @notice Add addresses to the allowlist or remove them (admin only).
+    @dev The allowlist gates registration only: removing an address does not
+         burn a token it already holds, and a trainer token may move to an
+         address off the list (key rotation keeps the admitted identity).
+    @param accounts The addresses to change.
+    @param allowed True to allow them, False to remove them.
+    """
+    assert msg.sender == self.admin, "Trainers: only the admin may change the allowlist"
+    for account: address in accounts:
+        self.isAllowed[account] = allowed
+        log AllowlistChanged(account=account, allowed=allowed)
+
+
+@external
+def transferAdmin(newAdmin: address):
+    """
+    @notice Hand the allowlist to another admin (admin only).
+    @param newAdmin The new admin; not the zero address.
+    """
+    assert msg.sender == self.admin, "Trainers: only the admin may transfer the admin role"
+    assert newAdmin != empty(address), "Trainers: the new admin must not be the zero address"
+    log AdminTransferred(previousAdmin=msg.sender, newAdmin=newAdmin)
+    self.admin = newAdmin
 
 
 @external
@@ -142,7 +329,7 @@ def ownerOf(tokenId: uint256) -> address:
     """
     @notice The holder of trainer token `tokenId`.
     @param tokenId A trainer id.
-    @return Its holder; reverts when the id was never minted.
+    @return Its holder; reverts when the id was never minted or was burnt.
     """
     return self._holder(tokenId)
 
@@ -196,21 +383,21 @@ def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
 
 @external
 @view
-def tokenURI(tokenId: uint256) -> String[512]:
+def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     """
-    @notice ERC-721 metadata of trainer token `tokenId` as a JSON data URI.
+    @notice ERC-721 metadata of trainer token `tokenId`.
     @param tokenId A trainer id that exists.
-    @return `data:application/json,` followed by the JSON document.
+    @return `data:application/json;base64,` followed by the JSON document.
     """
     holder: address = self._holder(tokenId)
     number: String[78] = uint2str(tokenId)
-    return concat(
-        'data:application/json,{"name":"MCFL trainer #', number,
+    return render._json_data_url(concat(
+        '{"name":"MCFL trainer #', number,
         '","description":"Identity of a trainer of a MultiConfederated Learning network.',
-        ' Its holder may propose updates, aggregate them and vote on rounds.",',
+        ' Its holder proposes updates, aggregates them and votes on rounds.",',
         '"attributes":[{"trait_type":"trainer id","value":', number,
         '},{"trait_type":"holder","value":"', render._hex_address(holder), '"}]}'
-    )
+    ))
 
 
 @internal

@@ -1,19 +1,20 @@
 # pragma version 0.4.3
 """
-@title MCFL Updates: update proposals and aggregations
+@title MCFL Updates: the update tokens
 @license MIT
-@notice Each update a trainer proposes is an ERC-721 token. Its id is
-        `uint256(keccak256(abi.encode(proposer, parent, round)))`: the id
-        itself enforces one proposal per (trainer, parent, round), and lets
-        `aggregate` find the caller's own update without a lookup.
-        `aggregate` submits a strictly ascending list of updates of one parent
-        proposed this round; the Models contract turns it into a model id.
+@notice Each update a trainer proposes is an ERC-721 token whose id is
+        `uint256(keccak256(abi.encode(uint256 trainerId, bytes32 parent, uint256 round)))`:
+        the id itself allows one update per (trainer id, parent, round),
+        whichever address holds the trainer token, and lets anyone find a
+        trainer's update without a lookup. Trainers submit through the Models
+        contract (`submitProposals`), which records the updates here and has
+        the update lists of new models checked here. The weights CID of an
+        update is in its `UpdateProposed` event.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
-from .interfaces import IModels
-from .interfaces import ITrainers
 from .modules import erc721_base
+from .modules import protocol
 from .modules import render
 
 initializes: erc721_base
@@ -25,171 +26,138 @@ exports: (
 
 
 event UpdateProposed:
-    proposer: indexed(address)
-    parent: indexed(bytes32)
     updateId: indexed(uint256)
+    parent: indexed(bytes32)
+    trainerId: indexed(uint256)
     round: uint256
+    proposer: address
     cid: Bytes[render.CID_LENGTH]
     numSamples: uint256
 
 
-# @dev Bound on the updates of one aggregation, the same as Models'.
-MAX_UPDATES: constant(uint256) = 256
-
-# @dev Largest sample count a proposal can declare (30 bits of its slot).
-MAX_SAMPLES: constant(uint256) = (1 << 30) - 1
+# @dev Largest sample cap a deployment may set: the 32 bits of the record.
+MAX_SAMPLES_BOUND: public(constant(uint256)) = (1 << 32) - 1
+CID_LENGTH: public(constant(uint256)) = render.CID_LENGTH
 
 # @dev `_updates[id]` packs a proposal in one slot, so proposing writes one new
-#      word besides the CID digest and `aggregate` reads one word per update:
+#      word and a new model's check reads one word per update:
 #      owner (bits 0-159) | round (160-191) | parent's creation index in Models
-#      (192-223) | numSamples (224-253) | CID codec is dag-pb (254)
-#      | its proposer has aggregated with it (255).
+#      (192-223) | numSamples (224-255). The weights CID is in the
+#      `UpdateProposed` event only: a second slot per update would cost every
+#      proposal 22,100 gas, a fifth of a trainer's round, for a value no rule reads.
 _ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _MASK32: constant(uint256) = (1 << 32) - 1
 _ROUND_SHIFT: constant(uint256) = 160
 _PARENT_SHIFT: constant(uint256) = 192
 _SAMPLES_SHIFT: constant(uint256) = 224
-_DAG_PB_BIT: constant(uint256) = 1 << 254
-_AGGREGATED_BIT: constant(uint256) = 1 << 255
 
 
-TRAINERS: immutable(address)
-MODELS: immutable(address)
+# @dev The Models contract: the only one that records proposals.
+models: public(immutable(address))
+
+# @dev Network-wide cap on an update's declared sample count (FedAvg's
+#      weight), fixed at deployment: without it one trainer's self-declared
+#      count could outweigh every other update of an aggregation.
+maxSamples: public(immutable(uint256))
 
 _updates: HashMap[uint256, uint256]
-# @dev sha2-256 digest of each update's weights CID (codec bit in `_updates`).
-_digest: HashMap[uint256, bytes32]
 _balances: HashMap[address, uint256]
 
 
 @deploy
-def __init__(trainers: address, models: address):
+def __init__(models_: address, max_samples: uint256):
     """
-    @notice Deploy the update registry for the given Trainers and Models contracts.
-    @param trainers Address of the Trainers contract.
-    @param models Address of the Models contract (which must then `setUpdates` to this).
+    @notice Deploy the update registry of a Models contract.
+    @param models_ Address of the Models contract (which must then `setUpdates` to this).
+    @param max_samples Largest sample count an update may declare (1 to 2**32 - 1).
     """
-    assert trainers.is_contract, "Updates: the Trainers address is not a contract"
-    assert models.is_contract, "Updates: the Models address is not a contract"
-    TRAINERS = trainers
-    MODELS = models
+    assert models_.is_contract, "Updates: the Models address is not a contract"
+    assert max_samples >= 1 and max_samples <= MAX_SAMPLES_BOUND, \
+        "Updates: maxSamples must be between 1 and 2**32 - 1"
+    models = models_
+    maxSamples = max_samples
 
 
 @external
-def propose(parent: bytes32, cid: Bytes[render.CID_LENGTH], numSamples: uint256) -> uint256:
+def recordProposals(proposer: address, trainerId: uint256, round: uint256,
+                    proposals: DynArray[protocol.Proposal, protocol.MAX_PROPOSALS],
+                    parentIndices: DynArray[uint256, protocol.MAX_PROPOSALS]):
     """
-    @notice Propose an update of model `parent` trained by the caller this round.
-    @dev Registered trainers only, PROPOSE phase only, `parent` must exist, and
-         at most one proposal per (trainer, parent, round): the update id is
-         derived from exactly these three.
-    @param parent Id of the model the update was trained from.
-    @param cid Binary CIDv1 (raw or dag-pb codec, sha2-256) of the update's weights.
-    @param numSamples Training samples behind the update (1 to 2**30 - 1), FedAvg's weight.
-    @return The update id (also its token id).
+    @notice Mint the updates of one `Models.submitProposals` call (Models only).
+    @dev Models has checked the caller, the phase and the parents. Here: the
+         sample count is within the cap, the CID well formed, and the trainer
+         has no update of this parent in this round yet.
+    @param proposer The trainer's address, which receives the update tokens.
+    @param trainerId The trainer's id.
+    @param round The current round.
+    @param proposals The proposals as submitted.
+    @param parentIndices Creation index of each proposal's parent.
     """
-    assert numSamples != 0 and numSamples <= MAX_SAMPLES, \
-        "Updates: numSamples must be between 1 and 2**30 - 1"
-    dag_pb: bool = False
-    digest: bytes32 = empty(bytes32)
-    dag_pb, digest = render._parse_cid(cid)
-    assert staticcall ITrainers(TRAINERS).trainerId(msg.sender) != 0, \
-        "Updates: the caller is not a registered trainer"
-    current: uint256 = 0
-    parent_index: uint256 = 0
-    current, parent_index = staticcall IModels(MODELS).proposalContext(parent)
-    update_id: uint256 = convert(keccak256(abi_encode(msg.sender, parent, current)), uint256)
-    assert self._updates[update_id] == 0, \
-        "Updates: the caller already proposed an update of this parent in this round"
-    packed: uint256 = convert(msg.sender, uint256) | (current << _ROUND_SHIFT) \
-        | (parent_index << _PARENT_SHIFT) | (numSamples << _SAMPLES_SHIFT)
-    if dag_pb:
-        packed |= _DAG_PB_BIT
-    self._updates[update_id] = packed
-    self._digest[update_id] = digest
-    self._balances[msg.sender] += 1
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=update_id)
-    log UpdateProposed(proposer=msg.sender, parent=parent, updateId=update_id, round=current,
-                       cid=cid, numSamples=numSamples)
-    return update_id
+    assert msg.sender == models, "Updates: only the Models contract may record proposals"
+    for i: uint256 in range(len(proposals), bound=protocol.MAX_PROPOSALS):
+        num_samples: uint256 = proposals[i].numSamples
+        assert num_samples != 0 and num_samples <= maxSamples, \
+            "Updates: numSamples must be between 1 and maxSamples"
+        cid: Bytes[render.CID_LENGTH] = proposals[i].cid
+        render._parse_cid(cid)
+        parent: bytes32 = proposals[i].parent
+        update_id: uint256 = protocol._update_id(trainerId, parent, round)
+        assert self._updates[update_id] == 0, \
+            "Updates: the trainer already proposed an update of this parent in this round"
+        self._updates[update_id] = convert(proposer, uint256) | (round << _ROUND_SHIFT) \
+            | (parentIndices[i] << _PARENT_SHIFT) | (num_samples << _SAMPLES_SHIFT)
+        log erc721_base.Transfer(sender=empty(address), receiver=proposer, tokenId=update_id)
+        log UpdateProposed(updateId=update_id, parent=parent, trainerId=trainerId, round=round,
+                           proposer=proposer, cid=cid, numSamples=num_samples)
+    self._balances[proposer] += len(proposals)
 
 
 @external
-def aggregate(updateIds: DynArray[uint256, MAX_UPDATES],
-              weightsCid: Bytes[render.CID_LENGTH]) -> bytes32:
+@view
+def checkUpdates(updateIds: DynArray[uint256, protocol.MAX_UPDATES],
+                 parentIndices: DynArray[uint256, protocol.MAX_PARENTS], round: uint256
+                 ) -> bool:
     """
-    @notice Submit the caller's aggregation of `updateIds` as a child model of their parent.
-    @dev Registered trainers only, AGGREGATE phase only. The list must be
-         non-empty (at most 256 ids), strictly ascending, every id must exist,
-         share one parent and come from this round, and it must contain the
-         caller's own proposal for that parent and round: the update the caller
-         proposed, whoever holds its token now (a trainer always keeps its own
-         update). That proposal records the aggregation, which allows one
-         aggregation per (trainer, parent, round). When the model id already
-         exists the list is the one its first aggregator submitted (the id
-         commits to it), so only the caller's own proposal is checked again.
-    @param updateIds Strictly ascending update ids.
-    @param weightsCid Binary CIDv1 of the aggregated weights, or empty; recorded
-           only when the model id is new.
-    @return The model id, `keccak256(abi.encode(parent, updateIds))`.
+    @notice Revert unless `updateIds` may form a new model of the parents at
+            `parentIndices` in `round`.
+    @dev Strictly ascending, every id exists, was proposed in `round`, and is
+         a child of one of the parents.
+    @param updateIds The update ids of the aggregation.
+    @param parentIndices Creation indices of the aggregation's parents.
+    @param round The current round.
+    @return True (every failure reverts with its reason).
     """
-    count: uint256 = len(updateIds)
-    assert count != 0, "Updates: the list of update ids is empty"
-    assert staticcall ITrainers(TRAINERS).trainerId(msg.sender) != 0, \
-        "Updates: the caller is not a registered trainer"
-    first: uint256 = self._updates[updateIds[0]]
-    assert first != 0, "Updates: an update id in the list does not exist"
-    parent_index: uint256 = (first >> _PARENT_SHIFT) & _MASK32
-    model_id: bytes32 = empty(bytes32)
-    parent: bytes32 = empty(bytes32)
-    current: uint256 = 0
-    is_new: bool = False
-    model_id, parent, current, is_new = extcall IModels(MODELS).appendGeneration(
-        parent_index, updateIds, msg.sender, weightsCid
-    )
-    assert (first >> _ROUND_SHIFT) & _MASK32 == current, \
-        "Updates: an update in the list was not proposed in the current round"
-    own: uint256 = convert(keccak256(abi_encode(msg.sender, parent, current)), uint256)
-    found: bool = False
-    if is_new:
-        previous: uint256 = 0
-        for i: uint256 in range(count, bound=MAX_UPDATES):
-            update_id: uint256 = updateIds[i]
-            assert i == 0 or update_id > previous, \
-                "Updates: update ids must be strictly ascending"
-            previous = update_id
-            packed: uint256 = self._updates[update_id]
-            assert packed != 0, "Updates: an update id in the list does not exist"
-            assert (packed >> _PARENT_SHIFT) & _MASK32 == parent_index, \
-                "Updates: the updates in the list do not all share one parent"
-            assert (packed >> _ROUND_SHIFT) & _MASK32 == current, \
-                "Updates: an update in the list was not proposed in the current round"
-            if update_id == own:
-                found = True
-    else:
-        for update_id: uint256 in updateIds:
-            if update_id == own:
-                found = True
-                break
-    assert found, \
-        "Updates: the caller's own update of this parent in this round must be in the list"
-    mine: uint256 = self._updates[own]
-    assert mine & _AGGREGATED_BIT == 0, \
-        "Updates: the caller already aggregated updates of this parent in this round"
-    self._updates[own] = mine | _AGGREGATED_BIT
-    return model_id
+    previous: uint256 = 0
+    single: bool = len(parentIndices) == 1
+    for i: uint256 in range(len(updateIds), bound=protocol.MAX_UPDATES):
+        update_id: uint256 = updateIds[i]
+        assert i == 0 or update_id > previous, "Updates: update ids must be strictly ascending"
+        previous = update_id
+        packed: uint256 = self._updates[update_id]
+        assert packed != 0, "Updates: an update id in the list does not exist"
+        assert (packed >> _ROUND_SHIFT) & _MASK32 == round, \
+            "Updates: an update in the list was not proposed in the current round"
+        parent_index: uint256 = (packed >> _PARENT_SHIFT) & _MASK32
+        if single:
+            assert parent_index == parentIndices[0], \
+                "Updates: an update in the list is not a child of the aggregation's parents"
+        else:
+            assert parent_index in parentIndices, \
+                "Updates: an update in the list is not a child of the aggregation's parents"
+    return True
 
 
 @external
 @pure
-def updateIdOf(proposer: address, parent: bytes32, round: uint256) -> uint256:
+def updateIdOf(trainerId: uint256, parent: bytes32, round: uint256) -> uint256:
     """
-    @notice The id an update of `parent` proposed by `proposer` in `round` has (or would have).
-    @param proposer The proposing trainer's address.
+    @notice The id the update of `parent` by trainer `trainerId` in `round` has (or would have).
+    @param trainerId The proposing trainer's id.
     @param parent The parent model id.
     @param round The round.
-    @return `uint256(keccak256(abi.encode(proposer, parent, round)))`.
+    @return `uint256(keccak256(abi.encode(trainerId, parent, round)))`.
     """
-    return convert(keccak256(abi_encode(proposer, parent, round)), uint256)
+    return protocol._update_id(trainerId, parent, round)
 
 
 @external
@@ -205,13 +173,15 @@ def exists(updateId: uint256) -> bool:
 
 @external
 @view
-def parentOf(updateId: uint256) -> bytes32:
+def parentIndexOf(updateId: uint256) -> uint256:
     """
-    @notice The model update `updateId` was trained from.
+    @notice Creation index of the model update `updateId` was trained from.
+    @dev `Models.indexOf` and the `index` of `ModelCreated` map indices to ids
+         (the root is index 0); the `UpdateProposed` event carries the parent id.
     @param updateId An existing update id.
-    @return The parent model id.
+    @return The parent's creation index.
     """
-    return staticcall IModels(MODELS).modelAt((self._packed(updateId) >> _PARENT_SHIFT) & _MASK32)
+    return (self._packed(updateId) >> _PARENT_SHIFT) & _MASK32
 
 
 @external
@@ -233,32 +203,7 @@ def numSamplesOf(updateId: uint256) -> uint256:
     @param updateId An existing update id.
     @return The sample count.
     """
-    return (self._packed(updateId) >> _SAMPLES_SHIFT) & MAX_SAMPLES
-
-
-@external
-@view
-def cidOf(updateId: uint256) -> Bytes[render.CID_LENGTH]:
-    """
-    @notice Binary CIDv1 of the weights of update `updateId`.
-    @param updateId An existing update id.
-    @return The CID.
-    """
-    return render._cid_bytes(self._codec(self._packed(updateId)), self._digest[updateId])
-
-
-@external
-@view
-def hasAggregated(trainer: address, parent: bytes32, round: uint256) -> bool:
-    """
-    @notice Whether `trainer` aggregated updates of `parent` in `round`.
-    @param trainer A trainer address (the proposer of its own update).
-    @param parent A model id.
-    @param round A round.
-    @return True when it did.
-    """
-    own: uint256 = convert(keccak256(abi_encode(trainer, parent, round)), uint256)
-    return self._updates[own] & _AGGREGATED_BIT != 0
+    return self._packed(updateId) >> _SAMPLES_SHIFT
 
 
 @external
@@ -329,8 +274,8 @@ def approve(spender: address, tokenId: uint256):
 @external
 def transferFrom(sender: address, receiver: address, tokenId: uint256):
     """
-    @notice Move update token `tokenId`. Its proposer still counts as the
-            trainer who proposed it for `aggregate`.
+    @notice Move update token `tokenId`. Its proposing trainer stays the one
+            whose id it was derived from: aggregation rules ignore the holder.
     @param sender Current holder.
     @param receiver New holder.
     @param tokenId The update id.
@@ -354,32 +299,24 @@ def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
 
 @external
 @view
-def tokenURI(tokenId: uint256) -> String[1024]:
+def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     """
-    @notice ERC-721 metadata of update token `tokenId` as a JSON data URI.
+    @notice ERC-721 metadata of update token `tokenId`.
     @param tokenId An update id.
-    @return `data:application/json,` followed by the JSON document.
+    @return `data:application/json;base64,` followed by the JSON document.
     """
     packed: uint256 = self._packed(tokenId)
-    parent: bytes32 = staticcall IModels(MODELS).modelAt((packed >> _PARENT_SHIFT) & _MASK32)
-    aggregated: String[5] = "false"
-    if packed & _AGGREGATED_BIT != 0:
-        aggregated = "true"
-    return concat(
-        'data:application/json,{"name":"MCFL update ',
-        render._hex32(convert(tokenId, bytes32)),
+    return render._json_data_url(concat(
+        '{"name":"MCFL update ', render._hex32(convert(tokenId, bytes32)),
         '","description":"Weights a trainer of a MultiConfederated Learning network ',
         'trained from a parent model during one round.",',
         '"attributes":[{"trait_type":"round","value":',
         uint2str((packed >> _ROUND_SHIFT) & _MASK32),
-        '},{"trait_type":"parent","value":"', render._hex32(parent),
-        '"},{"trait_type":"samples","value":', uint2str((packed >> _SAMPLES_SHIFT) & MAX_SAMPLES),
+        '},{"trait_type":"parent index","value":', uint2str((packed >> _PARENT_SHIFT) & _MASK32),
+        '},{"trait_type":"samples","value":', uint2str(packed >> _SAMPLES_SHIFT),
         '},{"trait_type":"holder","value":"',
-        render._hex_address(convert(packed & _ADDRESS_MASK, address)),
-        '"},{"trait_type":"aggregated by its proposer","value":', aggregated,
-        '},{"trait_type":"CID","value":"', render._cid(self._codec(packed), self._digest[tokenId]),
-        '"}]}'
-    )
+        render._hex_address(convert(packed & _ADDRESS_MASK, address)), '"}]}'
+    ))
 
 
 @internal
@@ -388,14 +325,6 @@ def _packed(update_id: uint256) -> uint256:
     packed: uint256 = self._updates[update_id]
     assert packed != 0, "Updates: no update has this id"
     return packed
-
-
-@internal
-@pure
-def _codec(packed: uint256) -> uint256:
-    if packed & _DAG_PB_BIT != 0:
-        return render.CODEC_DAG_PB
-    return render.CODEC_RAW
 
 
 @internal

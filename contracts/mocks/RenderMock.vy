@@ -43,3 +43,14 @@ def cid(dagPb: bool, digest: bytes32) -> String[59]:
     if dagPb:
         return render._cid(render.CODEC_DAG_PB, digest)
     return render._cid(render.CODEC_RAW, digest)
+
+
+@external
+@pure
+def dataUrl(document: String[render.MAX_JSON]) -> String[render.MAX_URI]:
+    """
+    @notice `render._json_data_url`.
+    @param document A JSON document (any text).
+    @return The base64 data URL.
+    """
+    return render._json_data_url(document)

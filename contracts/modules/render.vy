@@ -2,9 +2,11 @@
 """
 @title Text rendering for token metadata
 @license MIT
-@notice Hexadecimal ids and addresses, and CIDv1 in base32 (the form IPFS
-        shows), for the JSON returned by `tokenURI`. Only views call these, so
-        they cost no transaction gas.
+@notice Hexadecimal ids and addresses, CIDv1 in base32 (the form IPFS
+        shows), and the base64 JSON data URL returned by `tokenURI`. Only views
+        call these, so they cost no transaction gas.
+        https://www.rfc-editor.org/rfc/rfc2397 (data URLs)
+        https://www.rfc-editor.org/rfc/rfc4648 (base32, base64)
 """
 
 # @dev RFC 4648 base32 alphabet in lower case, as multibase prefix "b" uses it.
@@ -17,6 +19,15 @@ CODEC_DAG_PB: constant(uint256) = 112
 # @dev A binary CIDv1 with a sha2-256 multihash: version, codec, hash code,
 #      digest length, then the 32-byte digest.
 CID_LENGTH: constant(uint256) = 36
+
+# @dev Longest JSON document a `tokenURI` may encode: a multiple of 24 bytes,
+#      which base64 turns into whole 32-character words.
+MAX_JSON: constant(uint256) = 1200
+_B64_WORDS: constant(uint256) = MAX_JSON // 24
+# @dev Base64 keeps `#`, `%`, quotes and spaces of the JSON out of the URL:
+#      every data-URL reader decodes it, whereas raw JSON is cut at `#`.
+_DATA_URL_PREFIX: constant(String[29]) = "data:application/json;base64,"
+MAX_URI: constant(uint256) = 29 + 32 * _B64_WORDS
 
 
 @internal
@@ -111,3 +122,49 @@ def _parse_cid(cid: Bytes[CID_LENGTH]) -> (bool, bytes32):
     assert head == 0x01551220 or head == 0x01701220, \
         "CID: only CIDv1 with the raw (0x55) or dag-pb (0x70) codec and a sha2-256 digest"
     return head == 0x01701220, extract32(cid, 4)
+
+
+@internal
+@pure
+def _base64_char(sextet: uint256) -> uint256:
+    # @dev RFC 4648 alphabet by ranges: A-Z, a-z, 0-9, "+", "/".
+    if sextet < 26:
+        return 65 + sextet
+    if sextet < 52:
+        return 71 + sextet
+    if sextet < 62:
+        return sextet - 4
+    if sextet == 62:
+        return 43
+    return 47
+
+
+@internal
+@pure
+def _json_data_url(document: String[MAX_JSON]) -> String[MAX_URI]:
+    """
+    @dev `data:application/json;base64,` followed by `document` in padded
+         base64. Each 24 input bytes become one 32-character word; the words
+         are laid out contiguously by `abi_encode` and sliced to length.
+    """
+    data: Bytes[MAX_JSON] = convert(document, Bytes[MAX_JSON])
+    n: uint256 = len(data)
+    # Zero tail so that `extract32` may read a whole word at every 24-byte step.
+    padded: Bytes[MAX_JSON + 32] = concat(data, empty(bytes32))
+    meaningful: uint256 = (4 * n + 2) // 3
+    total: uint256 = (n + 2) // 3 * 4
+    words: DynArray[uint256, _B64_WORDS] = []
+    for w: uint256 in range(_B64_WORDS):
+        if 32 * w >= total:
+            break
+        chunk: uint256 = convert(extract32(padded, 24 * w), uint256) >> 64
+        word: uint256 = 0
+        for k: uint256 in range(32):
+            char: uint256 = 61  # "=": padding after the last meaningful character
+            if 32 * w + k < meaningful:
+                char = self._base64_char((chunk >> (186 - 6 * k)) & 63)
+            word = (word << 8) | char
+        words.append(word)
+    # abi_encode lays the words out after their 32-byte count.
+    encoded: Bytes[32 + 32 * _B64_WORDS] = slice(abi_encode(words, ensure_tuple=False), 32, total)
+    return concat(_DATA_URL_PREFIX, convert(encoded, String[32 * _B64_WORDS]))

@@ -12,6 +12,19 @@ from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
 
+REGISTRATION_POLICIES = {"open": 0, "allowlist": 1, "deposit": 2}
+"""Registration policies of the Trainers contract, by name, and their on-chain code."""
+
+DEFAULT_MAX_SAMPLES = 1_000_000
+"""Default cap on an update's declared sample count: above any dataset of the thesis
+(MNIST has 60,000 training samples) while bounding one trainer's FedAvg weight."""
+
+MAX_SAMPLES_BOUND = 2**32 - 1
+"""Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
+
+MAX_COOLDOWN = 365 * 86_400
+"""Longest refund cooldown the Trainers contract accepts, in seconds."""
+
 
 def deploy_network(
     w3: Web3,
@@ -20,6 +33,12 @@ def deploy_network(
     task: str,
     min_trainers: int,
     phase_duration: int,
+    *,
+    registration: str = "open",
+    admin: str | None = None,
+    deposit: int = 0,
+    cooldown: int = 0,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
 ) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
 
@@ -33,23 +52,53 @@ def deploy_network(
     genesis_cid
         CIDv1 (raw or dag-pb, sha2-256) of the initial weights.
     task
-        Task descriptor, e.g. "lenet:fashion-mnist" (1 to 128 characters).
+        Task descriptor, e.g. "lenet:fashion-mnist": 1 to 128 printable ASCII
+        characters without quotes or backslashes.
     min_trainers
         Registered trainers needed before round 0 opens (>= 1).
     phase_duration
-        Seconds after which any vote ends a phase; 0 for no deadline.
+        Seconds after which any vote ends a phase; at least 1, since a network
+        without deadlines can be stalled by one silent trainer. Recommended: 30 on
+        a local devnet, 10 to 30 minutes on a public chain (docs/PROTOCOL.md).
+    registration
+        Who may register: "open" (anyone), "allowlist" (addresses ``admin``
+        allows) or "deposit" (anyone paying ``deposit`` wei, refunded ``cooldown``
+        seconds after the trainer exits).
+    admin
+        Keeper of the allowlist; required with "allowlist", refused otherwise.
+    deposit
+        Wei per registration; required (> 0) with "deposit", refused otherwise.
+    cooldown
+        Seconds between a trainer's exit and its refund, with "deposit" only
+        (0 to one year).
+    max_samples
+        Cap on the sample count an update may declare (1 to 2**32 - 1), so that
+        no trainer outweighs the others in FedAvg by declaring a huge count.
 
     Returns
     -------
     Deployment
         Addresses, ABIs and parameters; save it for the workers.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range or does not fit the registration policy
+        (the contracts would refuse it too, with a less specific message).
     """
     if min_trainers < 1:
         raise ValueError(f"min_trainers must be at least 1, got {min_trainers}")
-    if phase_duration < 0:
-        raise ValueError(f"phase_duration must be >= 0 seconds, got {phase_duration}")
+    if not 1 <= phase_duration < 2**32:
+        raise ValueError(
+            f"phase_duration must be between 1 and 2**32 - 1 seconds, got "
+            f"{phase_duration}: deadlines cannot be disabled (a silent trainer "
+            f"would stall the network); use e.g. 30 on a local devnet"
+        )
     if not 0 < len(task) <= 128:
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
+    if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
+        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
+    policy = _check_policy(registration, admin, deposit, cooldown)
     cid = cid_to_bytes(genesis_cid)
     sender = Transactor(w3, as_account(deployer))
     artifacts = load_artifacts()
@@ -61,14 +110,17 @@ def deploy_network(
         receipt = sender.send(f"deploying {name}", {"data": data, "value": 0})
         return str(receipt["contractAddress"])
 
-    trainers = create("Trainers")
+    zero = "0x" + "00" * 20
+    trainers = create("Trainers", policy, admin or zero, deposit, cooldown)
     models = create("Models", trainers, cid, task, min_trainers, phase_duration)
-    updates = create("Updates", trainers, models)
+    updates = create("Updates", models, max_samples)
     for name, address, setter, target in (
         ("Trainers", trainers, "setModels", models),
         ("Models", models, "setUpdates", updates),
     ):
-        contract = w3.eth.contract(address=address, abi=artifacts[name].abi)
+        contract = w3.eth.contract(
+            address=Web3.to_checksum_address(address), abi=artifacts[name].abi
+        )
         call = getattr(contract.functions, setter)(target)
         sender.send(f"{name}.{setter}", {"to": address, "data": call._encode_transaction_data()})
     return Deployment(
@@ -82,6 +134,29 @@ def deploy_network(
         min_trainers=min_trainers,
         phase_duration=phase_duration,
     )
+
+
+def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: int) -> int:
+    """The on-chain code of ``registration`` after checking the parameters it uses."""
+    if registration not in REGISTRATION_POLICIES:
+        raise ValueError(
+            f"registration must be one of {', '.join(REGISTRATION_POLICIES)}, got {registration!r}"
+        )
+    if (registration == "allowlist") != (admin is not None):
+        raise ValueError(
+            "an admin address is required with registration='allowlist' and "
+            "refused with the other policies"
+        )
+    if registration == "deposit":
+        if deposit <= 0:
+            raise ValueError(f"registration='deposit' needs a deposit above 0 wei, got {deposit}")
+        if not 0 <= cooldown <= MAX_COOLDOWN:
+            raise ValueError(
+                f"cooldown must be between 0 and {MAX_COOLDOWN} seconds (a year), got {cooldown}"
+            )
+    elif deposit or cooldown:
+        raise ValueError("deposit and cooldown only apply to registration='deposit'")
+    return REGISTRATION_POLICIES[registration]
 
 
 def _endpoint(w3: Web3) -> str:

@@ -1,25 +1,28 @@
-"""Deterministic ids, computed exactly as the contracts compute them."""
+"""Deterministic ids, computed exactly as the contracts compute them (docs/PROTOCOL.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from eth_abi import encode
-from eth_utils import keccak, to_canonical_address
+from eth_utils import keccak
 
 ROOT_MODEL_ID = bytes(32)
 UINT256_MAX = 2**256 - 1
 
 
-def model_id(parent: bytes, update_ids: Sequence[int]) -> bytes:
-    """Id of the model made of ``parent`` plus ``update_ids``.
+def model_id(parents: bytes | Sequence[bytes], update_ids: Sequence[int]) -> bytes:
+    """Id of the model made of ``parents`` plus ``update_ids``.
 
-    ``keccak256(abi.encode(bytes32 parent, uint256[] updateIds))``, as ``Models.vy``.
+    One parent: ``keccak256(abi.encode(bytes32 parent, uint256[] updateIds))``; a merge
+    of several parents: ``keccak256(abi.encode(bytes32[] parents, uint256[] updateIds))``,
+    as ``Models.vy``.
 
     Parameters
     ----------
-    parent
-        The 32-byte id of the parent model (the root is 32 zero bytes).
+    parents
+        The 32-byte id of the parent model (the root is 32 zero bytes), or a sequence
+        of parent ids, strictly ascending; a sequence of one is the single-parent case.
     update_ids
         The aggregated update ids, strictly ascending, at least one.
 
@@ -31,11 +34,22 @@ def model_id(parent: bytes, update_ids: Sequence[int]) -> bytes:
     Raises
     ------
     ValueError
-        If ``parent`` is not 32 bytes, the list is empty, an id is outside uint256 or the
-        ids are not strictly ascending (the contract refuses such a list).
+        If a parent is not 32 bytes, the parents are empty or not strictly ascending,
+        the update list is empty, an id is outside uint256 or the ids are not strictly
+        ascending (the contract refuses such lists).
     """
-    if len(parent) != 32:
-        raise ValueError(f"parent must be a 32-byte model id, got {len(parent)} bytes")
+    parent_list = [parents] if isinstance(parents, bytes | bytearray) else list(parents)
+    if not parent_list:
+        raise ValueError("a model has at least one parent; the parent list is empty")
+    for i, parent in enumerate(parent_list):
+        if len(parent) != 32:
+            raise ValueError(f"parent {i} must be a 32-byte model id, got {len(parent)} bytes")
+        if i and bytes(parent) <= bytes(parent_list[i - 1]):
+            raise ValueError(
+                f"parents must be strictly ascending: parent {i} (0x{parent.hex()}) "
+                f"is not above 0x{parent_list[i - 1].hex()}; sort them and drop "
+                f"duplicates"
+            )
     ids = list(update_ids)
     if not ids:
         raise ValueError("a model aggregates at least one update; the id list is empty")
@@ -47,19 +61,22 @@ def model_id(parent: bytes, update_ids: Sequence[int]) -> bytes:
                 f"update ids must be strictly ascending: position {i} ({uid:#x}) "
                 f"is not above {ids[i - 1]:#x}; sort them and drop duplicates"
             )
-    return keccak(encode(["bytes32", "uint256[]"], [bytes(parent), ids]))
+    if len(parent_list) == 1:
+        return keccak(encode(["bytes32", "uint256[]"], [bytes(parent_list[0]), ids]))
+    return keccak(encode(["bytes32[]", "uint256[]"], [[bytes(p) for p in parent_list], ids]))
 
 
-def update_id(proposer: str, parent: bytes, round_: int) -> int:
-    """Id of the update ``proposer`` proposes for ``parent`` in ``round_``.
+def update_id(trainer_id: int, parent: bytes, round_: int) -> int:
+    """Id of the update trainer ``trainer_id`` proposes for ``parent`` in ``round_``.
 
-    ``uint256(keccak256(abi.encode(address proposer, bytes32 parent, uint256 round)))``,
-    as ``Updates.vy``; one proposal per (trainer, parent, round) follows from it.
+    ``uint256(keccak256(abi.encode(uint256 trainerId, bytes32 parent, uint256 round)))``,
+    as ``Updates.vy``: keyed by the trainer id, not the address holding its token, so
+    one update per (trainer, parent, round) follows from it across key rotations.
 
     Parameters
     ----------
-    proposer
-        Address of the proposing trainer (hex, any case).
+    trainer_id
+        The proposing trainer's id (its trainer token id, from 1).
     parent
         The 32-byte parent model id.
     round_
@@ -69,10 +86,19 @@ def update_id(proposer: str, parent: bytes, round_: int) -> int:
     -------
     int
         The update id (its token id).
+
+    Raises
+    ------
+    ValueError
+        If ``trainer_id`` is not a positive integer (an address, say: ids are keyed by
+        trainer id since protocol v2) or ``parent`` is not 32 bytes.
     """
+    if isinstance(trainer_id, bool) or not isinstance(trainer_id, int) or trainer_id < 1:
+        raise ValueError(
+            f"trainer_id must be a trainer id (an integer from 1), got "
+            f"{trainer_id!r}; read it with Trainers.trainerId(address)"
+        )
     if len(parent) != 32:
         raise ValueError(f"parent must be a 32-byte model id, got {len(parent)} bytes")
-    encoded = encode(
-        ["address", "bytes32", "uint256"], [to_canonical_address(proposer), bytes(parent), round_]
-    )
+    encoded = encode(["uint256", "bytes32", "uint256"], [trainer_id, bytes(parent), round_])
     return int.from_bytes(keccak(encoded), "big")

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import urllib.request
 
 import pytest
 from multiformats import CID, multihash
 
 from mcfl_chain.chain.cids import cid_to_bytes
+from mcfl_chain.dag.model_id import update_id
 
 TASK = "lenet:fashion-mnist"
 MIN_TRAINERS = 3
+DURATION = 600
+MAX_SAMPLES = 1_000_000
+OPEN, ALLOWLIST, DEPOSIT = 0, 1, 2
+PROPOSE, AGGREGATE = 0, 1
+ZERO = "0x0000000000000000000000000000000000000000"
 
 
 def cid_str(label: str, codec: str = "raw") -> str:
@@ -29,6 +37,7 @@ CID_LENGTH_REASON = "CID: expected a 36-byte binary CIDv1 (raw or dag-pb codec, 
 CID_SHAPE_REASON = (
     "CID: only CIDv1 with the raw (0x55) or dag-pb (0x70) codec and a sha2-256 digest"
 )
+NOT_STARTED = "Models: rounds have not started: fewer than minTrainers trainers are registered"
 
 
 @pytest.fixture(scope="session")
@@ -42,12 +51,25 @@ def people(accounts):
     return list(accounts[1:12])
 
 
-def deploy(project, deployer, min_trainers=MIN_TRAINERS, phase_duration=0, link=True):
-    trainers = project.Trainers.deploy(sender=deployer)
+def deploy(
+    project,
+    deployer,
+    min_trainers=MIN_TRAINERS,
+    phase_duration=DURATION,
+    link=True,
+    policy=OPEN,
+    admin=ZERO,
+    deposit=0,
+    cooldown=0,
+    max_samples=MAX_SAMPLES,
+    task=TASK,
+):
+    """Deploy (Trainers, Models, Updates), linked unless ``link`` is False."""
+    trainers = project.Trainers.deploy(policy, admin, deposit, cooldown, sender=deployer)
     models = project.Models.deploy(
-        trainers, cid_to_bytes(GENESIS), TASK, min_trainers, phase_duration, sender=deployer
+        trainers, cid_to_bytes(GENESIS), task, min_trainers, phase_duration, sender=deployer
     )
-    updates = project.Updates.deploy(trainers, models, sender=deployer)
+    updates = project.Updates.deploy(models, max_samples, sender=deployer)
     if link:
         trainers.setModels(models, sender=deployer)
         models.setUpdates(updates, sender=deployer)
@@ -56,32 +78,61 @@ def deploy(project, deployer, min_trainers=MIN_TRAINERS, phase_duration=0, link=
 
 @pytest.fixture
 def network(project, deployer):
-    """Freshly deployed and linked (Trainers, Models, Updates); minTrainers = 3, no deadline."""
+    """Freshly deployed and linked contracts: open registration, minTrainers 3, 600 s phases."""
     return deploy(project, deployer)
 
 
 @pytest.fixture
 def running(network, people):
-    """The network with trainers people[0..2] registered: round 0, PROPOSE, quorum 3."""
+    """The network with trainers people[0..2] (ids 1..3) registered: round 0, PROPOSE."""
     trainers, _, _ = network
     for person in people[:MIN_TRAINERS]:
         trainers.register(sender=person)
     return network
 
 
-def propose_all(updates, people, parent, round_label, samples=100):
-    """Each of ``people`` proposes one update of ``parent``; returns their ids in order."""
-    ids = []
-    for i, person in enumerate(people):
-        receipt = updates.propose(parent, cid_bin(f"{round_label}-{i}"), samples + i, sender=person)
-        (event,) = receipt.decode_logs(updates.UpdateProposed)
-        ids.append(event.updateId)
-    return ids
+def propose(models, person, proposals):
+    """``submitProposals`` of (parent, cid, samples) triples; returns the receipt."""
+    return models.submitProposals([tuple(p) for p in proposals], sender=person)
+
+
+def aggregate(models, person, aggregations):
+    """``submitAggregations`` of (parents, update ids, weights CID) triples."""
+    return models.submitAggregations(
+        [(len(parents), len(ids), cid) for parents, ids, cid in aggregations],
+        [p for parents, _, _ in aggregations for p in parents],
+        [u for _, ids, _ in aggregations for u in ids],
+        sender=person,
+    )
+
+
+def vote(models, person, phase):
+    """An empty submission: the vote alone."""
+    if phase == PROPOSE:
+        return models.submitProposals([], sender=person)
+    return models.submitAggregations([], [], [], sender=person)
 
 
 def vote_all(models, people, phase):
     for person in people:
-        if phase == 0:
-            models.finishProposals(sender=person)
-        else:
-            models.nextRound(sender=person)
+        vote(models, person, phase)
+
+
+def propose_all(models, trainers, people, parent, label, samples=100):
+    """Each of ``people`` proposes one update of ``parent``; returns their ids in order."""
+    ids = []
+    for i, person in enumerate(people):
+        propose(models, person, [(parent, cid_bin(f"{label}-{i}"), samples + i)])
+        ids.append(update_id(trainers.trainerId(person), parent, models.round()))
+    return ids
+
+
+def own(trainers, models, person, parent):
+    """The update id of ``person``'s trainer for ``parent`` in the current round."""
+    return update_id(trainers.trainerId(person), parent, models.round())
+
+
+def read_data_url(uri: str) -> dict:
+    """The JSON document of a data URL, read by Python's standard data-URL handler."""
+    with urllib.request.urlopen(uri) as response:  # noqa: S310 - a data: URL, no network
+        return json.loads(response.read())

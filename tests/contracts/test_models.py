@@ -1,4 +1,4 @@
-"""Models: genesis, the round state machine, model views and the model token."""
+"""Models: genesis, the round state machine and its quorum rule, model views, the model token."""
 
 import ape
 import pytest
@@ -7,55 +7,90 @@ from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id
 
 from .conftest import (
+    AGGREGATE,
     CID_LENGTH_REASON,
     CID_SHAPE_REASON,
+    DURATION,
     GENESIS,
     MIN_TRAINERS,
+    NOT_STARTED,
+    PROPOSE,
     TASK,
+    ZERO,
+    aggregate,
     cid_bin,
     cid_str,
     deploy,
     propose_all,
+    read_data_url,
+    vote,
     vote_all,
 )
 
-ZERO = "0x0000000000000000000000000000000000000000"
-PROPOSE, AGGREGATE = 0, 1
-
-
-def test_genesis_root_exists_with_its_cid_and_task(network, deployer):
-    _, models, _ = network
-    assert models.modelExists(ROOT_MODEL_ID) and models.totalSupply() == 1
-    assert models.parentOf(ROOT_MODEL_ID) == ROOT_MODEL_ID
-    assert (models.roundOf(ROOT_MODEL_ID), models.popularityOf(ROOT_MODEL_ID)) == (0, 1)
-    assert models.indexOf(ROOT_MODEL_ID) == 0 and models.modelAt(0) == ROOT_MODEL_ID
-    assert models.genesisCid() == cid_to_bytes(GENESIS)
-    assert models.weightsCidOf(ROOT_MODEL_ID) == cid_to_bytes(GENESIS)
-    assert models.task() == TASK and models.minTrainers() == MIN_TRAINERS
-    assert models.ownerOf(0) == deployer and models.balanceOf(deployer) == 1
-
-
+ALREADY_VOTED = "Models: this trainer already voted in this phase"
 PRINTABLE_REASON = (
     "Models: the task descriptor must be printable ASCII without quotes or backslashes"
 )
 
 
+def _past_deadline(models, chain):
+    chain.pending_timestamp = models.phaseDeadline()
+
+
+# -- deployment -----------------------------------------------------------------------------
+
+
+def test_genesis_root_exists_with_its_cid_and_task(network, deployer):
+    _, models, _ = network
+    assert models.modelExists(ROOT_MODEL_ID) and models.totalSupply() == 1
+    assert (models.roundOf(ROOT_MODEL_ID), models.popularityOf(ROOT_MODEL_ID)) == (0, 1)
+    assert models.indexOf(ROOT_MODEL_ID) == 0
+    assert models.genesisCid() == cid_to_bytes(GENESIS)
+    assert models.task() == TASK and models.minTrainers() == MIN_TRAINERS
+    assert models.phaseDuration() == DURATION
+    assert models.ownerOf(0) == deployer and models.balanceOf(deployer) == 1
+
+
+def test_bounds_are_readable(network):
+    _, models, updates = network
+    assert (
+        models.MAX_PROPOSALS(),
+        models.MAX_AGGREGATIONS(),
+        models.MAX_PARENTS(),
+        models.MAX_UPDATES(),
+        models.MAX_CALL_UPDATES(),
+    ) == (16, 16, 16, 256, 512)
+    assert models.CID_LENGTH() == updates.CID_LENGTH() == 36
+    assert models.MAX_TASK_LENGTH() == 128
+    assert (models.PROPOSE(), models.AGGREGATE()) == (PROPOSE, AGGREGATE)
+
+
 @pytest.mark.parametrize(
     "args, reason",
     [
-        (("bad", TASK, 1, 0), CID_LENGTH_REASON),
-        (("dagcbor", TASK, 1, 0), CID_SHAPE_REASON),
-        (("ok", "", 1, 0), "Models: the task descriptor must not be empty"),
-        (("ok", 'lenet:"x"', 1, 0), PRINTABLE_REASON),
-        (("ok", "lenet:a\\b", 1, 0), PRINTABLE_REASON),
-        (("ok", "lenet:\n", 1, 0), PRINTABLE_REASON),
-        (("ok", TASK, 0, 0), "Models: minTrainers must be between 1 and 2**32 - 1"),
-        (("ok", TASK, 1, 2**32), "Models: phaseDuration must be below 2**32 seconds"),
+        (("bad", TASK, 1, 60), CID_LENGTH_REASON),
+        (("dagcbor", TASK, 1, 60), CID_SHAPE_REASON),
+        (("ok", "", 1, 60), "Models: the task descriptor must not be empty"),
+        (("ok", 'lenet:"x"', 1, 60), PRINTABLE_REASON),
+        (("ok", "lenet:a\\b", 1, 60), PRINTABLE_REASON),
+        (("ok", "lenet:\n", 1, 60), PRINTABLE_REASON),
+        (("ok", "lenet:é", 1, 60), PRINTABLE_REASON),
+        (("ok", TASK, 0, 60), "Models: minTrainers must be between 1 and 2**32 - 1"),
+        (
+            ("ok", TASK, 1, 0),
+            "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
+            "(deadlines are mandatory)",
+        ),
+        (
+            ("ok", TASK, 1, 2**32),
+            "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
+            "(deadlines are mandatory)",
+        ),
     ],
 )
 def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
     # Prepare
-    trainers = project.Trainers.deploy(sender=deployer)
+    trainers = project.Trainers.deploy(0, ZERO, 0, 0, sender=deployer)
     cid = {"ok": cid_bin("g"), "bad": b"\x01\x55", "dagcbor": b"\x01\x71\x12\x20" + bytes(32)}[
         args[0]
     ]
@@ -66,27 +101,34 @@ def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
 
 def test_constructor_refuses_a_trainers_address_without_code(project, deployer, people):
     with ape.reverts("Models: the Trainers address is not a contract"):
-        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 0, sender=deployer)
+        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 60, sender=deployer)
 
 
 def test_dag_pb_genesis_cid_round_trips(project, deployer):
-    trainers = project.Trainers.deploy(sender=deployer)
+    trainers = project.Trainers.deploy(0, ZERO, 0, 0, sender=deployer)
     cid = cid_bin("g", "dag-pb")
-    models = project.Models.deploy(trainers, cid, TASK, 1, 0, sender=deployer)
+    models = project.Models.deploy(trainers, cid, TASK, 1, 60, sender=deployer)
     assert models.genesisCid() == cid
-    assert cid_str("g", "dag-pb") in models.tokenURI(0)
+    traits = {a["trait_type"]: a["value"] for a in read_data_url(models.tokenURI(0))["attributes"]}
+    assert traits["weights CID"] == cid_str("g", "dag-pb")
 
 
-def test_set_updates_is_once_and_deployer_only(project, deployer, people):
+def test_set_updates_is_once_deployer_only_and_checked(project, deployer, people):
     _, models, updates = deploy(project, deployer, link=False)
+    _, _, foreign = deploy(project, deployer, link=False)
     with ape.reverts("Models: only the deployer may link the Updates contract"):
         models.setUpdates(updates, sender=people[0])
     with ape.reverts("Models: the Updates address is not a contract"):
         models.setUpdates(people[0], sender=deployer)
+    with ape.reverts("Models: that Updates contract belongs to another Models contract"):
+        models.setUpdates(foreign, sender=deployer)
     models.setUpdates(updates, sender=deployer)
     assert models.updates() == updates.address
     with ape.reverts("Models: the Updates contract is already linked"):
         models.setUpdates(updates, sender=deployer)
+
+
+# -- round 0 ------------------------------------------------------------------------------
 
 
 def test_round_zero_opens_when_min_trainers_registered(network, people):
@@ -94,49 +136,71 @@ def test_round_zero_opens_when_min_trainers_registered(network, people):
     trainers, models, _ = network
     for p in people[: MIN_TRAINERS - 1]:
         trainers.register(sender=p)
-    assert not models.started() and models.quorum() == 0
+    assert not models.started() and models.quorum() == 0 and models.phaseDeadline() == 0
     # Execute
     receipt = trainers.register(sender=people[MIN_TRAINERS - 1])
     # Assert
     assert models.started() and (models.round(), models.phase()) == (0, PROPOSE)
-    assert models.quorum() == MIN_TRAINERS and models.votes() == 0
+    assert (models.quorum(), models.votes(), models.voters()) == (MIN_TRAINERS, 0, 0)
+    assert models.phaseDeadline() == models.phaseStart() + DURATION
     (changed,) = receipt.decode_logs(models.PhaseChanged)
-    assert (changed.round, changed.phase) == (0, PROPOSE)
+    assert (changed.round, changed.phase, changed.quorum) == (0, PROPOSE, MIN_TRAINERS)
+
+
+def test_round_zero_quorum_is_the_live_trainers_when_it_opens(network, people):
+    # Prepare: trainer 1 leaves before the round opens; trainer 4 opens it.
+    trainers, models, _ = network
+    for p in people[:2]:
+        trainers.register(sender=p)
+    trainers.exit(sender=people[0])
+    trainers.register(sender=people[2])
+    assert not models.started()
+    # Execute
+    trainers.register(sender=people[3])
+    trainers.register(sender=people[4])
+    # Assert: ids 2, 3, 4 are the members; 5 registered after the opening
+    assert models.quorum() == 3
+    assert [models.statusOf(p)[4] for p in people[1:5]] == [True, True, True, False]
+    vote_all(models, people[1:4], PROPOSE)
+    assert models.phase() == AGGREGATE
 
 
 def test_only_trainers_reports_registrations(network, people):
     _, models, _ = network
     with ape.reverts("Models: only the Trainers contract may report registrations"):
-        models.trainerRegistered(10, sender=people[0])
+        models.trainerRegistered(1, 10, sender=people[0])
 
 
 def test_votes_before_round_zero_are_refused(network, people):
     trainers, models, _ = network
     trainers.register(sender=people[0])
-    with ape.reverts(
-        "Models: rounds have not started: fewer than minTrainers trainers are registered"
-    ):
-        models.finishProposals(sender=people[0])
+    with ape.reverts(NOT_STARTED):
+        vote(models, people[0], PROPOSE)
+    with ape.reverts(NOT_STARTED):
+        vote(models, people[0], AGGREGATE)
+
+
+# -- the round state machine --------------------------------------------------------------
 
 
 def test_full_round_moves_phases_only_with_the_quorum(running, people):
     # Prepare
-    trainers, models, updates = running
-    ids = propose_all(updates, people[:3], ROOT_MODEL_ID, "r0")
-    # Execute: two of three votes keep the phase
-    vote_all(models, people[:2], PROPOSE)
-    assert (models.phase(), models.votes()) == (PROPOSE, 2)
+    trainers, models, _ = running
+    ids = propose_all(models, trainers, people[:2], ROOT_MODEL_ID, "r0")
+    assert (models.phase(), models.votes(), models.voters()) == (PROPOSE, 2, 2)
     assert models.hasVoted(people[0]) and not models.hasVoted(people[2])
-    last = models.finishProposals(sender=people[2])
+    # Execute
+    last = vote(models, people[2], PROPOSE)
     # Assert
-    assert (models.round(), models.phase(), models.votes()) == (0, AGGREGATE, 0)
+    assert (models.round(), models.phase(), models.votes(), models.quorum()) == (0, AGGREGATE, 0, 3)
     (changed,) = last.decode_logs(models.PhaseChanged)
-    assert (changed.round, changed.phase) == (0, AGGREGATE)
+    assert (changed.round, changed.phase, changed.quorum) == (0, AGGREGATE, 3)
     (voted,) = last.decode_logs(models.TrainerVoted)
-    assert (voted.trainer, voted.trainerId, voted.counted, voted.votes) == (people[2], 3, True, 3)
-    updates.aggregate(sorted(ids), b"", sender=people[0])
-    vote_all(models, people[:2], AGGREGATE)
-    final = models.nextRound(sender=people[2])
+    assert (voted.round, voted.trainerId, voted.phase) == (0, 3, PROPOSE)
+    assert (voted.counted, voted.votes, voted.voters) == (True, 3, 3)
+    aggregate(models, people[0], [([ROOT_MODEL_ID], sorted(ids), b"")])
+    vote_all(models, people[1:2], AGGREGATE)
+    final = vote(models, people[2], AGGREGATE)
     assert (models.round(), models.phase()) == (1, PROPOSE)
     (new_round,) = final.decode_logs(models.NewRound)
     assert (new_round.prevRound, new_round.round) == (0, 1)
@@ -145,116 +209,162 @@ def test_full_round_moves_phases_only_with_the_quorum(running, people):
 def test_vote_refusals(running, people):
     # Prepare
     _, models, _ = running
-    models.finishProposals(sender=people[0])
+    vote(models, people[0], PROPOSE)
     # Execute / Assert
-    with ape.reverts("Models: this trainer already voted in this phase"):
-        models.finishProposals(sender=people[0])
+    with ape.reverts(ALREADY_VOTED):
+        vote(models, people[0], PROPOSE)
     with ape.reverts("Models: the caller is not a registered trainer"):
-        models.finishProposals(sender=people[7])
-    with ape.reverts("Models: nextRound is only allowed in the AGGREGATE phase"):
-        models.nextRound(sender=people[1])
+        vote(models, people[7], PROPOSE)
+    with ape.reverts("Models: aggregations are only submitted in the AGGREGATE phase"):
+        vote(models, people[1], AGGREGATE)
     vote_all(models, people[1:3], PROPOSE)
-    with ape.reverts("Models: finishProposals is only allowed in the PROPOSE phase"):
-        models.finishProposals(sender=people[0])
-
-
-def test_mid_round_registration_counts_from_the_next_round(running, people):
-    # Prepare
-    trainers, models, _ = running
-    trainers.register(sender=people[3])
-    # Execute
-    receipt = models.finishProposals(sender=people[3])
-    # Assert: accepted, not counted, quorum unchanged
-    (voted,) = receipt.decode_logs(models.TrainerVoted)
-    assert not voted.counted and models.votes() == 0 and models.quorum() == 3
-    vote_all(models, people[:3], PROPOSE)
-    vote_all(models, people[:3], AGGREGATE)
-    assert models.round() == 1 and models.quorum() == 4
+    with ape.reverts("Models: proposals are only submitted in the PROPOSE phase"):
+        vote(models, people[0], PROPOSE)
 
 
 def test_key_rotation_cannot_vote_twice(running, people):
     trainers, models, _ = running
-    models.finishProposals(sender=people[0])
+    vote(models, people[0], PROPOSE)
     trainers.transferFrom(people[0], people[6], 1, sender=people[0])
-    with ape.reverts("Models: this trainer already voted in this phase"):
-        models.finishProposals(sender=people[6])
+    with ape.reverts(ALREADY_VOTED):
+        vote(models, people[6], PROPOSE)
     assert models.hasVoted(people[6]) and not models.hasVoted(people[0])
 
 
-def test_deadline_lets_any_trainer_advance(project, deployer, people, chain):
+# -- the quorum rule and deadlines ----------------------------------------------------------
+
+
+def test_a_newcomer_is_recorded_then_counts_from_the_next_phase(running, people):
     # Prepare
-    trainers, models, _ = deploy(project, deployer, min_trainers=3, phase_duration=60)
-    for p in people[:3]:
-        trainers.register(sender=p)
-    models.finishProposals(sender=people[0])
+    trainers, models, _ = running
+    trainers.register(sender=people[3])
+    # Execute
+    receipt = vote(models, people[3], PROPOSE)
+    # Assert: recorded, not counted, quorum unchanged
+    (voted,) = receipt.decode_logs(models.TrainerVoted)
+    assert not voted.counted and (voted.votes, voted.voters) == (0, 1)
+    assert models.statusOf(people[3])[3:5] == (True, False)
+    vote_all(models, people[:3], PROPOSE)
+    assert models.phase() == AGGREGATE and models.quorum() == 4
+    assert models.statusOf(people[3])[3:5] == (False, True)
+    vote_all(models, people[:3], AGGREGATE)
+    assert models.phase() == AGGREGATE, "the newcomer is now a member the phase waits for"
+    vote(models, people[3], AGGREGATE)
+    assert (models.round(), models.quorum()) == (1, 4)
+
+
+def test_a_silent_trainer_costs_one_deadline_then_leaves_the_quorum(running, people, chain):
+    # Prepare: trainer 3 stays silent
+    _, models, _ = running
+    vote_all(models, people[:2], PROPOSE)
+    assert models.phase() == PROPOSE
+    with ape.reverts(ALREADY_VOTED):
+        vote(models, people[0], PROPOSE)
+    # Execute: after the deadline, a repeated (empty) vote ends the phase
+    _past_deadline(models, chain)
+    ended = vote(models, people[0], PROPOSE)
+    # Assert: no TrainerVoted for a repeat; the next quorum is the two voters
+    assert not ended.decode_logs(models.TrainerVoted)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 2)
+    assert not models.statusOf(people[2])[4]
+    vote_all(models, people[:2], AGGREGATE)
+    assert (models.round(), models.phase(), models.quorum()) == (1, PROPOSE, 2)
+    # The silent trainer comes back: recorded, a member again from the next phase
+    vote(models, people[2], PROPOSE)
+    assert models.votes() == 0 and models.voters() == 1
+    vote_all(models, people[:2], PROPOSE)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 3)
+
+
+def test_any_first_vote_after_the_deadline_ends_the_phase(running, people, chain):
+    # Prepare: a trainer that is not a member registers; nobody votes in time
+    trainers, models, _ = running
+    trainers.register(sender=people[5])
+    _past_deadline(models, chain)
+    # Execute
+    receipt = vote(models, people[5], PROPOSE)
+    # Assert: the newcomer alone is the next quorum (never 0)
+    (voted,) = receipt.decode_logs(models.TrainerVoted)
+    assert not voted.counted
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 1)
+    vote(models, people[5], AGGREGATE)
+    assert models.round() == 1
+
+
+def test_a_repeated_vote_after_the_deadline_carries_no_submission(running, people, chain):
+    _, models, _ = running
+    vote(models, people[0], PROPOSE)
+    _past_deadline(models, chain)
+    with ape.reverts(
+        "Models: submissions travel with the trainer's first vote of the phase; "
+        "after the deadline only an empty call may end the phase"
+    ):
+        models.submitProposals([(ROOT_MODEL_ID, cid_bin("late"), 1)], sender=people[0])
+
+
+def test_an_exited_member_costs_at_most_one_deadline(running, people, chain):
+    trainers, models, _ = running
+    trainers.exit(sender=people[2])
+    vote_all(models, people[:2], PROPOSE)
+    assert models.phase() == PROPOSE
+    _past_deadline(models, chain)
+    vote(models, people[1], PROPOSE)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 2)
+
+
+def test_status_of_reads_the_round_state_for_one_trainer(project, deployer, people):
+    # Prepare: nothing registered yet
+    trainers, models, _ = deploy(project, deployer)
+    assert models.statusOf(people[0]) == (False, 0, 0, False, False, 0, 0, 0, 0)
+    for person in people[:MIN_TRAINERS]:
+        trainers.register(sender=person)
+    # Execute
+    vote(models, people[0], PROPOSE)
+    voter, other, outsider = (models.statusOf(p) for p in (people[0], people[1], people[9]))
+    # Assert: same round state for all, each with its own vote and membership
     deadline = models.phaseDeadline()
-    assert deadline == models.phaseStart() + 60
-    # Execute: before the deadline a second vote is refused, after it the same vote advances
-    with ape.reverts("Models: this trainer already voted in this phase"):
-        models.finishProposals(sender=people[0])
-    chain.pending_timestamp = deadline + 1
-    models.finishProposals(sender=people[0])
-    # Assert
-    assert (models.phase(), models.votes()) == (AGGREGATE, 0)
-    chain.pending_timestamp = models.phaseDeadline() + 1
-    models.nextRound(sender=people[1])
-    assert (models.round(), models.phase()) == (1, PROPOSE)
+    assert voter == (True, 0, PROPOSE, True, True, deadline, 1, MIN_TRAINERS, 1)
+    assert other == (True, 0, PROPOSE, False, True, deadline, 1, MIN_TRAINERS, 1)
+    assert outsider == (True, 0, PROPOSE, False, False, deadline, 1, MIN_TRAINERS, 1)
+    assert not models.hasVoted(people[9])
 
 
-def test_no_deadline_reports_zero(running):
-    _, models, _ = running
-    assert models.phaseDeadline() == 0 and models.phaseDuration() == 0
-
-
-def test_only_updates_appends_models(running, people):
-    _, models, _ = running
-    with ape.reverts("Models: only the Updates contract may append models"):
-        models.appendGeneration(0, [1], people[0], b"", sender=people[0])
+# -- model ids, views and the model token ---------------------------------------------------
 
 
 def test_model_id_of_matches_python(network):
     _, models, _ = network
-    assert models.modelIdOf(ROOT_MODEL_ID, [1, 5, 9]) == model_id(ROOT_MODEL_ID, [1, 5, 9])
+    parents = sorted([b"\x01" * 32, b"\x02" * 32])
+    assert models.modelIdOf([ROOT_MODEL_ID], [1, 5, 9]) == model_id(ROOT_MODEL_ID, [1, 5, 9])
+    assert models.modelIdOf(parents, [3, 4]) == model_id(parents, [3, 4])
+    with ape.reverts("Models: an aggregation needs at least one parent"):
+        models.modelIdOf([], [1])
 
 
 def test_model_views_refuse_unknown_ids(network):
     _, models, _ = network
     unknown = b"\x01" * 32
     assert not models.modelExists(unknown)
-    for view in (
-        models.parentOf,
-        models.roundOf,
-        models.popularityOf,
-        models.indexOf,
-        models.weightsCidOf,
-    ):
+    for view in (models.roundOf, models.popularityOf, models.indexOf):
         with ape.reverts("Models: no model has this id"):
             view(unknown)
-    with ape.reverts("Models: no model has this id"):
-        models.ownerOf(5)
-    with ape.reverts("Models: no model has this creation index"):
-        models.modelAt(1)
+    for view in (models.ownerOf, models.getApproved, models.tokenURI):
+        with ape.reverts("Models: no model has this id"):
+            view(5)
     with ape.reverts("ERC721: the zero address owns no token"):
         models.balanceOf(ZERO)
 
 
-def test_appended_model_views_metadata_and_transfer(running, people):
+def test_model_token_approval_and_transfer(running, people):
     # Prepare
-    _, models, updates = running
-    ids = sorted(propose_all(updates, people[:3], ROOT_MODEL_ID, "r0"))
-    vote_all(models, people[:3], PROPOSE)
-    updates.aggregate(ids, cid_bin("agg", "dag-pb"), sender=people[1])
-    new = model_id(ROOT_MODEL_ID, ids)
-    token = int.from_bytes(new, "big")
+    trainers, models, _ = running
+    ids = sorted(propose_all(models, trainers, people[:3], ROOT_MODEL_ID, "r0"))
+    aggregate(models, people[1], [([ROOT_MODEL_ID], ids, b"")])
+    token = int.from_bytes(model_id(ROOT_MODEL_ID, ids), "big")
     # Execute
-    uri = models.tokenURI(token)
     models.approve(people[8], token, sender=people[1])
     models.transferFrom(people[1], people[9], token, sender=people[8])
     # Assert
-    assert models.parentOf(new) == ROOT_MODEL_ID and models.indexOf(new) == 1
-    assert models.weightsCidOf(new) == cid_bin("agg", "dag-pb")
-    assert '"trait_type":"popularity","value":1' in uri and cid_str("agg", "dag-pb") in uri
-    assert "0x" + new.hex() in uri and TASK in uri
     assert models.ownerOf(token) == people[9] and models.balanceOf(people[1]) == 0
     assert models.getApproved(token) == ZERO
     with ape.reverts(
@@ -263,16 +373,6 @@ def test_appended_model_views_metadata_and_transfer(running, people):
         models.transferFrom(people[9], people[1], token, sender=people[1])
     with ape.reverts("ERC721: only the owner of the token or its operator may approve"):
         models.approve(people[1], token, sender=people[1])
-
-
-def test_model_without_weights_cid_reports_none(running, people):
-    _, models, updates = running
-    ids = sorted(propose_all(updates, people[:3], ROOT_MODEL_ID, "r0"))
-    vote_all(models, people[:3], PROPOSE)
-    updates.aggregate(ids, b"", sender=people[0])
-    new = model_id(ROOT_MODEL_ID, ids)
-    assert models.weightsCidOf(new) == b""
-    assert '"weights CID","value":"none"' in models.tokenURI(int.from_bytes(new, "big"))
 
 
 def test_model_safe_transfer_and_interfaces(project, network, deployer, people):
@@ -284,19 +384,3 @@ def test_model_safe_transfer_and_interfaces(project, network, deployer, people):
     assert models.ownerOf(0) == people[0]
     assert (models.name(), models.symbol()) == ("MCFL Model", "MCFLM")
     assert models.supportsInterface("0x80ac58cd") and not models.supportsInterface("0x12345678")
-
-
-def test_status_of_reads_the_round_state_for_one_trainer(project, deployer, people):
-    # Prepare: a network with a 60 s phase deadline; nothing registered yet
-    trainers, models, _ = deploy(project, deployer, phase_duration=60)
-    assert models.statusOf(people[0]) == (False, 0, 0, False, 0, 0, 0)
-    for person in people[:MIN_TRAINERS]:
-        trainers.register(sender=person)
-    # Execute
-    models.finishProposals(sender=people[0])
-    voter, other, outsider = (models.statusOf(p) for p in (people[0], people[1], people[9]))
-    # Assert: same round state for all, each with its own vote, the views agree
-    assert voter == (True, 0, PROPOSE, True, models.phaseDeadline(), 1, MIN_TRAINERS)
-    assert other[:3] == outsider[:3] == voter[:3]
-    assert not other[3] and not outsider[3]
-    assert voter[4] == models.phaseStart() + 60

@@ -1,20 +1,28 @@
-"""``tokenURI`` of the three token kinds is a JSON data URI that wallets and block
-explorers can display: a name, a description and attributes matching the views."""
+"""``tokenURI`` of every token kind is a base64 JSON data URL that standard data-URL readers
+decode (here Python's ``urllib.request``): a name, a description and attributes matching
+the views, whatever characters the task descriptor holds."""
 
 from __future__ import annotations
 
-import json
+from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id, update_id
 
-from mcfl_chain.dag.model_id import model_id
+from .conftest import (
+    GENESIS,
+    TASK,
+    aggregate,
+    cid_bin,
+    deploy,
+    propose_all,
+    read_data_url,
+)
 
-from .conftest import GENESIS, TASK, cid_bin, cid_str, propose_all, vote_all
-
-PREFIX = "data:application/json,"
+PREFIX = "data:application/json;base64,"
+AWKWARD_TASK = "lenet: fashion #1 at 100% & <more> 'q' {x}"
 
 
 def _metadata(uri: str) -> tuple[dict, dict]:
     assert uri.startswith(PREFIX)
-    document = json.loads(uri[len(PREFIX) :])
+    document = read_data_url(uri)
     assert set(document) == {"name", "description", "attributes"}
     assert document["name"] and document["description"]
     return document, {a["trait_type"]: a["value"] for a in document["attributes"]}
@@ -31,15 +39,13 @@ def test_trainer_token_metadata(running, people):
 
 
 def test_update_and_model_token_metadata(running, people):
-    # Prepare: three proposals of the root, then two aggregations of the same set.
+    # Prepare: three proposals of the root, then two aggregations of the same two.
     trainers, models, updates = running
-    root = bytes(32)
-    ids = propose_all(updates, people[:3], root, "meta")
-    vote_all(models, people[:3], 0)
+    ids = propose_all(models, trainers, people[:3], ROOT_MODEL_ID, "meta")
     chosen = sorted(ids[:2])
-    updates.aggregate(chosen, cid_bin("weights"), sender=people[0])
-    updates.aggregate(chosen, b"", sender=people[1])
-    mid = model_id(root, chosen)
+    aggregate(models, people[0], [([ROOT_MODEL_ID], chosen, cid_bin("weights"))])
+    aggregate(models, people[1], [([ROOT_MODEL_ID], chosen, b"")])
+    mid = model_id(ROOT_MODEL_ID, chosen)
     # Execute
     update_doc, update_traits = _metadata(updates.tokenURI(ids[2]))
     model_doc, model_traits = _metadata(models.tokenURI(int.from_bytes(mid, "big")))
@@ -48,22 +54,33 @@ def test_update_and_model_token_metadata(running, people):
     assert update_doc["name"] == f"MCFL update 0x{ids[2]:064x}"
     assert update_traits == {
         "round": 0,
-        "parent": "0x" + root.hex(),
+        "parent index": 0,
         "samples": 102,
         "holder": people[2].address.lower(),
-        "aggregated by its proposer": False,
-        "CID": cid_str("meta-2"),
     }
-    assert _metadata(updates.tokenURI(ids[0]))[1]["aggregated by its proposer"] is True
     assert model_doc["name"] == "MCFL model 0x" + mid.hex()
-    assert TASK in model_doc["description"]
+    assert model_doc["description"].endswith("Task: " + TASK)
     assert model_traits == {
         "round": 0,
-        "parent": "0x" + root.hex(),
         "popularity": 2,
         "index": 1,
         "holder": people[0].address.lower(),
-        "weights CID": cid_str("weights"),
     }
-    assert model_traits["popularity"] == models.popularityOf(mid)
-    assert root_traits["weights CID"] == GENESIS and root_traits["popularity"] >= 1
+    assert root_doc["name"] == "MCFL model 0x" + ROOT_MODEL_ID.hex()
+    assert root_traits["weights CID"] == GENESIS and root_traits["popularity"] == 1
+
+
+def test_a_task_with_url_and_json_sensitive_characters_survives(project, deployer, people):
+    # Prepare
+    trainers, models, updates = deploy(project, deployer, min_trainers=1, task=AWKWARD_TASK)
+    trainers.register(sender=people[0])
+    propose_all(models, trainers, people[:1], ROOT_MODEL_ID, "awkward")
+    # Execute
+    root_doc, _ = _metadata(models.tokenURI(0))
+    update_doc, _ = _metadata(updates.tokenURI(update_id(1, ROOT_MODEL_ID, 0)))
+    trainer_doc, _ = _metadata(trainers.tokenURI(1))
+    # Assert
+    assert models.task() == AWKWARD_TASK
+    assert root_doc["description"].endswith("Task: " + AWKWARD_TASK)
+    assert update_doc["name"].startswith("MCFL update")
+    assert trainer_doc["name"] == "MCFL trainer #1"
