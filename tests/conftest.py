@@ -1,6 +1,8 @@
-"""Shared test settings: hypothesis profiles sized for this 2-core machine."""
+"""Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``."""
 
 from hypothesis import HealthCheck, settings
+
+from mcfl_chain.storage.cid import cid_for_bytes
 
 # Chain calls take milliseconds each and vary with load: no per-example deadline.
 settings.register_profile(
@@ -9,3 +11,11 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("mcfl")
+
+
+def fake_cid(label: str) -> str:
+    """A well-formed CIDv1 (raw, sha2-256, base32) of ``label``; its content need not exist.
+
+    Import it with ``from conftest import fake_cid`` (``tests/`` is on ``sys.path``).
+    """
+    return cid_for_bytes(label.encode())

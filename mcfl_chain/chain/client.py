@@ -1,30 +1,61 @@
-"""One trainer's access to an MCFL network: transactions, views and events."""
+"""One trainer's access to an MCFL network: transactions, views and events.
+
+A trainer sends two transactions per round (docs/PROTOCOL.md §5-6):
+:meth:`ChainClient.submit_proposals` (all its updates and its PROPOSE vote) and
+:meth:`ChainClient.submit_aggregations` (all its aggregations and its AGGREGATE vote);
+after the deadline a trainer that voted ends a stalled phase with
+:meth:`ChainClient.end_phase`. What the contracts would refuse without a reason (or at
+a gas cost) is refused here first, with :class:`ProtocolLimitError`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from eth_account.signers.local import LocalAccount
+from eth_typing import ChecksumAddress
 from eth_utils import event_abi_to_log_topic
+from multiformats import CID
 from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
-from web3.types import TxReceipt
+from web3.logs import DISCARD
+from web3.types import BlockIdentifier, FilterParams, TxReceipt
 
 from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider
 from mcfl_chain.chain._tx import Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.errors import ChainError, ChainUnavailable
+from mcfl_chain.chain.errors import ChainError, ChainUnavailable, ProtocolLimitError
 from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
 
 _VOTE_GAS = 300_000
-"""Gas limit of a vote sent without estimate (a vote that opens a round uses ~45k)."""
-_PROPOSE_GAS = 400_000
-"""Gas limit of a proposal sent without estimate (one uses ~70k-115k): a bounded call
-made every round, whose preconditions the worker checks before sending."""
+"""Gas limit of an empty call ending a phase (one uses ~50k-90k). Sent without
+estimate: nodes estimate against the latest block, whose timestamp may still be before
+the deadline that the new block will be past."""
+
+_UINT256 = 2**256
+
+
+def _proposals_gas(count: int) -> int:
+    """Gas limit of a ``submitProposals`` of ``count`` proposals (unused gas is refunded).
+
+    Measured (docs/PROTOCOL.md §12): ~87k for one proposal and its vote, ~34k per
+    further proposal; a trainer's first call writes fresh slots (+~40k).
+    """
+    return 200_000 + 80_000 * count
+
+
+def _aggregations_gas(aggregations: int, parents: int, update_ids: int) -> int:
+    """Gas limit of a ``submitAggregations`` call of this size.
+
+    Measured: a new model of 1 / 256 updates with the vote ~124k / ~1.07M, a merge of
+    two parents with 256 updates ~1.09M (about 3.7k per update id).
+    """
+    return 200_000 + 120_000 * aggregations + 30_000 * parents + 8_000 * update_ids
 
 
 class Phase(IntEnum):
@@ -38,24 +69,95 @@ _NOBODY = "0x0000000000000000000000000000000000000000"
 
 
 class TrainerStatus(NamedTuple):
-    """One atomic reading of the round state (``Models.statusOf``)."""
+    """One atomic reading of the round state for one trainer (``Models.statusOf``)."""
 
     started: bool
+    """Whether round 0 has opened."""
     round: int
     phase: Phase
     voted: bool
+    """Whether the trainer voted in this phase (its transaction of the phase was mined)."""
+    member: bool
+    """Whether its vote counts (or counted) in this phase's quorum."""
     deadline: int
-    """Unix time after which any vote ends the phase; 0 without deadline."""
+    """Unix time from which any vote or empty call ends the phase; 0 before round 0."""
     votes: int
+    """Counted votes so far in this phase."""
     quorum: int
+    """Counted votes that end the phase before its deadline."""
+    voters: int
+    """Trainers that voted in this phase (members or not): the next phase's quorum."""
+
+
+@dataclass(frozen=True)
+class ProposalArg:
+    """One update of a ``submitProposals`` call.
+
+    Attributes
+    ----------
+    parent
+        The 32-byte id of the model the update was trained from.
+    cid
+        CIDv1 string of the update's weights (raw or dag-pb codec, sha2-256).
+    num_samples
+        Training samples behind the update (its FedAvg weight), 1 to
+        :meth:`ChainClient.max_samples`.
+    """
+
+    parent: bytes
+    cid: str
+    num_samples: int
+
+
+@dataclass(frozen=True)
+class AggregationArg:
+    """One aggregation of a ``submitAggregations`` call (any order: the client sorts).
+
+    Attributes
+    ----------
+    parents
+        Ids of the aggregated models: one for an ordinary aggregation, several for a
+        merge. The caller must have proposed an update of each in this round.
+    update_ids
+        Updates of this round on those parents, the caller's own of each included.
+    weights_cid
+        CIDv1 of the averaged weights, recorded when the model is new; None for none.
+    """
+
+    parents: tuple[bytes, ...]
+    update_ids: tuple[int, ...]
+    weights_cid: str | None = None
+
+
+class ProtocolLimits(NamedTuple):
+    """The bounds a submission must respect, as the deployed contracts state them."""
+
+    max_proposals: int
+    """Proposals per ``submitProposals`` (``Models.MAX_PROPOSALS``)."""
+    max_aggregations: int
+    """Aggregations per ``submitAggregations`` (``Models.MAX_AGGREGATIONS``)."""
+    max_parents: int
+    """Parents per ``submitAggregations``, all aggregations together (``MAX_PARENTS``)."""
+    max_updates: int
+    """Update ids of one aggregation (``Models.MAX_UPDATES``)."""
+    max_call_updates: int
+    """Update ids per ``submitAggregations`` (``Models.MAX_CALL_UPDATES``)."""
+    cid_length: int
+    """Bytes of a binary CID (``Models.CID_LENGTH``)."""
+    max_samples: int
+    """Largest sample count of one update (``Updates.maxSamples``)."""
 
 
 __all__ = [
+    "AggregationArg",
     "ChainClient",
     "ChainError",
     "ChainEvent",
     "ChainUnavailable",
     "Phase",
+    "ProposalArg",
+    "ProtocolLimitError",
+    "ProtocolLimits",
     "TrainerStatus",
     "connect",
 ]
@@ -96,7 +198,9 @@ class ChainClient:
     """Contracts access for ONE trainer account.
 
     Every transaction waits for its receipt; a rejected call raises :class:`ChainError`
-    with the contract's revert reason. Use one client per account: it tracks the nonce.
+    with the contract's revert reason, a submission the contracts would refuse raises
+    :class:`ProtocolLimitError` before anything is sent. Use one client per account: it
+    tracks the nonce.
 
     Parameters
     ----------
@@ -137,6 +241,8 @@ class ChainClient:
         self.trainers = self._contract("Trainers")
         self.models = self._contract("Models")
         self.updates = self._contract("Updates")
+        self._max_samples: int | None = None
+        self._limits: ProtocolLimits | None = None
         self._topics: dict[bytes, tuple[str, Any]] = {}
         for name, source in EVENT_SOURCES.items():
             contract = {"Models": self.models, "Updates": self.updates}[source]
@@ -152,7 +258,8 @@ class ChainClient:
 
     def _contract(self, name: str) -> Any:
         return self.w3.eth.contract(
-            address=self.deployment.addresses[name], abi=self.deployment.abis[name]
+            address=Web3.to_checksum_address(self.deployment.addresses[name]),
+            abi=self.deployment.abis[name],
         )
 
     @property
@@ -169,88 +276,241 @@ class ChainClient:
 
     # -- transactions --------------------------------------------------------------
 
-    def _send(self, description: str, call: Any, gas: int | None = None) -> TxReceipt:
+    def _send(
+        self, description: str, call: Any, gas: int | None = None, value: int = 0
+    ) -> TxReceipt:
         tx: dict[str, Any] = {
             "to": call.address,
             "data": call._encode_transaction_data(),
-            "value": 0,
+            "value": value,
         }
         if gas is not None:
             tx["gas"] = gas
         return self._sender().send(description, tx)
 
-    def register(self) -> int:
-        """Register this account as a trainer; returns its trainer id."""
-        self._send("Trainers.register", self.trainers.functions.register())
-        return self.trainer_id()
-
-    def propose(self, parent: bytes, cid: str, num_samples: int) -> int:
-        """Propose an update of ``parent``; returns the update id.
+    def register(self, value: int | None = None) -> int:
+        """Register this account as a trainer; returns its trainer id.
 
         Parameters
         ----------
-        parent
-            The 32-byte id of the model the update was trained from.
-        cid
-            CIDv1 string of the update's weights (raw or dag-pb codec, sha2-256).
-        num_samples
-            Training samples behind the update (its FedAvg weight), 1 to 2**30 - 1.
+        value
+            Wei sent with the registration; by default the network's deposit
+            (``Trainers.deposit()``: 0 but under the DEPOSIT policy).
         """
-        receipt = self._send(
-            f"Updates.propose(parent={bytes(parent).hex()[:12]}..)",
-            self.updates.functions.propose(bytes(parent), cid_to_bytes(cid), num_samples),
-            gas=_PROPOSE_GAS,
-        )
-        (event,) = self.updates.events.UpdateProposed().process_receipt(receipt)
-        return int(event["args"]["updateId"])
+        if value is None:
+            value = int(self._view(self.trainers.functions.deposit()))
+        paid = f" with {value} wei" if value else ""
+        self._send(f"Trainers.register{paid}", self.trainers.functions.register(), value=value)
+        return self.trainer_id()
 
-    def finish_proposals(self) -> TxReceipt:
-        """Vote to end the PROPOSE phase (sent without a gas estimate: votes are cheap
-        and bounded, and a round's votes are the bulk of its transactions)."""
+    def set_allowed(self, accounts: Sequence[str], allowed: bool = True) -> TxReceipt:
+        """Admit (or remove) ``accounts`` on the allowlist; only its admin may (ALLOWLIST)."""
+        if not 1 <= len(accounts) <= 64:
+            raise ValueError(f"give 1 to 64 accounts per call, got {len(accounts)}")
+        checksummed = [Web3.to_checksum_address(a) for a in accounts]
         return self._send(
-            "Models.finishProposals", self.models.functions.finishProposals(), gas=_VOTE_GAS
+            f"Trainers.setAllowed({len(accounts)} accounts, {allowed})",
+            self.trainers.functions.setAllowed(checksummed, allowed),
         )
 
-    def force_advance(self, phase: Phase) -> TxReceipt:
-        """After the phase deadline, vote (or vote again) to end ``phase``.
+    def submit_proposals(self, proposals: Sequence[ProposalArg]) -> dict[bytes, int]:
+        """Propose all this round's updates and vote to end PROPOSE, in one transaction.
 
-        The caller names the phase it means to end: should another trainer have ended
-        it already, the phase-specific call reverts instead of voting in the next phase.
-        Sent without a gas estimate: nodes estimate against the latest block, whose
-        timestamp may still be before the deadline that the new block will be past.
+        Parameters
+        ----------
+        proposals
+            One per parent trained (at most ``limits().max_proposals``); an empty
+            sequence is a bare vote.
+
+        Returns
+        -------
+        dict[bytes, int]
+            Update id per parent.
+
+        Raises
+        ------
+        ProtocolLimitError
+            Before sending, for a list the contracts would refuse: too many proposals,
+            a parent twice, a malformed or over-long CID, a sample count outside
+            1..``max_samples()``.
+        ChainError
+            When the contracts refuse it (its reason in ``reason``).
+        """
+        limits = self.limits()
+        if len(proposals) > limits.max_proposals:
+            raise ProtocolLimitError(
+                f"{len(proposals)} proposals in one call: the contracts take at most "
+                f"{limits.max_proposals} (MAX_PROPOSALS)",
+                "MAX_PROPOSALS",
+            )
+        encoded = []
+        seen: set[bytes] = set()
+        for i, p in enumerate(proposals, 1):
+            what = f"proposal {i} of {len(proposals)}"
+            parent = _bytes32(p.parent, f"{what}: the parent")
+            if parent in seen:
+                raise ProtocolLimitError(
+                    f"{what}: parent 0x{parent.hex()} appears twice in the call: the "
+                    f"contracts take one update per parent and round",
+                    "ONE_UPDATE_PER_PARENT",
+                )
+            seen.add(parent)
+            samples = p.num_samples
+            if isinstance(samples, bool) or not isinstance(samples, int):
+                raise ProtocolLimitError(
+                    f"{what}: the sample count must be an int, got {samples!r}", "maxSamples"
+                )
+            if not 1 <= samples <= limits.max_samples:
+                raise ProtocolLimitError(
+                    f"{what}: {samples} samples in one update: the network takes 1 to "
+                    f"{limits.max_samples} (Updates.maxSamples)",
+                    "maxSamples",
+                )
+            encoded.append((parent, self._cid_arg(p.cid, what), samples))
+        receipt = self._send(
+            f"Models.submitProposals({len(encoded)} updates)",
+            self.models.functions.submitProposals(encoded),
+            gas=_proposals_gas(len(encoded)),
+        )
+        events = self.updates.events.UpdateProposed().process_receipt(receipt, errors=DISCARD)
+        return {bytes(e["args"]["parent"]): int(e["args"]["updateId"]) for e in events}
+
+    def submit_aggregations(self, aggregations: Sequence[AggregationArg]) -> list[bytes]:
+        """Submit all this round's aggregations and vote to end AGGREGATE, in one transaction.
+
+        Sorts the parents and update ids of each aggregation and builds the flat lists
+        of docs/PROTOCOL.md §6.
+
+        Parameters
+        ----------
+        aggregations
+            At most ``limits().max_aggregations``, no parent in two of them; an empty
+            sequence is a bare vote.
+
+        Returns
+        -------
+        list[bytes]
+            The model id of each aggregation, in the order given.
+
+        Raises
+        ------
+        ProtocolLimitError
+            Before sending, for lists the contracts would refuse: too many
+            aggregations, parents or update ids (per aggregation or per call), an
+            aggregation without parent or update, a parent twice, an update id twice
+            in an aggregation, a malformed or over-long weights CID.
+        ChainError
+            When the contracts refuse it (its reason in ``reason``).
+        """
+        limits = self.limits()
+        if len(aggregations) > limits.max_aggregations:
+            raise ProtocolLimitError(
+                f"{len(aggregations)} aggregations in one call: the contracts take at most "
+                f"{limits.max_aggregations} (MAX_AGGREGATIONS)",
+                "MAX_AGGREGATIONS",
+            )
+        total_parents = sum(len(a.parents) for a in aggregations)
+        if total_parents > limits.max_parents:
+            raise ProtocolLimitError(
+                f"{total_parents} parents in one call: the contracts take at most "
+                f"{limits.max_parents} (MAX_PARENTS), all aggregations together",
+                "MAX_PARENTS",
+            )
+        total_ids = sum(len(a.update_ids) for a in aggregations)
+        if total_ids > limits.max_call_updates:
+            raise ProtocolLimitError(
+                f"{total_ids} update ids in one call: the contracts take at most "
+                f"{limits.max_call_updates} (MAX_CALL_UPDATES), all aggregations together",
+                "MAX_CALL_UPDATES",
+            )
+        heads: list[tuple[int, int, bytes]] = []
+        flat_parents: list[bytes] = []
+        flat_ids: list[int] = []
+        seen: set[bytes] = set()
+        for i, a in enumerate(aggregations, 1):
+            what = f"aggregation {i} of {len(aggregations)}"
+            if not a.parents:
+                raise ProtocolLimitError(
+                    f"{what} has no parent: an aggregation needs at least one", "parentCount"
+                )
+            if not a.update_ids:
+                raise ProtocolLimitError(
+                    f"{what} has no update id: an aggregation needs at least one", "updateCount"
+                )
+            if len(a.update_ids) > limits.max_updates:
+                raise ProtocolLimitError(
+                    f"{what} has {len(a.update_ids)} update ids: the contracts take at most "
+                    f"{limits.max_updates} per aggregation (MAX_UPDATES)",
+                    "MAX_UPDATES",
+                )
+            parents = sorted(_bytes32(p, f"{what}: a parent") for p in a.parents)
+            for parent in parents:
+                if parent in seen:
+                    raise ProtocolLimitError(
+                        f"{what}: parent 0x{parent.hex()} appears twice in the call: the "
+                        f"contracts take one aggregation per parent and round",
+                        "ONE_AGGREGATION_PER_PARENT",
+                    )
+                seen.add(parent)
+            ids = sorted(_uint256(u, f"{what}: update id") for u in a.update_ids)
+            for left, right in zip(ids, ids[1:], strict=False):
+                if left == right:
+                    raise ProtocolLimitError(
+                        f"{what}: update id {left} appears twice: the ids of an aggregation "
+                        f"must be distinct",
+                        "ASCENDING_UPDATE_IDS",
+                    )
+            cid = self._cid_arg(a.weights_cid, f"{what}: weights") if a.weights_cid else b""
+            heads.append((len(parents), len(ids), cid))
+            flat_parents += parents
+            flat_ids += ids
+        receipt = self._send(
+            f"Models.submitAggregations({len(heads)} aggregations, {len(flat_ids)} updates)",
+            self.models.functions.submitAggregations(heads, flat_parents, flat_ids),
+            gas=_aggregations_gas(len(heads), len(flat_parents), len(flat_ids)),
+        )
+        events = self.models.events.ModelAppended().process_receipt(receipt, errors=DISCARD)
+        return [bytes(e["args"]["modelId"]) for e in events]
+
+    def end_phase(self, phase: Phase) -> TxReceipt:
+        """The empty call that ends ``phase`` once its deadline passed.
+
+        ``submitProposals([])`` in PROPOSE, ``submitAggregations([], [], [])`` in
+        AGGREGATE: the caller names the phase it means to end, so should another
+        trainer have ended it already, the call reverts (with the phase reason)
+        instead of voting in the next phase. Before the deadline it is this trainer's
+        bare vote if it has not voted yet, else refused (``already voted``). Sent
+        without a gas estimate (see ``_VOTE_GAS``).
         """
         if phase is Phase.PROPOSE:
             return self._send(
-                "Models.finishProposals (deadline)",
-                self.models.functions.finishProposals(),
+                "Models.submitProposals([]) (end of phase)",
+                self.models.functions.submitProposals([]),
                 gas=_VOTE_GAS,
             )
         return self._send(
-            "Models.nextRound (deadline)", self.models.functions.nextRound(), gas=_VOTE_GAS
+            "Models.submitAggregations([], [], []) (end of phase)",
+            self.models.functions.submitAggregations([], [], []),
+            gas=_VOTE_GAS,
         )
 
-    def aggregate(self, update_ids: Sequence[int], weights_cid: str | None = None) -> bytes:
-        """Submit an aggregation of ``update_ids`` (sorted here); returns the model id.
-
-        Parameters
-        ----------
-        update_ids
-            Update ids of one parent from this round, including this trainer's own.
-        weights_cid
-            CIDv1 of the aggregated weights, recorded when the model id is new; empty
-            or None to record none.
-        """
-        ids = sorted(update_ids)
-        cid = cid_to_bytes(weights_cid) if weights_cid else b""
-        receipt = self._send(
-            f"Updates.aggregate({len(ids)} updates)", self.updates.functions.aggregate(ids, cid)
-        )
-        (event,) = self.models.events.ModelAppended().process_receipt(receipt)
-        return bytes(event["args"]["modelId"])
-
-    def next_round(self) -> TxReceipt:
-        """Vote to end the AGGREGATE phase (the last counted vote opens the next round)."""
-        return self._send("Models.nextRound", self.models.functions.nextRound(), gas=_VOTE_GAS)
+    def _cid_arg(self, cid: str, what: str) -> bytes:
+        """Binary form of ``cid`` as the contracts take it, else ProtocolLimitError."""
+        length = self.limits().cid_length
+        try:
+            data = bytes(CID.decode(cid))
+        except Exception as exc:
+            raise ProtocolLimitError(f"{what}: {cid!r} is not a CID ({exc})", "CID") from exc
+        if len(data) > length:
+            raise ProtocolLimitError(
+                f"{what}: the CID {cid} has {len(data)} bytes: the contracts take at most "
+                f"{length} (CID_LENGTH: a CIDv1 with a sha2-256 digest)",
+                "CID_LENGTH",
+            )
+        try:
+            return cid_to_bytes(cid)
+        except ValueError as exc:
+            raise ProtocolLimitError(f"{what}: {exc}", "CID") from exc
 
     # -- views ---------------------------------------------------------------------
 
@@ -261,16 +521,44 @@ class ChainClient:
             reason = revert_reason(exc)
             raise ChainError(f"{call.fn_name} failed: {reason or exc}", reason) from exc
 
+    def max_samples(self) -> int:
+        """Largest sample count one update may declare (``Updates.maxSamples``; read once)."""
+        if self._max_samples is None:
+            self._max_samples = int(self._view(self.updates.functions.maxSamples()))
+        return self._max_samples
+
+    def limits(self) -> ProtocolLimits:
+        """The bounds of the two submissions, read from the contracts once."""
+        if self._limits is None:
+            f = self.models.functions
+            self._limits = ProtocolLimits(
+                max_proposals=int(self._view(f.MAX_PROPOSALS())),
+                max_aggregations=int(self._view(f.MAX_AGGREGATIONS())),
+                max_parents=int(self._view(f.MAX_PARENTS())),
+                max_updates=int(self._view(f.MAX_UPDATES())),
+                max_call_updates=int(self._view(f.MAX_CALL_UPDATES())),
+                cid_length=int(self._view(f.CID_LENGTH())),
+                max_samples=self.max_samples(),
+            )
+        return self._limits
+
     def is_registered(self, trainer: str | None = None) -> bool:
         """Whether ``trainer`` (default: this account) holds a trainer token."""
         return bool(self._view(self.trainers.functions.isRegistered(trainer or self.address)))
 
-    def trainer_id(self, trainer: str | None = None) -> int:
-        """Trainer id of ``trainer`` (default: this account), 0 when not registered."""
-        return int(self._view(self.trainers.functions.trainerId(trainer or self.address)))
+    def trainer_id(self, addr: str | None = None) -> int:
+        """Trainer id held by ``addr`` (default: this account), 0 when it holds none."""
+        return int(self._view(self.trainers.functions.trainerId(addr or self.address)))
+
+    def holder_of(self, trainer_id: int) -> str | None:
+        """Address holding trainer ``trainer_id`` now; None when no such live token."""
+        try:
+            return str(self._view(self.trainers.functions.ownerOf(trainer_id)))
+        except ChainError:
+            return None
 
     def trainer_count(self) -> int:
-        """Number of registered trainers."""
+        """Number of registered (live) trainers."""
         return int(self._view(self.trainers.functions.totalSupply()))
 
     def round_state(self, block: int | None = None) -> tuple[bool, int, Phase]:
@@ -280,17 +568,14 @@ class ChainClient:
         separately, a phase change in between would pair a round with another's phase.
         """
         at = self.block_number() if block is None else block
-        return (
-            bool(self._view(self.models.functions.started(), at)),
-            int(self._view(self.models.functions.round(), at)),
-            Phase(self._view(self.models.functions.phase(), at)),
-        )
+        started, round_, phase, *_ = self._view(self.models.functions.statusOf(_NOBODY), at)
+        return bool(started), int(round_), Phase(phase)
 
     def status(self, trainer: str | None = None) -> TrainerStatus:
         """The round state and ``trainer``'s vote (default: this account, else nobody),
         all read in one call, hence at one block."""
         who = trainer or (self.address if self._tx is not None else _NOBODY)
-        started, round_, phase, voted, deadline, votes, quorum = self._view(
+        started, round_, phase, voted, member, deadline, votes, quorum, voters = self._view(
             self.models.functions.statusOf(who)
         )
         return TrainerStatus(
@@ -298,75 +583,67 @@ class ChainClient:
             int(round_),
             Phase(phase),
             bool(voted),
+            bool(member),
             int(deadline),
             int(votes),
             int(quorum),
+            int(voters),
         )
 
     def votes_and_quorum(self) -> tuple[int, int]:
         """Counted votes in the current phase, and the votes needed to end it."""
-        return (
-            int(self._view(self.models.functions.votes())),
-            int(self._view(self.models.functions.quorum())),
-        )
+        status = self.status(_NOBODY)
+        return status.votes, status.quorum
 
     def phase_deadline(self, block: int | None = None) -> int:
-        """Unix time after which any vote ends the phase; 0 without deadline."""
+        """Unix time from which any vote ends the phase; 0 before round 0."""
         return int(self._view(self.models.functions.phaseDeadline(), block))
 
     def deadline_passed(self) -> bool:
-        """Whether the current phase has a deadline and the latest block is past it."""
+        """Whether rounds started and the latest block is at or past the phase deadline."""
         deadline = self.phase_deadline()
         return deadline != 0 and int(self.w3.eth.get_block("latest")["timestamp"]) >= deadline
-
-    def has_voted(self, trainer: str | None = None, block: int | None = None) -> bool:
-        """Whether ``trainer`` (default: this account) voted in the current phase."""
-        return bool(self._view(self.models.functions.hasVoted(trainer or self.address), block))
 
     def model_exists(self, model_id: bytes) -> bool:
         """Whether ``model_id`` is in the DAG."""
         return bool(self._view(self.models.functions.modelExists(bytes(model_id))))
 
-    def parent_of(self, model_id: bytes) -> bytes:
-        """Parent id of an existing model (the root reports itself)."""
-        return bytes(self._view(self.models.functions.parentOf(bytes(model_id))))
-
     def round_of(self, model_id: bytes) -> int:
-        """Round in which an existing model was first appended."""
+        """Round in which an existing model was created (the root: 0)."""
         return int(self._view(self.models.functions.roundOf(bytes(model_id))))
 
     def popularity_of(self, model_id: bytes) -> int:
         """Number of accepted aggregations with this model id."""
         return int(self._view(self.models.functions.popularityOf(bytes(model_id))))
 
-    def weights_cid_of(self, model_id: bytes) -> str | None:
-        """CID of the weights its first aggregator recorded, None when none was."""
-        return cid_from_bytes(self._view(self.models.functions.weightsCidOf(bytes(model_id))))
+    def index_of(self, model_id: bytes) -> int:
+        """Creation index of an existing model (the root: 0)."""
+        return int(self._view(self.models.functions.indexOf(bytes(model_id))))
 
     def model_count(self, block: int | None = None) -> int:
         """Number of models, the root included (at ``block``, default the latest)."""
         return int(self._view(self.models.functions.totalSupply(), block))
 
-    def update_of(self, proposer: str, parent: bytes, round_: int) -> int | None:
-        """Id of ``proposer``'s update of ``parent`` in ``round_``, None when it proposed none."""
-        uid = int(self._view(self.updates.functions.updateIdOf(proposer, bytes(parent), round_)))
-        return uid if self._view(self.updates.functions.exists(uid)) else None
+    def update_of(self, trainer_id: int, parent: bytes, round_: int) -> int | None:
+        """Id of trainer ``trainer_id``'s update of ``parent`` in ``round_``, None if none."""
+        uid = int(self._view(self.updates.functions.updateIdOf(trainer_id, bytes(parent), round_)))
+        return uid if self.update_exists(uid) else None
 
-    def update_cid(self, update_id: int) -> str:
-        """CID of an update's weights."""
-        cid = cid_from_bytes(self._view(self.updates.functions.cidOf(update_id)))
-        assert cid is not None  # an existing update always has a CID
-        return cid
+    def update_exists(self, update_id: int) -> bool:
+        """Whether an update with this id was proposed."""
+        return bool(self._view(self.updates.functions.exists(update_id)))
 
     def num_samples_of(self, update_id: int) -> int:
         """Sample count declared with an update."""
         return int(self._view(self.updates.functions.numSamplesOf(update_id)))
 
-    def has_aggregated(self, trainer: str, parent: bytes, round_: int) -> bool:
-        """Whether ``trainer`` aggregated updates of ``parent`` in ``round_``."""
-        return bool(
-            self._view(self.updates.functions.hasAggregated(trainer, bytes(parent), round_))
-        )
+    def update_round_of(self, update_id: int) -> int:
+        """Round in which an update was proposed."""
+        return int(self._view(self.updates.functions.roundOf(update_id)))
+
+    def parent_index_of(self, update_id: int) -> int:
+        """Creation index of an update's parent model."""
+        return int(self._view(self.updates.functions.parentIndexOf(update_id)))
 
     def genesis_cid(self) -> str:
         """CID of the root model's weights, as recorded on chain."""
@@ -384,24 +661,20 @@ class ChainClient:
 
     # -- events --------------------------------------------------------------------
 
-    def events(self, from_block: int, to_block: int | str = "latest") -> list[ChainEvent]:
+    def events(self, from_block: int, to_block: BlockIdentifier = "latest") -> list[ChainEvent]:
         """Decoded protocol events in ``[from_block, to_block]``, ordered by (block, log index).
 
-        UpdateProposed, ModelAppended, PhaseChanged, NewRound and TrainerVoted; ERC-721
+        The events of :data:`~mcfl_chain.chain.events.EVENT_SOURCES`: UpdateProposed,
+        ModelCreated, ModelAppended, PhaseChanged, NewRound and TrainerVoted; ERC-721
         events are left out.
         """
-        logs = self.w3.eth.get_logs(
-            {
-                "fromBlock": from_block,
-                "toBlock": to_block,
-                "address": [
-                    self.deployment.addresses["Models"],
-                    self.deployment.addresses["Updates"],
-                ],
-            }
-        )
+        addresses: list[ChecksumAddress] = [
+            Web3.to_checksum_address(self.deployment.addresses[name])
+            for name in ("Models", "Updates")
+        ]
+        params: FilterParams = {"fromBlock": from_block, "toBlock": to_block, "address": addresses}
         records = []
-        for log in logs:
+        for log in self.w3.eth.get_logs(params):
             known = self._topics.get(bytes(log["topics"][0])) if log["topics"] else None
             if known is None:
                 continue
@@ -420,6 +693,19 @@ class ChainClient:
         return records
 
 
+def _bytes32(value: bytes, what: str) -> bytes:
+    data = bytes(value)
+    if len(data) != 32:
+        raise ProtocolLimitError(f"{what} must be a 32-byte model id, got {len(data)} bytes", "id")
+    return data
+
+
+def _uint256(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _UINT256:
+        raise ProtocolLimitError(f"{what} {value!r} is not a uint256", "id")
+    return value
+
+
 def _plain_args(args: Any) -> dict[str, Any]:
     plain: dict[str, Any] = {}
     for key, value in args.items():
@@ -428,7 +714,7 @@ def _plain_args(args: Any) -> dict[str, Any]:
         elif isinstance(value, bytes):
             plain[key] = bytes(value)
         elif isinstance(value, list | tuple):
-            plain[key] = tuple(int(v) for v in value)
+            plain[key] = tuple(bytes(v) if isinstance(v, bytes) else int(v) for v in value)
         else:
             plain[key] = value
     return plain

@@ -10,14 +10,9 @@ from web3 import Web3
 from mcfl_chain.chain._tx import Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
 
-REGISTRATION_POLICIES = {"open": 0, "allowlist": 1, "deposit": 2}
-"""Registration policies of the Trainers contract, by name, and their on-chain code."""
-
-DEFAULT_MAX_SAMPLES = 1_000_000
-"""Default cap on an update's declared sample count: above any dataset of the thesis
-(MNIST has 60,000 training samples) while bounding one trainer's FedAvg weight."""
+__all__ = ["DEFAULT_MAX_SAMPLES", "MAX_COOLDOWN", "REGISTRATION_POLICIES", "deploy_network"]
 
 MAX_SAMPLES_BOUND = 2**32 - 1
 """Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
@@ -99,6 +94,10 @@ def deploy_network(
     if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
         raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
     policy = _check_policy(registration, admin, deposit, cooldown)
+    if admin is not None:
+        if not Web3.is_address(admin):
+            raise ValueError(f"the admin {admin!r} is not an address")
+        admin = Web3.to_checksum_address(admin)
     cid = cid_to_bytes(genesis_cid)
     sender = Transactor(w3, as_account(deployer))
     artifacts = load_artifacts()
@@ -133,6 +132,11 @@ def deploy_network(
         task=task,
         min_trainers=min_trainers,
         phase_duration=phase_duration,
+        registration=registration,
+        admin=admin,
+        deposit=deposit,
+        cooldown=cooldown,
+        max_samples=max_samples,
     )
 
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from mcfl_chain.chain.errors import DeploymentError
 
 CONTRACT_KEYS = ("Trainers", "Models", "Updates")
+
+REGISTRATION_POLICIES = {"open": 0, "allowlist": 1, "deposit": 2}
+"""Registration policies of the Trainers contract, by name, and their on-chain code."""
+
+DEFAULT_MAX_SAMPLES = 1_000_000
+"""Default cap on an update's declared sample count: above any dataset of the thesis
+(MNIST has 60,000 training samples) while bounding one trainer's FedAvg weight."""
 
 
 @dataclass
@@ -36,7 +43,20 @@ class Deployment:
     min_trainers
         Registered trainers needed before round 0 opens.
     phase_duration
-        Seconds after which any vote ends a phase; 0 for no deadline.
+        Seconds after which any vote ends a phase (at least 1: deadlines are mandatory).
+    registration
+        Who may register: "open", "allowlist" or "deposit".
+    admin
+        Checksummed address of the allowlist's admin (None but under "allowlist").
+    deposit
+        Wei a registration takes under "deposit" (0 otherwise).
+    cooldown
+        Seconds between a trainer's exit and its refund under "deposit" (0 otherwise).
+    max_samples
+        Largest sample count an update may declare (``Updates.maxSamples``).
+
+    Files written before the last five fields existed load with their defaults
+    (an open network with the default sample cap), which is what those networks were.
     """
 
     chain_id: int
@@ -48,6 +68,11 @@ class Deployment:
     task: str
     min_trainers: int
     phase_duration: int
+    registration: str = "open"
+    admin: str | None = None
+    deposit: int = 0
+    cooldown: int = 0
+    max_samples: int = DEFAULT_MAX_SAMPLES
 
     def save(self, path: str | Path) -> Path:
         """Write the deployment as JSON atomically (readers never see half a file)."""
@@ -77,9 +102,9 @@ class Deployment:
             ) from None
         except (OSError, ValueError) as exc:
             raise DeploymentError(f"cannot read deployment file {path}: {exc}") from exc
-        expected = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or not expected <= data.keys():
-            missing = sorted(expected - set(data)) if isinstance(data, dict) else sorted(expected)
+        required = {f.name for f in fields(cls) if f.default is MISSING}
+        if not isinstance(data, dict) or not required <= data.keys():
+            missing = sorted(required - set(data)) if isinstance(data, dict) else sorted(required)
             raise DeploymentError(
                 f"{path} is not an mcfl-chain deployment file (missing {', '.join(missing)})"
             )
@@ -87,4 +112,10 @@ class Deployment:
             absent = [c for c in CONTRACT_KEYS if c not in data[key]]
             if absent:
                 raise DeploymentError(f"{path}: '{key}' lacks {', '.join(absent)}")
-        return cls(**{name: data[name] for name in expected})
+        if data.get("registration", "open") not in REGISTRATION_POLICIES:
+            raise DeploymentError(
+                f"{path}: unknown registration policy {data['registration']!r} (expected "
+                f"{', '.join(REGISTRATION_POLICIES)})"
+            )
+        known = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in data.items() if name in known})

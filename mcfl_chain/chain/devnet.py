@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,15 @@ from mcfl_chain._utils.process import (
     start_service,
     stop_service,
 )
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 
 ANVIL_PACKAGE = "@foundry-rs/anvil@1.7.1"
 DEFAULT_PORT = 8545
 DEFAULT_STATE_DIR = Path(".mcfl/devnet")
 CHAIN_ID = 31337
+DEFAULT_PHASE_DURATION = 30
+"""Phase deadline of a devnet, in seconds: enough for small datasets' training and a
+transaction on a local chain (docs/PROTOCOL.md §2). Deadlines are mandatory."""
 
 
 class DevnetError(ServiceError):
@@ -89,9 +93,15 @@ def start_devnet(
     genesis_cid: str,
     task: str = "lenet:fashion-mnist",
     min_trainers: int = 2,
-    phase_duration: int = 0,
+    phase_duration: int = DEFAULT_PHASE_DURATION,
     block_time: float | None = None,
     accounts: int = 20,
+    registration: str = "open",
+    admin_index: int | None = None,
+    allowed: Sequence[int] | None = None,
+    deposit: int = 0,
+    cooldown: int = 0,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
 ) -> tuple[ServiceState, Deployment]:
     """Start Anvil on 127.0.0.1:``port``, deploy the contracts, write the deployment file.
 
@@ -108,11 +118,23 @@ def start_devnet(
     min_trainers
         Registered trainers needed before round 0 opens.
     phase_duration
-        Seconds after which any vote ends a phase; 0 for no deadline.
+        Seconds from which any vote ends a phase (at least 1: deadlines are
+        mandatory; 0 is refused).
     block_time
         Seconds between blocks; None mines one block per transaction.
     accounts
         Number of funded dev accounts (index 0 deploys; trainers use 1, 2, ...).
+    registration
+        "open", "allowlist" or "deposit" (docs/PROTOCOL.md §3).
+    admin_index
+        Dev account keeping the allowlist (ALLOWLIST only; default 0, the deployer).
+    allowed
+        Dev accounts the admin admits right after deployment (ALLOWLIST only; default
+        every dev account, so that workers can register at once).
+    deposit, cooldown
+        Wei per registration and seconds before an exited trainer's refund (DEPOSIT).
+    max_samples
+        Largest sample count one update may declare.
 
     Returns
     -------
@@ -125,7 +147,8 @@ def start_devnet(
         When a devnet of this state directory runs, the port is taken, Anvil is
         missing, or the deployment fails (Anvil is then stopped again).
     """
-    from mcfl_chain.chain.client import connect
+    from mcfl_chain.chain._tx import dev_account
+    from mcfl_chain.chain.client import ChainClient, connect
     from mcfl_chain.chain.deploy import deploy_network
 
     state_dir = Path(state_dir)
@@ -143,6 +166,23 @@ def start_devnet(
         )
     if accounts < 1:
         raise ValueError(f"accounts must be at least 1, got {accounts}")
+    if phase_duration < 1:
+        raise ValueError(
+            f"the phase duration must be at least 1 second, got {phase_duration}: "
+            f"deadlines are mandatory (a silent trainer would stall the network); "
+            f"{DEFAULT_PHASE_DURATION} s suits a local devnet"
+        )
+    if registration != "allowlist" and (admin_index is not None or allowed is not None):
+        raise ValueError("an admin and an allowlist only apply to registration 'allowlist'")
+    if registration == "allowlist":
+        admin_index = 0 if admin_index is None else admin_index
+        allowed = range(accounts) if allowed is None else allowed
+        for index in (admin_index, *allowed):
+            if not 0 <= index < accounts:
+                raise ValueError(
+                    f"dev account {index} does not exist: the devnet has accounts 0 to "
+                    f"{accounts - 1} (--accounts)"
+                )
     command = [
         str(find_anvil()),
         "--host",
@@ -159,7 +199,25 @@ def start_devnet(
     state = start_service("anvil", command, port, state_file(state_dir), state_dir / "anvil.log")
     try:
         w3 = connect(f"http://{LOOPBACK}:{port}")
-        deployment = deploy_network(w3, 0, genesis_cid, task, min_trainers, phase_duration)
+        admin = None if admin_index is None else dev_account(admin_index)
+        deployment = deploy_network(
+            w3,
+            0,
+            genesis_cid,
+            task,
+            min_trainers,
+            phase_duration,
+            registration=registration,
+            admin=None if admin is None else str(admin.address),
+            deposit=deposit,
+            cooldown=cooldown,
+            max_samples=max_samples,
+        )
+        if admin is not None and allowed:
+            keeper = ChainClient(deployment, admin, w3=w3)
+            addresses = [str(dev_account(i).address) for i in allowed]
+            for start in range(0, len(addresses), 64):
+                keeper.set_allowed(addresses[start : start + 64])
         deployment.save(deployment_file(state_dir))
     except Exception as exc:
         # Never leave a chain without contracts running behind the caller's back.
@@ -187,7 +245,8 @@ def devnet_status(state_dir: Path) -> dict[str, Any]:
     dict
         ``running`` (bool); when running also ``pid``, ``rpc_url``, ``block``,
         ``deployment`` (path), ``started``, ``round``, ``phase``, ``votes``, ``quorum``,
-        ``trainers``, ``models``.
+        ``voters``, ``deadline`` (unix time, 0 before round 0), ``phase_duration``,
+        ``registration``, ``trainers``, ``models``.
     """
     from mcfl_chain.chain.client import ChainClient
 
@@ -203,17 +262,21 @@ def devnet_status(state_dir: Path) -> dict[str, Any]:
     path = deployment_file(state_dir)
     if not path.is_file():
         return status
-    client = ChainClient.read_only(Deployment.load(path), rpc_url=status["rpc_url"])
-    started, round_, phase = client.round_state()
-    votes, quorum = client.votes_and_quorum()
+    deployment = Deployment.load(path)
+    client = ChainClient.read_only(deployment, rpc_url=status["rpc_url"])
+    now = client.status()
     status.update(
         deployment=str(path),
         block=client.block_number(),
-        started=started,
-        round=round_,
-        phase=phase.name,
-        votes=votes,
-        quorum=quorum,
+        started=now.started,
+        round=now.round,
+        phase=now.phase.name,
+        votes=now.votes,
+        quorum=now.quorum,
+        voters=now.voters,
+        deadline=now.deadline,
+        phase_duration=deployment.phase_duration,
+        registration=deployment.registration,
         trainers=client.trainer_count(),
         models=client.model_count(),
     )

@@ -11,6 +11,21 @@ class ChainError(RuntimeError):
         self.reason = reason
 
 
+class ProtocolLimitError(ChainError):
+    """A submission the contracts would refuse, caught before anything is sent.
+
+    Raised for what the contracts refuse without a reason (too many proposals,
+    aggregations, parents or update ids for one call, an over-long CID) and for
+    what they would refuse at a gas cost (a sample count above the network's cap,
+    a malformed CID, a parent twice in the call). ``limit`` names the rule, e.g.
+    ``"MAX_PROPOSALS"``; ``reason`` is None (nothing reached the chain).
+    """
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class DeploymentError(RuntimeError):
     """A deployment file is missing, unreadable or inconsistent."""
 

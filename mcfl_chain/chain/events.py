@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The protocol events a client decodes, and the contract that emits each.
+# The protocol events a client decodes, and the contract that emits each
+# (docs/PROTOCOL.md §8); ERC-721 and Trainers events are left out.
 EVENT_SOURCES = {
     "UpdateProposed": "Updates",
+    "ModelCreated": "Models",
     "ModelAppended": "Models",
     "PhaseChanged": "Models",
     "NewRound": "Models",
@@ -23,14 +25,17 @@ class ChainEvent:
     Attributes
     ----------
     name
-        "UpdateProposed", "ModelAppended", "PhaseChanged", "NewRound" or "TrainerVoted".
+        A key of :data:`EVENT_SOURCES`: "UpdateProposed", "ModelCreated",
+        "ModelAppended", "PhaseChanged", "NewRound" or "TrainerVoted".
     block_number, log_index, tx_hash
         Where it was logged (``tx_hash`` as 0x-hex).
     args
         The event's arguments under their contract names (e.g. ``updateId``,
-        ``numSamples``): bytes32 as ``bytes``, addresses checksummed, integers as ``int``,
-        update id lists as tuples, CIDs as base32 strings (``weightsCid`` None when the
-        aggregation recorded none).
+        ``trainerId``, ``numSamples``): bytes32 as ``bytes``, addresses checksummed,
+        integers as ``int``, lists as tuples (``ModelCreated.parents`` a tuple of
+        32-byte ``bytes``, ``ModelCreated.updateIds`` a tuple of ``int``), CIDs
+        (``cid``, ``weightsCid``) as base32 strings, ``weightsCid`` None when the
+        aggregation recorded none.
     """
 
     name: str

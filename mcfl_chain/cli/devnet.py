@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mcfl_chain._utils.process import ServiceError
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES
 from mcfl_chain.chain.devnet import (
+    DEFAULT_PHASE_DURATION,
     DEFAULT_PORT,
     DEFAULT_STATE_DIR,
     deployment_file,
@@ -78,11 +80,54 @@ def devnet() -> None:
 )
 @click.option(
     "--phase-duration",
+    type=int,
+    default=DEFAULT_PHASE_DURATION,
+    show_default=True,
+    help="Seconds from a phase's start after which any trainer's vote ends it without "
+    "the full quorum (at least 1: deadlines are mandatory). Must exceed the slowest "
+    "honest trainer's work in a phase.",
+)
+@click.option(
+    "--registration",
+    type=click.Choice(list(REGISTRATION_POLICIES)),
+    default="open",
+    show_default=True,
+    help="Who may register: anyone (open), addresses the admin admits (allowlist), "
+    "or anyone paying --deposit (deposit).",
+)
+@click.option(
+    "--admin-index",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Dev account keeping the allowlist (allowlist only) [default: 0, the deployer].",
+)
+@click.option(
+    "--allow",
+    default=None,
+    metavar="INDEXES",
+    help="Comma-separated dev accounts the admin admits at start (allowlist only) "
+    "[default: every dev account].",
+)
+@click.option(
+    "--deposit",
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="Seconds after which any trainer's vote ends a phase without the full "
-    "quorum; 0 for no deadline.",
+    help="Wei a registration takes (deposit only, then required above 0).",
+)
+@click.option(
+    "--cooldown",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds between a trainer's exit and its deposit refund (deposit only).",
+)
+@click.option(
+    "--max-samples",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SAMPLES,
+    show_default=True,
+    help="Largest sample count one update may declare (caps a trainer's FedAvg weight).",
 )
 @click.option(
     "--block-time",
@@ -106,10 +151,30 @@ def up(
     task: str,
     min_trainers: int,
     phase_duration: int,
+    registration: str,
+    admin_index: int | None,
+    allow: str | None,
+    deposit: int,
+    cooldown: int,
+    max_samples: int,
     block_time: float | None,
     accounts: int,
 ) -> None:
     """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
+    if phase_duration < 1:
+        raise click.BadParameter(
+            f"{phase_duration} s: deadlines are mandatory (a silent trainer would stall "
+            f"the network), give at least 1 s; {DEFAULT_PHASE_DURATION} s suits a local devnet",
+            param_hint="--phase-duration",
+        )
+    allowed = None
+    if allow is not None:
+        try:
+            allowed = [int(i) for i in allow.split(",") if i.strip()]
+        except ValueError:
+            raise click.BadParameter(
+                f"{allow!r} is not a comma-separated list of account indexes", param_hint="--allow"
+            ) from None
     if genesis_cid is None:
         genesis_cid = _store_genesis(task, seed, storage)
     try:
@@ -122,6 +187,12 @@ def up(
             phase_duration=phase_duration,
             block_time=block_time,
             accounts=accounts,
+            registration=registration,
+            admin_index=admin_index,
+            allowed=allowed,
+            deposit=deposit,
+            cooldown=cooldown,
+            max_samples=max_samples,
         )
     except (ServiceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -130,6 +201,15 @@ def up(
     )
     for name, address in deployment.addresses.items():
         click.echo(f"  {name:9s} {address}")
+    policy = deployment.registration
+    if policy == "allowlist":
+        policy += f" (admin {deployment.admin})"
+    elif policy == "deposit":
+        policy += f" ({deployment.deposit} wei, refund {deployment.cooldown} s after exit)"
+    click.echo(
+        f"phase deadline {deployment.phase_duration} s, registration {policy}, "
+        f"at most {deployment.max_samples} samples per update"
+    )
     click.echo(f"deployment file: {deployment_file(state_dir)}")
 
 
