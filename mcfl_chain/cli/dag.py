@@ -85,8 +85,11 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
 @click.option(
     "--check",
     is_flag=True,
-    help="Also compare each model with the Models contract's views (parent, round, "
-    "popularity, weights CID); exit with status 1 if any differs.",
+    help="Also compare the DAG with the contract views at the last block read (each "
+    "model's existence, round, popularity and creation index; each update's round, "
+    "samples and parent index; each trainer's holder), recompute every model id from "
+    "its parents and updates and every update id from its trainer, parent and round; "
+    "exit with status 1 if anything differs.",
 )
 @click.option(
     "--output",
@@ -109,10 +112,11 @@ def dag(
 ) -> None:
     """Rebuild the model DAG from contract events and print it.
 
-    Every model version with its parent, round, popularity, the updates aggregated into
-    it (proposer, CID, samples), its aggregators, its published weights CID and the
-    transactions, grouped by round; plus the current round, phase and votes. Reads only
-    public chain data.
+    Every model version with its parents (several for a merge), round, popularity, the
+    updates aggregated into it (trainer id, CID, samples), its aggregators (trainer ids
+    and the addresses holding them), its published weights CID and the transactions,
+    grouped by round; the trainers (key rotations, exits); the current round, phase and
+    votes. Reads only public chain data.
     """
     err = Console(stderr=True)
     try:
@@ -136,13 +140,24 @@ def dag(
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
         graph = build_dag(log, dep.genesis_cid)
+        trainers = log.trainers
         document = dag_document(
             graph,
             network=network_facts(client, log),
             status=network_status(client, log.last_block),
-            trainers=log.trainers,
+            trainers=trainers,
         )
-        problems = check_against_chain(graph, client) if check else []
+        problems = (
+            check_against_chain(
+                graph,
+                client,
+                block=log.last_block,
+                trainers=trainers,
+                complete=start <= dep.deployment_block,
+            )
+            if check
+            else []
+        )
     except (DeploymentError, ChainError, CacheError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if fmt == "json":
@@ -169,4 +184,8 @@ def dag(
             err.print(f"[red]mismatch[/red] {line}")
         if problems:
             sys.exit(1)
-        err.print(f"checked {len(graph.models) - 1} models against the contract views: all agree")
+        err.print(
+            f"checked {len(graph.models) - 1} models, {len(graph.updates)} updates and "
+            f"{len(trainers)} trainers against the contract views and the id formulas: "
+            f"all agree"
+        )

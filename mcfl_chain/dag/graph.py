@@ -24,10 +24,15 @@ def short_id(model_id: bytes) -> str:
 
 @dataclass
 class UpdateRecord:
-    """One proposal: a trainer's weights trained from ``parent`` during ``round``."""
+    """One proposal: trainer ``trainer_id``'s weights trained from ``parent`` in ``round``.
+
+    ``proposer`` is the address that sent it (and received the update token); the
+    trainer id is the identity every protocol rule is keyed by (a key rotation keeps it).
+    """
 
     update_id: int
     proposer: str
+    trainer_id: int
     parent: bytes
     round: int
     cid: str
@@ -41,7 +46,11 @@ class ModelRecord:
     """One model version; ``popularity`` counts the aggregations that produced its id.
 
     ``parents`` are the models its updates were trained from, ascending (empty for the
-    root; one for an ordinary aggregation; several for a merge).
+    root; one for an ordinary aggregation; several for a merge). ``aggregator_ids`` and
+    ``tx_hashes`` hold one entry per accepted aggregation (``ModelAppended``), the
+    creation first. ``index`` is the creation index (root 0); None for a model created
+    before the first block read, whose parents, updates and creator are then unknown.
+    ``creator`` is the address that created it (``ModelCreated.aggregator``).
     """
 
     model_id: bytes
@@ -49,10 +58,12 @@ class ModelRecord:
     round: int | None
     update_ids: tuple[int, ...]
     popularity: int = 0
-    aggregators: list[str] = field(default_factory=list)
+    aggregator_ids: list[int] = field(default_factory=list)
     weights_cid: str | None = None
     tx_hashes: list[str] = field(default_factory=list)
     block: int = 0
+    index: int | None = None
+    creator: str | None = None
 
     @property
     def parent(self) -> bytes | None:
@@ -63,6 +74,20 @@ class ModelRecord:
     def is_merge(self) -> bool:
         """Whether the model combines updates trained from several parents."""
         return len(self.parents) > 1
+
+    @property
+    def created_in_range(self) -> bool:
+        """Whether its creation was read (false: only later aggregations were)."""
+        return self.index is not None
+
+
+def _trainer_id(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{what} takes a trainer id (an int from 1), got {value!r}: since protocol v2 "
+            f"a trainer is known by its trainer token id, not by an address"
+        )
+    return value
 
 
 @dataclass
@@ -78,7 +103,7 @@ class ModelDAG:
     def __post_init__(self) -> None:
         if ROOT_ID not in self.models:
             self.models[ROOT_ID] = ModelRecord(
-                ROOT_ID, (), None, (), 1, weights_cid=self.genesis_cid
+                ROOT_ID, (), None, (), 1, weights_cid=self.genesis_cid, index=0
             )
         self._by_parent_round: dict[tuple[bytes, int], list[int]] = defaultdict(list)
         self._models_by_round: dict[int, list[bytes]] = defaultdict(list)
@@ -91,40 +116,79 @@ class ModelDAG:
     # -- feeding -------------------------------------------------------------------
 
     def add_update(self, update: UpdateRecord) -> None:
+        """Record one proposal (an ``UpdateProposed`` event); a known id is ignored."""
         if update.update_id in self.updates:
             return
         self.updates[update.update_id] = update
         self._by_parent_round[(update.parent, update.round)].append(update.update_id)
 
-    def add_aggregation(
+    def add_creation(
         self,
         model_id: bytes,
         parents: bytes | tuple[bytes, ...],
         round_: int,
         update_ids: tuple[int, ...],
+        index: int,
         aggregator: str,
-        popularity: int,
         weights_cid: str | None,
-        tx_hash: str = "",
         block: int = 0,
-    ) -> None:
-        """Record one accepted aggregation (a ModelAppended event); ``parents`` is one
-        id or the ascending ids of a merge's parents."""
+    ) -> ModelRecord:
+        """Record a new model (a ``ModelCreated`` event) with popularity 0: the
+        ``ModelAppended`` of the same transaction counts its first aggregation.
+
+        ``parents`` is one id or the ids of a merge's parents (kept ascending). A model
+        already created is left as it is.
+        """
         if isinstance(parents, bytes):
             parents = (parents,)
         model = self.models.get(model_id)
+        if model is not None and model.created_in_range:
+            return model
         if model is None:
-            model = ModelRecord(
-                model_id, tuple(sorted(parents)), round_, tuple(update_ids), block=block
-            )
+            model = ModelRecord(model_id, (), round_, ())
             self.models[model_id] = model
             self._models_by_round[round_].append(model_id)
-        model.popularity = max(model.popularity + 1, popularity)
-        model.aggregators.append(aggregator)
-        if tx_hash:
-            model.tx_hashes.append(tx_hash)
-        if weights_cid and model.weights_cid is None:
-            model.weights_cid = weights_cid
+        model.parents = tuple(sorted(parents))
+        model.update_ids = tuple(sorted(update_ids))
+        model.index = index
+        model.creator = aggregator
+        model.weights_cid = weights_cid or None
+        model.block = block
+        return model
+
+    def add_appended(
+        self,
+        model_id: bytes,
+        trainer_id: int,
+        popularity: int,
+        tx_hash: str = "",
+        block: int = 0,
+        *,
+        round_: int | None = None,
+    ) -> ModelRecord:
+        """Record one accepted aggregation (a ``ModelAppended`` event).
+
+        ``popularity`` is the event's (after this aggregation); an event whose
+        popularity the model already reached is one applied before, and is ignored.
+        A model whose creation was not read (a block range starting later) is added
+        with unknown parents and updates; ``round_`` is then its round.
+        """
+        model = self.models.get(model_id)
+        if model is None:
+            if round_ is None:
+                raise ValueError(
+                    f"model {short_id(model_id)} was appended before it was created: "
+                    f"give the event's round"
+                )
+            model = ModelRecord(model_id, (), round_, (), block=block)
+            self.models[model_id] = model
+            self._models_by_round[round_].append(model_id)
+        if popularity <= model.popularity:
+            return model
+        model.popularity = popularity
+        model.aggregator_ids.append(int(trainer_id))
+        model.tx_hashes.append(tx_hash)
+        return model
 
     # -- queries ---------------------------------------------------------------------
 
@@ -133,20 +197,18 @@ class ModelDAG:
         ids = sorted(self._by_parent_round.get((parent, round_), ()))
         return [self.updates[i] for i in ids]
 
-    def proposal_by(self, proposer: str, parent: bytes, round_: int) -> UpdateRecord | None:
-        """``proposer``'s update of ``parent`` in ``round_``, if the chain recorded one."""
-        who = proposer.lower()
-        return next(
-            (u for u in self.updates_for(parent, round_) if u.proposer.lower() == who), None
-        )
+    def proposal_by(self, trainer_id: int, parent: bytes, round_: int) -> UpdateRecord | None:
+        """Trainer ``trainer_id``'s update of ``parent`` in ``round_``, if the chain
+        recorded one (whichever address held the trainer token then)."""
+        who = _trainer_id(trainer_id, "proposal_by")
+        return next((u for u in self.updates_for(parent, round_) if u.trainer_id == who), None)
 
-    def aggregated_by(self, aggregator: str, parent: bytes, round_: int) -> bool:
-        """Whether ``aggregator`` submitted an aggregation of ``parent``'s updates in
-        ``round_`` (the contract allows one per trainer, parent and round)."""
-        who = aggregator.lower()
+    def aggregated_by(self, trainer_id: int, parent: bytes, round_: int) -> bool:
+        """Whether trainer ``trainer_id`` submitted an aggregation touching ``parent``
+        in ``round_`` (the contracts allow one per trainer id, parent and round)."""
+        who = _trainer_id(trainer_id, "aggregated_by")
         return any(
-            parent in m.parents and who in (a.lower() for a in m.aggregators)
-            for m in self.models_of_round(round_)
+            parent in m.parents and who in m.aggregator_ids for m in self.models_of_round(round_)
         )
 
     def models_of_round(self, round_: int) -> list[ModelRecord]:
@@ -170,9 +232,12 @@ class ModelDAG:
         return self.models_of_round(previous)
 
     def lineage(self, model_id: bytes) -> list[bytes]:
-        """Ids from ``model_id`` up to the root (inclusive) through first parents."""
+        """Ids from ``model_id`` up to the root (inclusive) through first parents.
+
+        From a partial block range it stops at the first model whose parents are unknown.
+        """
         chain = [model_id]
-        while (parent := self.models[chain[-1]].parent) is not None:
+        while (parent := self.models[chain[-1]].parent) is not None and parent in self.models:
             chain.append(parent)
         return chain
 
@@ -190,25 +255,23 @@ class ModelDAG:
     # -- export / import ---------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """A plain-JSON picture of the DAG (ids as 0x-hex)."""
-
-        def hexid(b: bytes | None) -> str | None:
-            return None if b is None else "0x" + b.hex()
-
+        """A plain-JSON picture of the DAG (ids as 0x-hex, update ids as decimal strings)."""
         return {
             "genesis_cid": self.genesis_cid,
             "models": [
                 {
-                    "id": hexid(m.model_id),
+                    "id": _hexid(m.model_id),
                     "short": short_id(m.model_id),
-                    "parent": hexid(m.parent),
-                    "parents": [hexid(p) for p in m.parents],
+                    "parent": None if m.parent is None else _hexid(m.parent),
+                    "parents": [_hexid(p) for p in m.parents],
                     "round": m.round,
+                    "index": m.index,
                     "updates": [str(u) for u in m.update_ids],
                     "popularity": m.popularity,
-                    "aggregators": m.aggregators,
+                    "aggregator_ids": list(m.aggregator_ids),
+                    "creator": m.creator,
                     "weights_cid": m.weights_cid,
-                    "tx_hashes": m.tx_hashes,
+                    "tx_hashes": list(m.tx_hashes),
                     "block": m.block,
                 }
                 for m in self.models.values()
@@ -217,7 +280,8 @@ class ModelDAG:
                 {
                     "id": str(u.update_id),
                     "proposer": u.proposer,
-                    "parent": hexid(u.parent),
+                    "trainer_id": u.trainer_id,
+                    "parent": _hexid(u.parent),
                     "round": u.round,
                     "cid": u.cid,
                     "num_samples": u.num_samples,
@@ -226,40 +290,36 @@ class ModelDAG:
                 }
                 for u in sorted(self.updates.values(), key=lambda u: (u.round, u.update_id))
             ],
-            "phases": self.phases,
+            "phases": list(self.phases),
+            "votes": list(self.votes),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelDAG:
         """Inverse of :meth:`to_json` (used to resume without re-reading old events)."""
-
-        def unhex(s: str | None) -> bytes | None:
-            return None if s is None else bytes.fromhex(s[2:])
-
         models = {}
         for m in data["models"]:
-            model_id = unhex(m["id"])
-            assert model_id is not None
-            parents = m.get("parents", [] if m["parent"] is None else [m["parent"]])
+            model_id = _unhex(m["id"])
             models[model_id] = ModelRecord(
                 model_id,
-                tuple(bytes.fromhex(p[2:]) for p in parents),
+                tuple(_unhex(p) for p in m["parents"]),
                 m["round"],
                 tuple(int(u) for u in m["updates"]),
                 m["popularity"],
-                list(m["aggregators"]),
+                [int(t) for t in m["aggregator_ids"]],
                 m["weights_cid"],
                 list(m["tx_hashes"]),
                 m["block"],
+                m["index"],
+                m["creator"],
             )
         updates = {}
         for u in data["updates"]:
-            parent = unhex(u["parent"])
-            assert parent is not None
             updates[int(u["id"])] = UpdateRecord(
                 int(u["id"]),
                 u["proposer"],
-                parent,
+                int(u["trainer_id"]),
+                _unhex(u["parent"]),
                 u["round"],
                 u["cid"],
                 u["num_samples"],
@@ -271,4 +331,15 @@ class ModelDAG:
             models=models,
             updates=updates,
             phases=list(data.get("phases", [])),
+            votes=list(data.get("votes", [])),
         )
+
+
+def _hexid(value: bytes) -> str:
+    return "0x" + value.hex()
+
+
+def _unhex(value: str) -> bytes:
+    if not value.startswith("0x") or len(value) != 66:
+        raise ValueError(f"expected a 0x-prefixed 32-byte hex id, got {value!r}")
+    return bytes.fromhex(value[2:])

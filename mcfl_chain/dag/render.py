@@ -9,12 +9,14 @@ numbers as 53-bit floats.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.dag.trainers import TrainerInfo
 
 PHASE_NAMES = ("PROPOSE", "AGGREGATE")
 
@@ -51,8 +53,31 @@ def model_states(dag: ModelDAG, current_round: int | None) -> dict[bytes, str]:
     return states
 
 
+def holders(dag: ModelDAG, trainers: Mapping[int, TrainerInfo]) -> dict[int, dict[str, Any]]:
+    """Trainer id → ``{"holder", "exited"}`` for every trainer the DAG or the map names.
+
+    ``holder`` is the address holding the token now, or the last one that held it when
+    the trainer exited; without a transfer read for that id (a block range starting
+    later, a worker's log), the address of its latest proposal, else None.
+    """
+    out: dict[int, dict[str, Any]] = {}
+    for update in sorted(dag.updates.values(), key=lambda u: (u.block, u.round)):
+        out[update.trainer_id] = {"holder": update.proposer, "exited": False}
+    ids = {t for m in dag.models.values() for t in m.aggregator_ids}
+    ids |= {int(v["trainer_id"]) for v in dag.votes}
+    for tid in ids - out.keys():
+        out[tid] = {"holder": None, "exited": False}
+    for tid, info in trainers.items():
+        out[tid] = {"holder": info.last_holder, "exited": info.exited}
+    return dict(sorted(out.items()))
+
+
 def dag_document(
-    dag: ModelDAG, *, network: dict[str, Any], status: dict[str, Any], trainers: dict[str, str]
+    dag: ModelDAG,
+    *,
+    network: dict[str, Any],
+    status: dict[str, Any],
+    trainers: Mapping[int, TrainerInfo],
 ) -> dict[str, Any]:
     """Everything known about the network as one plain-JSON document.
 
@@ -64,21 +89,27 @@ def dag_document(
         Static facts (chain id, contract addresses, task, the block range read...).
     status
         The round state views: ``started``, ``round``, ``phase`` (name), ``votes``,
-        ``quorum``, ``trainers``, ``block``.
+        ``quorum``, ``voters``, ``trainers``, ``block``, ``deadline``.
     trainers
-        Trainer token id (decimal string) → holder address.
+        Trainer id → :class:`~mcfl_chain.dag.trainers.TrainerInfo` (the ``Trainers``
+        token transfers).
 
     Returns
     -------
     dict
-        ``network``, ``status``, ``models`` (each with ``children``, ``state``,
-        ``fork`` and its ``aggregations`` as (aggregator, tx) pairs), ``updates``,
-        ``trainers`` (id, address, counts, votes of the current phase) and ``rounds``
-        (models and updates per round).
+        ``network``, ``status``; ``models`` (:meth:`ModelDAG.to_json`'s entries plus
+        ``children``, ``state``, ``fork``, ``merge`` and ``aggregations``: one
+        ``{"trainer_id", "holder", "exited", "tx"}`` per accepted aggregation, the
+        creation first); ``updates`` (with ``trainer_id`` and ``proposer``, the address
+        that sent it); ``trainers`` (one row per trainer id: ``holder`` (None once
+        exited), ``address`` (the holder, or the last one), ``holders``, ``exited``,
+        blocks, counts of updates and aggregations, its vote in the current phase);
+        ``rounds`` (models and updates per round) and ``phases``.
     """
     base = dag.to_json()
     current = status.get("round") if status.get("started") else None
     states = model_states(dag, current)
+    who = holders(dag, trainers)
     children: dict[bytes, list[str]] = defaultdict(list)
     for model in dag.models.values():
         for parent in model.parents:
@@ -86,7 +117,6 @@ def dag_document(
     models = []
     for entry, model in zip(base["models"], dag.models.values(), strict=True):
         kids = children.get(model.model_id, [])
-        txs = model.tx_hashes + [""] * (len(model.aggregators) - len(model.tx_hashes))
         models.append(
             {
                 **entry,
@@ -95,49 +125,63 @@ def dag_document(
                 "fork": len(kids) > 1,
                 "merge": model.is_merge,
                 "aggregations": [
-                    {"aggregator": a, "tx": t} for a, t in zip(model.aggregators, txs, strict=True)
+                    {"trainer_id": tid, **who.get(tid, {"holder": None, "exited": False}), "tx": tx}
+                    for tid, tx in zip(model.aggregator_ids, model.tx_hashes, strict=True)
                 ],
             }
         )
-    models.sort(key=lambda m: (-1 if m["round"] is None else m["round"], m["block"], m["id"]))
+    models.sort(
+        key=lambda m: (
+            -1 if m["round"] is None else m["round"],
+            m["index"] if m["index"] is not None else -1,
+            m["block"],
+            m["id"],
+        )
+    )
     return {
         "network": network,
         "status": status,
         "models": models,
         "updates": base["updates"],
-        "trainers": _trainers(dag, status, trainers),
+        "trainers": _trainers(dag, status, trainers, who),
         "rounds": _rounds(dag),
         "phases": base["phases"],
     }
 
 
 def _trainers(
-    dag: ModelDAG, status: dict[str, Any], holders: dict[str, str]
+    dag: ModelDAG,
+    status: dict[str, Any],
+    trainers: Mapping[int, TrainerInfo],
+    who: dict[int, dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    proposals = Counter(u.proposer for u in dag.updates.values())
-    aggregations = Counter(a for m in dag.models.values() for a in m.aggregators)
+    proposals = Counter(u.trainer_id for u in dag.updates.values())
+    aggregations = Counter(t for m in dag.models.values() for t in m.aggregator_ids)
     phase = PHASE_NAMES.index(status["phase"]) if status.get("phase") in PHASE_NAMES else None
     voted = {
-        v["trainer"]: v
+        int(v["trainer_id"]): v
         for v in dag.votes
         if status.get("started") and v["round"] == status.get("round") and v["phase"] == phase
     }
-    ids = {address: int(token) for token, address in holders.items()}
-    for vote in dag.votes:
-        ids.setdefault(vote["trainer"], int(vote["trainerId"]))
-    addresses = set(ids) | set(proposals) | set(aggregations)
-    rows = [
-        {
-            "address": a,
-            "trainer_id": ids.get(a),
-            "updates": proposals[a],
-            "aggregations": aggregations[a],
-            "voted": a in voted,
-            "vote_counted": bool(voted[a]["counted"]) if a in voted else None,
-        }
-        for a in addresses
-    ]
-    return sorted(rows, key=lambda r: (r["trainer_id"] is None, r["trainer_id"] or 0, r["address"]))
+    rows = []
+    for tid, known in who.items():
+        info = trainers.get(tid)
+        rows.append(
+            {
+                "trainer_id": tid,
+                "address": known["holder"],
+                "holder": None if known["exited"] else known["holder"],
+                "holders": list(info.holders) if info else [],
+                "exited": known["exited"],
+                "registered_block": info.registered_block if info else None,
+                "exited_block": info.exited_block if info else None,
+                "updates": proposals[tid],
+                "aggregations": aggregations[tid],
+                "voted": tid in voted,
+                "vote_counted": bool(voted[tid]["counted"]) if tid in voted else None,
+            }
+        )
+    return rows
 
 
 def _rounds(dag: ModelDAG) -> list[dict[str, Any]]:
@@ -148,12 +192,14 @@ def _rounds(dag: ModelDAG) -> list[dict[str, Any]]:
     out = []
     for r in numbers:
         updates = [u for u in dag.updates.values() if u.round == r]
+        models = dag.models_of_round(r)
         out.append(
             {
                 "round": r,
-                "models": len(dag.models_of_round(r)),
+                "models": len(models),
+                "merges": sum(m.is_merge for m in models),
                 "updates": len(updates),
-                "trainers": len({u.proposer for u in updates}),
+                "trainers": len({u.trainer_id for u in updates}),
             }
         )
     return out
@@ -175,16 +221,23 @@ def short_update_id(update_id: str) -> str:
     return update_id if len(update_id) <= 12 else update_id[:10] + "…"
 
 
+def trainer_label(trainer_id: int, holder: str | None, exited: bool = False) -> str:
+    """``#3 0xAbC…`` : a trainer id and the address holding it (or that held it last)."""
+    where = holder or "holder unknown"
+    return f"#{trainer_id} {where}" + (" (exited)" if exited else "")
+
+
 def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
-    """A rich tree: the network, then each round and the models it appended.
+    """A rich tree: the network, then each round and the models it created.
 
     Parameters
     ----------
     document
         A :func:`dag_document`.
     details
-        Show under each model its full id, weights CID, updates (proposer, CID,
-        samples, tx) and aggregators (with tx); otherwise one line per model.
+        Show under each model its full id, creation index, weights CID, updates
+        (trainer, CID, samples, tx) and aggregations (trainer id and holder, tx), and
+        the trainers at the end; otherwise one line per model.
     """
     net, status = document["network"], document["status"]
     where = (
@@ -192,17 +245,19 @@ def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
         if status.get("started")
         else "rounds not started"
     )
+    merges = sum(1 for m in document["models"] if m.get("merge"))
     tree = Tree(
         Text.assemble(
             ("MCFL network ", "bold"),
             f"task {net.get('task')}  chain "
             f"{net.get('chain_id')}  blocks {net.get('from_block')}.."
             f"{net.get('last_block')}  {where}  {status.get('trainers')} "
-            f"trainers  {len(document['models'])} models  "
+            f"trainers  {len(document['models'])} models ({merges} merges)  "
             f"{len(document['updates'])} updates",
         )
     )
     updates = {u["id"]: u for u in document["updates"]}
+    trainers = {t["trainer_id"]: t for t in document["trainers"]}
     by_round: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
     for model in document["models"]:
         by_round[model["round"]].append(model)
@@ -214,26 +269,48 @@ def text_tree(document: dict[str, Any], details: bool = True) -> Tree:
             extra = f"  ({info['updates']} updates by {info['trainers']} trainers)" if info else ""
             branch = tree.add(Text(f"round {round_}{extra}", style="bold"))
         for model in by_round[round_]:
-            _add_model(branch, model, updates, details)
+            _add_model(branch, model, updates, trainers, details)
+    if details and document["trainers"]:
+        node = tree.add(Text("trainers", style="bold"))
+        for t in document["trainers"]:
+            history = t["holders"][:-1]
+            node.add(
+                f"{trainer_label(t['trainer_id'], t['address'], t['exited'])}  "
+                f"{t['updates']} updates  {t['aggregations']} aggregations"
+                + (f"  held before by {', '.join(history)}" if history else "")
+            )
     return tree
 
 
 def _add_model(
-    branch: Tree, model: dict[str, Any], updates: dict[str, dict[str, Any]], details: bool
+    branch: Tree,
+    model: dict[str, Any],
+    updates: dict[str, dict[str, Any]],
+    trainers: dict[int, dict[str, Any]],
+    details: bool,
 ) -> None:
     flags = [model["state"]] + [f for f in ("fork", "merge") if model.get(f)]
-    parents = model.get("parents") or [model["parent"]]
+    parents = model["parents"]
+    if model["index"] is None:
+        lineage = "parents unknown (created before the blocks read)"
+    else:
+        lineage = f"{'parents' if len(parents) > 1 else 'parent'} " + (
+            ", ".join(_short(p) for p in parents) or "-"
+        )
+    by = " ".join(f"#{a['trainer_id']}" for a in model["aggregations"])
     label = Text.assemble(
         (model["short"], _STATE_STYLE[model["state"]]),
-        f"  {'parents' if len(parents) > 1 else 'parent'} "
-        f"{', '.join(_short(p) for p in parents)}  popularity {model['popularity']}  "
-        f"{len(model['updates'])} updates  {len(model['children'])} children  ",
+        f"  {lineage}  popularity {model['popularity']}  "
+        f"{len(model['updates'])} updates  {len(model['children'])} children  "
+        + (f"by {by}  " if by else ""),
         (" ".join(flags), "italic"),
     )
     node = branch.add(label)
     if not details:
         return
     node.add(f"id {model['id']}")
+    if model["index"] is not None:
+        node.add(f"creation index {model['index']}")
     node.add(f"weights {model['weights_cid'] or 'not published'}")
     if model["updates"]:
         ups = node.add("updates")
@@ -241,20 +318,27 @@ def _add_model(
             u = updates.get(uid)
             if u is None:
                 ups.add(f"#{uid} (proposed before the block range read)")
-            else:
-                ups.add(
-                    f"#{short_update_id(uid)}  by {u['proposer']}  {u['num_samples']} "
-                    f"samples  cid {u['cid']}  tx {u['tx_hash']}"
-                )
+                continue
+            trainer = trainers.get(u["trainer_id"], {})
+            sent_by = "" if u["proposer"] == trainer.get("address") else f" sent by {u['proposer']}"
+            by_trainer = trainer_label(
+                u["trainer_id"], trainer.get("address"), trainer.get("exited", False)
+            )
+            ups.add(
+                f"{short_update_id(uid)}  trainer {by_trainer}{sent_by}"
+                + (f"  from {_short(u['parent'])}" if model.get("merge") else "")
+                + f"  {u['num_samples']} samples  cid {u['cid']}  tx {u['tx_hash']}"
+            )
     if model["aggregations"]:
         aggs = node.add("aggregators")
         for a in model["aggregations"]:
-            aggs.add(f"{a['aggregator']}  tx {a['tx']}")
+            aggs.add(f"{trainer_label(a['trainer_id'], a['holder'], a['exited'])}  tx {a['tx']}")
 
 
 # -- Graphviz --------------------------------------------------------------------------
 
 _DOT_FILL = {ROOT: "#dddddd", FRONTIER: "#b7e4c7", INNER: "#cfe2ff", DEAD: "#f5c2c7"}
+MERGE_COLOUR = "#8e44ad"
 
 
 def _dot_quote(text: str) -> str:
@@ -262,14 +346,16 @@ def _dot_quote(text: str) -> str:
 
 
 def to_dot(document: dict[str, Any]) -> str:
-    """Graphviz DOT: models by round left to right, edges parent → child labelled with
-    the updates aggregated, line width by popularity, dead branches dashed."""
+    """Graphviz DOT: models by round left to right, one edge from each parent labelled
+    with the updates trained from it, line width by popularity, merges purple with a
+    double border, dead branches dashed."""
     lines = [
         "digraph mcfl {",
         "  rankdir=LR;",
         '  node [shape=box, style="rounded,filled", fontname="monospace"];',
         '  edge [fontname="monospace", fontsize=10];',
     ]
+    parent_of = {u["id"]: u["parent"] for u in document["updates"]}
     by_round: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
     for model in document["models"]:
         by_round[model["round"]].append(model)
@@ -278,11 +364,13 @@ def to_dot(document: dict[str, Any]) -> str:
         lines.append(f"  subgraph {_dot_quote('cluster_' + name)} {{")
         lines.append(f'    label={_dot_quote(name)}; style=dashed; color="#999999";')
         for m in by_round[round_]:
-            label = f"{m['short']}\\npopularity {m['popularity']}"
+            by = " ".join(f"#{a['trainer_id']}" for a in m["aggregations"])
+            label = f"{m['short']}\\npopularity {m['popularity']}" + (f"\\nby {by}" if by else "")
             style = '"rounded,filled,dashed"' if m["state"] == DEAD else '"rounded,filled"'
+            merge = f', peripheries=2, color="{MERGE_COLOUR}"' if m.get("merge") else ""
             lines.append(
                 f'    {_dot_quote(m["id"])} [label="{label}", style={style}, '
-                f'fillcolor="{_DOT_FILL[m["state"]]}", '
+                f'fillcolor="{_DOT_FILL[m["state"]]}"{merge}, '
                 f"tooltip={_dot_quote(m['id'])}];"
             )
         lines.append("  }")
@@ -290,12 +378,18 @@ def to_dot(document: dict[str, Any]) -> str:
     for m in document["models"]:
         width = 1 + min(m["popularity"], 8) * 0.5
         dashed = ", style=dashed" if m["state"] == DEAD else ""
-        for parent in m.get("parents") or [m["parent"]]:
-            if parent is None or parent not in known:
+        colour = f', color="{MERGE_COLOUR}"' if m.get("merge") else ""
+        for parent in m["parents"]:
+            if parent not in known:
                 continue
+            if m.get("merge"):
+                n = sum(1 for u in m["updates"] if parent_of.get(u) == parent)
+                text = f"{n} of {len(m['updates'])} updates"
+            else:
+                text = f"{len(m['updates'])} updates"
             lines.append(
                 f"  {_dot_quote(parent)} -> {_dot_quote(m['id'])} "
-                f'[label="{len(m["updates"])} updates", penwidth={width:g}{dashed}];'
+                f"[label={_dot_quote(text)}, penwidth={width:g}{dashed}{colour}];"
             )
     lines.append("}")
     return "\n".join(lines) + "\n"

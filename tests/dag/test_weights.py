@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import torch
+
+from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
+from mcfl_chain.dag.model_id import model_id, update_id
 from mcfl_chain.dag.weights import WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
@@ -21,7 +25,13 @@ def _book_with_updates(n: int, cache_size: int) -> tuple[WeightsBook, list[str]]
         store[cid] = blob
         dag.add_update(
             UpdateRecord(
-                update_id=uid, proposer="0x1", parent=ROOT_ID, round=0, cid=cid, num_samples=10
+                update_id=uid,
+                proposer="0x1",
+                trainer_id=1,
+                parent=ROOT_ID,
+                round=0,
+                cid=cid,
+                num_samples=10,
             )
         )
     fetched: list[str] = []
@@ -67,3 +77,36 @@ def test_rejected_updates_are_remembered_not_fetched_again():
     assert good == good2 == {} and set(bad) == set(bad2) == {1}
     assert "unreachable CID" in bad[1]
     assert len(fetched) == 1
+
+
+def test_a_merge_is_the_fedavg_of_all_its_updates_whatever_their_parent():
+    # Prepare: models P and Q; trainer 1 trained both, trainer 2 trained Q; a merge of
+    # the three updates, weighted by their sample counts.
+    p, q = sorted([bytes.fromhex("11" * 32), bytes.fromhex("22" * 32)])
+    store: dict[str, bytes] = {}
+    dag = ModelDAG()
+    trained = {}
+    for seed, (trainer, parent, samples) in enumerate(((1, p, 30), (1, q, 10), (2, q, 60)), 1):
+        weights = create_model(ARCH, seed=seed).state_dict()
+        blob = encode_weights(ARCH, weights)
+        store[cid_for_bytes(blob)] = blob
+        uid = update_id(trainer, parent, 1)
+        trained[uid] = (samples, weights)
+        dag.add_update(
+            UpdateRecord(uid, f"0x{trainer}", trainer, parent, 1, cid_for_bytes(blob), samples)
+        )
+    ids = tuple(sorted(trained))
+    merge = model_id((p, q), ids)
+    dag.add_creation(merge, (p, q), 1, ids, 3, "0x1", None)
+    dag.add_appended(merge, 1, 1, "0xt")
+    book = WeightsBook(store.__getitem__, ARCH, dag)
+
+    # Execute
+    weights = book.model(merge)
+
+    # Assert: bit for bit the network's FedAvg of the three, in ascending id order
+    expected = fedavg([(uid, trained[uid][0], trained[uid][1]) for uid in ids])
+    assert set(weights) == set(expected)
+    assert all(torch.equal(weights[k], expected[k]) for k in expected)
+    single = fedavg([(ids[0], trained[ids[0]][0], trained[ids[0]][1])])
+    assert not all(torch.equal(weights[k], single[k]) for k in expected)

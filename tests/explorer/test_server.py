@@ -5,8 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 
+import torch
+
 from mcfl_chain._utils.process import free_port
-from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.chain.client import AggregationArg, ChainClient, ProposalArg
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
@@ -45,12 +48,21 @@ def test_api_serves_the_dag_weights_and_static_files_only(tmp_path):
         status, _, body = _get(server, "/api/dag")
         first = json.loads(body)
         assert status == 200 and len(first["models"]) == 1 and first["status"]["round"] == 0
-        update = a.propose(ROOT_ID, cid_for_bytes(b"never stored"), 10)
+        assert [(t["trainer_id"], t["holder"]) for t in first["trainers"]] == [
+            (1, a.address),
+            (2, b.address),
+        ]
+        update = a.submit_proposals([ProposalArg(ROOT_ID, cid_for_bytes(b"never stored"), 10)])[
+            ROOT_ID
+        ]
         assert view.refresh() and not view.refresh()
         status, _, body = _get(server, "/api/version")
         assert json.loads(body)["version"] == first["version"] + 1
-        (row,) = json.loads(_get(server, "/api/dag")[2])["updates"]
-        assert row["id"] == str(update) and row["proposer"] == a.address
+        second = json.loads(_get(server, "/api/dag")[2])
+        (row,) = second["updates"]
+        assert (row["id"], row["proposer"], row["trainer_id"]) == (str(update), a.address, 1)
+        assert (second["status"]["votes"], second["status"]["voters"]) == (1, 1)
+        assert [t["voted"] for t in second["trainers"]] == [True, False]
         # the root's weights are the genesis blob; a missing blob is a 404 saying why
         status, headers, body = _get(server, f"/api/models/0x{ROOT_ID.hex()}/weights")
         assert status == 200 and body == genesis_blob
@@ -75,37 +87,66 @@ def test_api_serves_the_dag_weights_and_static_files_only(tmp_path):
         stop_devnet(tmp_path / "devnet")
 
 
-def test_a_model_without_published_weights_is_recomputed_for_an_aliased_task(tmp_path):
+def test_a_merge_without_published_weights_is_recomputed_from_all_its_updates(tmp_path):
     # Prepare: the task names the architecture by its alias "lenet" (the devnet's default
-    # spelling); two trainers propose real weights and one aggregates without publishing.
+    # spelling). Round 0: two trainers each aggregate their own update of the root (M1,
+    # M2); round 1: trainer 1 trains both and merges them with trainer 2's update of M2,
+    # publishing no weights.
     storage = open_storage(f"local:{tmp_path / 'blobs'}")
     genesis = storage.put(encode_weights("lenet5", create_model("lenet5", seed=0).state_dict()))
     _, deployment = start_devnet(
         tmp_path / "devnet", free_port(), genesis_cid=genesis, task="lenet:digits", min_trainers=2
     )
     server = None
+    trained: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}
+    seeds = iter(range(1, 100))
+
+    def propose(client, *parents):
+        args = []
+        for i, parent in enumerate(parents):
+            weights = create_model("lenet5", seed=next(seeds)).state_dict()
+            args.append(ProposalArg(parent, storage.put(encode_weights("lenet5", weights)), 10 + i))
+        ids = client.submit_proposals(args)
+        for arg in args:
+            trained[ids[arg.parent]] = (
+                arg.num_samples,
+                decode_weights(storage.get(arg.cid), "lenet5"),
+            )
+        return ids
+
     try:
         a, b = (ChainClient(deployment, account_index=i) for i in (1, 2))
         a.register()
         b.register()
-        ids = []
-        for seed, client in ((1, a), (2, b)):
-            weights = create_model("lenet5", seed=seed).state_dict()
-            ids.append(client.propose(ROOT_ID, storage.put(encode_weights("lenet5", weights)), 10))
-        a.finish_proposals()
-        b.finish_proposals()
-        model = a.aggregate(ids, None)
+        ua, ub = propose(a, ROOT_ID)[ROOT_ID], propose(b, ROOT_ID)[ROOT_ID]
+        (m1,) = a.submit_aggregations([AggregationArg((ROOT_ID,), (ua,))])
+        (m2,) = b.submit_aggregations([AggregationArg((ROOT_ID,), (ub,))])
+        pa, pb = propose(a, m1, m2), propose(b, m2)
+        merged = (pa[m1], pa[m2], pb[m2])
+        (merge,) = a.submit_aggregations([AggregationArg((m1, m2), merged)])
+        b.submit_aggregations([AggregationArg((m2,), (pb[m2],))])
         view = NetworkView(ChainClient.read_only(deployment), storage)
         server = ExplorerServer(view, port=0, poll_seconds=3600)
         server.start()
 
         # Execute
-        status, headers, body = _get(server, f"/api/models/0x{model.hex()}/weights")
+        document = json.loads(_get(server, "/api/dag")[2])
+        status, headers, body = _get(server, f"/api/models/0x{merge.hex()}/weights")
 
-        # Assert: recomputed with the network's FedAvg, decoded as lenet5
+        # Assert: the merge with both parents, its aggregator as a trainer id and holder
+        (entry,) = [m for m in document["models"] if m["id"] == "0x" + merge.hex()]
+        assert entry["merge"] and entry["parents"] == sorted(["0x" + m1.hex(), "0x" + m2.hex()])
+        assert entry["aggregations"] == [
+            {"trainer_id": 1, "holder": a.address, "exited": False, "tx": entry["tx_hashes"][0]}
+        ]
+        assert [r["merges"] for r in document["rounds"]] == [0, 1]
+        # its weights: the network's FedAvg of the three updates, whatever their parent
         assert status == 200, body[:200]
         assert headers["X-Weights-Source"] == "recomputed"
-        assert set(decode_weights(body, "lenet5")) == set(create_model("lenet5", 0).state_dict())
+        weights = decode_weights(body, "lenet5")
+        expected = fedavg([(uid, *trained[uid]) for uid in sorted(merged)])
+        assert set(weights) == set(expected)
+        assert all(torch.equal(weights[k], expected[k]) for k in expected)
     finally:
         if server is not None:
             server.stop()

@@ -21,6 +21,8 @@ const cy = cytoscape({
       "border-width": 1, "border-color": "#495057" } },
     { selector: "node.model[state = 'dead']", style: {
       "border-style": "dashed", "opacity": 0.75 } },
+    { selector: "node.model.merge", style: {
+      "border-width": 3, "border-style": "double", "border-color": "#8e44ad" } },
     { selector: "node.model:selected", style: { "border-width": 4, "border-color": "#d63384" } },
     { selector: "node.round-label", style: {
       "label": "data(label)", "background-opacity": 0, "font-size": 13, "font-weight": "bold",
@@ -55,6 +57,14 @@ const shortAddress = (a) => (a ? a.slice(0, 8) + "…" + a.slice(-4) : "-");
 const shortHash = (h) => (h ? h.slice(0, 12) + "…" : "-");
 const shortUpdate = (id) => (id.length > 12 ? id.slice(0, 10) + "…" : id);
 const roundOf = (m) => (m.round === null ? -1 : m.round);
+// A trainer is its id; the address shown is the one holding its token (or the last one).
+const holderText = (holder, exited) =>
+  (holder ? shortAddress(holder) : "?") + (exited ? " (exited)" : "");
+
+function shortOf(id) {
+  const model = state.doc.models.find((m) => m.id === id);
+  return model ? model.short : id.slice(2, 10);
+}
 
 function modelLink(id) {
   const model = state.doc.models.find((m) => m.id === id);
@@ -66,11 +76,17 @@ function parentsOf(model) {
   return model.parents || (model.parent ? [model.parent] : []);
 }
 
+function edgeCount(doc) {
+  const known = new Set(doc.models.map((m) => m.id));
+  return doc.models.reduce((n, m) => n + parentsOf(m).filter((p) => known.has(p)).length, 0);
+}
+
 function elements(doc) {
   const byId = new Map(doc.models.map((m) => [m.id, m]));
+  const parentOf = new Map(doc.updates.map((u) => [u.id, u.parent]));
   const out = [];
   for (const m of doc.models) {
-    out.push({ group: "nodes", classes: "model", data: {
+    out.push({ group: "nodes", classes: m.merge ? "model merge" : "model", data: {
       id: m.id, label: `${m.short}\n×${m.popularity}`, state: m.state, round: roundOf(m),
       popularity: m.popularity } });
   }
@@ -79,9 +95,13 @@ function elements(doc) {
     for (const pid of parentsOf(m)) {
       const parent = byId.get(pid);
       if (!parent) continue;
+      // A merge's edge counts the updates trained from that parent.
+      const label = m.merge
+        ? `${m.updates.filter((u) => parentOf.get(u) === pid).length}/${m.updates.length} upd.`
+        : `${m.updates.length} upd.`;
       out.push({ group: "edges", classes: m.merge ? "merge" : "", data: {
         id: `${pid}->${m.id}`, source: pid, target: m.id, state: m.state,
-        popularity: m.popularity, label: `${m.updates.length} upd.`,
+        popularity: m.popularity, label,
         span: Math.max(1, roundOf(m) - roundOf(parent)) } });
     }
   }
@@ -138,21 +158,26 @@ function drawHeader(doc) {
     el("span", {}, `block ${s.block}`),
     s.started ? el("span", { id: "round" }, `round ${s.round}`) : el("span", {}, "not started"),
     s.started ? el("span", { class: "phase", id: "phase" }, s.phase) : null,
-    s.started ? el("span", {}, `votes ${s.votes}/${s.quorum}`) : null,
+    s.started ? el("span", { id: "votes" }, `votes ${s.votes}/${s.quorum}`) : null,
+    s.started ? el("span", {}, `${s.voters} voters`) : null,
     el("span", {}, `${s.trainers} trainers`));
+  const merges = doc.models.filter((m) => m.merge).length;
   document.getElementById("counts").textContent =
-    `${doc.models.length} models · ${doc.models.length - 1} edges · ${doc.updates.length} updates`;
+    `${doc.models.length} models · ${edgeCount(doc)} edges · ${merges} merges · ` +
+    `${doc.updates.length} updates`;
 }
 
 function drawTables(doc) {
   document.querySelector("#trainers tbody").replaceChildren(...doc.trainers.map((t) =>
-    el("tr", {}, el("td", {}, t.trainer_id ?? "?"),
-       el("td", { class: "mono", title: t.address }, shortAddress(t.address)),
+    el("tr", { class: t.exited ? "exited" : "" }, el("td", {}, `#${t.trainer_id}`),
+       el("td", { class: "mono", title: (t.holders || [t.address]).join(" → ") },
+          holderText(t.address, t.exited),
+          t.holders && t.holders.length > 1 ? " (key rotated)" : ""),
        el("td", {}, t.updates), el("td", {}, t.aggregations),
        el("td", {}, t.voted ? (t.vote_counted ? "✓" : "✓ (not counted)") : "–"))));
   document.querySelector("#rounds tbody").replaceChildren(...doc.rounds.map((r) =>
-    el("tr", {}, el("td", {}, r.round), el("td", {}, r.models), el("td", {}, r.updates),
-       el("td", {}, r.trainers))));
+    el("tr", {}, el("td", {}, r.round), el("td", {}, r.models), el("td", {}, r.merges),
+       el("td", {}, r.updates), el("td", {}, r.trainers))));
 }
 
 function drawDetails() {
@@ -172,6 +197,7 @@ function drawDetails() {
     el("dl", {},
       el("dt", {}, "id"), el("dd", { class: "mono", id: "model-id" }, model.id),
       el("dt", {}, "round"), el("dd", {}, model.round === null ? "genesis" : model.round),
+      el("dt", {}, "creation index"), el("dd", {}, model.index ?? "before the blocks read"),
       el("dt", {}, parentsOf(model).length > 1 ? "parents" : "parent"),
       el("dd", {}, ...(parentsOf(model).length
         ? parentsOf(model).flatMap((p) => [modelLink(p), " "]) : ["-"])),
@@ -183,7 +209,7 @@ function drawDetails() {
         model.weights_cid ? "download (published blob)" : "download (recomputed FedAvg)"))),
     el("h2", {}, `Updates (${model.updates.length})`),
     el("table", { id: "model-updates" },
-      el("thead", {}, el("tr", {}, ...["id", "proposer", "samples", "CID", "tx", ""].map(
+      el("thead", {}, el("tr", {}, ...["id", "trainer", "samples", "CID", "tx", ""].map(
         (h) => el("th", {}, h)))),
       el("tbody", {}, ...model.updates.map((id) => {
         const u = updates.get(id);
@@ -191,16 +217,21 @@ function drawDetails() {
                           el("td", { colspan: 5 }, "proposed before the blocks read"));
         return el("tr", { class: "update-row" },
           el("td", { class: "mono", title: id }, shortUpdate(id)),
-          el("td", { class: "mono", title: u.proposer }, shortAddress(u.proposer)),
+          el("td", { class: "mono", title: u.proposer, "data-trainer": u.trainer_id },
+             `#${u.trainer_id} ${shortAddress(u.proposer)}`,
+             model.merge ? el("span", { class: "muted" }, ` from ${shortOf(u.parent)}`) : null),
           el("td", {}, u.num_samples), el("td", { class: "mono" }, u.cid),
           el("td", { class: "mono", title: u.tx_hash }, shortHash(u.tx_hash)),
           el("td", {}, el("a", { href: `/api/updates/${id}/weights` }, "weights")));
       }))),
     el("h2", {}, `Aggregators (${model.aggregations.length})`),
     el("table", { id: "model-aggregators" },
-      el("thead", {}, el("tr", {}, el("th", {}, "trainer"), el("th", {}, "transaction"))),
-      el("tbody", {}, ...model.aggregations.map((a) => el("tr", {},
-        el("td", { class: "mono" }, a.aggregator), el("td", { class: "mono" }, a.tx))))));
+      el("thead", {}, el("tr", {}, el("th", {}, "trainer"), el("th", {}, "holder"),
+                               el("th", {}, "transaction"))),
+      el("tbody", {}, ...model.aggregations.map((a) => el("tr", { class: "aggregation-row" },
+        el("td", { "data-trainer": a.trainer_id }, `#${a.trainer_id}`),
+        el("td", { class: "mono", title: a.holder || "" }, holderText(a.holder, a.exited)),
+        el("td", { class: "mono", title: a.tx }, shortHash(a.tx)))))));
 }
 
 function select(id) {
