@@ -4,7 +4,7 @@ For each network size N it measures, on this machine:
 - the round-time split of a real network (Anvil, contracts, local store, N worker
   processes; Fashion-MNIST IID, rounds 1.. averaged, round 0 excluded);
 - the gas per trainer per round when N trainers propose on one parent and all aggregate
-  the N updates (``mcfl_chain.chain.gas.measure_round_gas``);
+  the N updates (``scripts/bench_gas.py``'s consensus round, base included);
 - divergence filtering + FedAvg of N LeNet updates (``scripts/bench_aggregation.py``).
 
 Writes ``<out>/scaling.json`` (read by ``scripts/report_results.py``) and prints a table.
@@ -17,22 +17,20 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
+from web3 import Web3
 
-from mcfl_chain._utils.process import free_port
-from mcfl_chain.chain.client import connect
-from mcfl_chain.chain.devnet import start_devnet, stop_devnet
-from mcfl_chain.chain.gas import fake_cid, measure_round_gas
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 from mcfl_chain.worker.timing import CATEGORIES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_aggregation import measure as measure_aggregation  # noqa: E402
+from bench_gas import GasReport, measure_consensus_round, on_devnet  # noqa: E402
 
 
 def round_split(
@@ -60,15 +58,17 @@ def round_split(
 
 
 def round_gas(n: int) -> dict[str, int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        state_dir = Path(tmp)
-        state, _ = start_devnet(
-            state_dir, free_port(), genesis_cid=fake_cid("genesis"), min_trainers=1, accounts=1
-        )
-        try:
-            return measure_round_gas(connect(f"http://127.0.0.1:{state.port}"), n).per_trainer_round
-        finally:
-            stop_devnet(state_dir)
+    """Mean gasUsed per trainer of a consensus round of ``n`` trainers (base included):
+    ``submitProposals``, ``submitAggregations`` and their ``total``."""
+
+    def consensus(w3: Web3) -> GasReport:
+        report = GasReport()
+        report.consensus, report.calls = measure_consensus_round(w3, n)
+        return report
+
+    measured = on_devnet(consensus).consensus
+    assert measured is not None
+    return measured.as_dict()
 
 
 @click.command()
@@ -86,7 +86,7 @@ def round_gas(n: int) -> dict[str, int]:
 def main(sizes: str, rounds: int, samples: int, out: Path) -> None:
     """Measure round time split, gas and aggregation cost for several network sizes."""
     console = Console()
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for n in (int(s) for s in sizes.split(",")):
         console.rule(f"{n} trainers")
         aggregation = measure_aggregation(n, "lenet5", 2.0, 0.1, 5, 0)
@@ -115,10 +115,10 @@ def main(sizes: str, rounds: int, samples: int, out: Path) -> None:
         "aggregation ms",
     ):
         table.add_column(column, justify="right")
-    for n, r in results.items():
+    for size, r in results.items():
         s = r["split"]
         table.add_row(
-            n,
+            size,
             f"{s['round']:.1f}",
             *(
                 f"{100 * s[c] / s['round']:.1f}%"

@@ -1,12 +1,12 @@
-"""A real Anvil devnet on a free loopback port, with the contracts deployed."""
+"""Real Anvil devnets on free loopback ports, with the contracts deployed."""
 
 from __future__ import annotations
 
 import pytest
+from conftest import fake_cid
 
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
-from mcfl_chain.chain.gas import fake_cid
 
 GENESIS = fake_cid("genesis")
 
@@ -26,3 +26,26 @@ def devnet(tmp_path_factory):
     )
     yield state, deployment
     stop_devnet(state_dir)
+
+
+@pytest.fixture
+def new_devnet(tmp_path_factory):
+    """Start a devnet of its own for one test: ``new_devnet(**start_devnet keywords)``."""
+    started = []
+
+    def start(**options):
+        state_dir = tmp_path_factory.mktemp("own-devnet")
+        options = {"genesis_cid": GENESIS, "task": "lenet:mnist", "accounts": 6, **options}
+        _, deployment = start_devnet(state_dir, free_port(), **options)
+        started.append(state_dir)
+        return deployment
+
+    yield start
+    for state_dir in started:
+        stop_devnet(state_dir)
+
+
+def advance_time(w3, seconds: int) -> None:
+    """Move the devnet's clock forward and mine a block."""
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])

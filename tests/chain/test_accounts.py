@@ -38,7 +38,7 @@ ADDRESS = Account.from_key("0x" + KEY_HEX).address
 
 def _keystore_json(password: str = PASSWORD, key_hex: str = KEY_HEX) -> dict:
     # pbkdf2 with few iterations keeps the tests fast; the format is the standard one.
-    return Account.encrypt("0x" + key_hex, password, kdf="pbkdf2", iterations=2)
+    return Account.encrypt(bytes.fromhex(key_hex), password, kdf="pbkdf2", iterations=2)
 
 
 @pytest.fixture

@@ -1,102 +1,285 @@
-"""ChainClient against a real Anvil: a full round, events, revert reasons, deadlines."""
+"""ChainClient against a real Anvil: two rounds with a merge, events, registration
+policies, deadlines, and the revert reasons of refused calls."""
+
+from __future__ import annotations
 
 import pytest
+from conftest import fake_cid
 
-from mcfl_chain.chain.client import ChainClient, ChainError, Phase
-from mcfl_chain.chain.gas import fake_cid
+from mcfl_chain.chain import (
+    AggregationArg,
+    ChainClient,
+    ChainError,
+    Phase,
+    ProposalArg,
+    ProtocolLimits,
+)
+from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id, update_id
 
-from .conftest import GENESIS
+from .conftest import GENESIS, advance_time
+
+ROOT = ROOT_MODEL_ID
 
 
-def test_a_full_round_through_the_client(devnet):
-    # Prepare
+def _by_name(events, name):
+    return [e for e in events if e.name == name]
+
+
+def test_two_rounds_with_a_merge_through_the_client(devnet):
+    # Prepare: three trainers (minTrainers 3) and an observer without account.
     _, deployment = devnet
-    clients = [ChainClient(deployment, account_index=i) for i in (1, 2, 3)]
+    c1, c2, c3 = (ChainClient(deployment, account_index=i) for i in (1, 2, 3))
     observer = ChainClient.read_only(deployment)
     start = observer.block_number()
-    # Execute
-    ids = [c.register() for c in clients]
-    started, round_, phase = observer.round_state()
-    updates = [c.propose(ROOT_MODEL_ID, fake_cid(f"u{i}"), 100 + i) for i, c in enumerate(clients)]
-    for c in clients:
-        c.finish_proposals()
-    mid_state = observer.round_state()
-    first = clients[0].aggregate(updates, fake_cid("model"))
-    second = clients[1].aggregate(list(reversed(updates)), "")
-    for c in clients:
-        c.next_round()
+
+    # Execute: round 0 — everyone proposes on the root; c1 and c3 aggregate all three
+    # updates (one model, popularity 2), c2 only its own (a second model).
+    ids = [c1.register(), c2.register()]
+    before_start = observer.status()
+    ids.append(c3.register())
+    opened = c1.status()
+    r0 = [
+        c.submit_proposals([ProposalArg(ROOT, fake_cid(f"r0-{i}"), 100 + i)])
+        for i, c in enumerate((c1, c2, c3), 1)
+    ]
+    u1, u2, u3 = (r[ROOT] for r in r0)
+    in_aggregate = c1.status()
+    [a] = c1.submit_aggregations([AggregationArg((ROOT,), (u3, u1, u2), fake_cid("model-a"))])
+    [b] = c2.submit_aggregations([AggregationArg((ROOT,), (u2,))])
+    [a_again] = c3.submit_aggregations([AggregationArg((ROOT,), (u1, u2, u3))])
+    # Round 1 — c1 trains both models, c2 only b, c3 only votes; then c1 merges a and b
+    # (parents given out of order), c2 aggregates b alone, c3 only votes.
+    r1 = [
+        c1.submit_proposals(
+            [ProposalArg(a, fake_cid("r1-1a"), 10), ProposalArg(b, fake_cid("r1-1b"), 20)]
+        ),
+        c2.submit_proposals([ProposalArg(b, fake_cid("r1-2b"), 30)]),
+        c3.submit_proposals([]),
+    ]
+    v1a, v1b, v2b = r1[0][a], r1[0][b], r1[1][b]
+    merged = c1.submit_aggregations([AggregationArg((b, a), (v2b, v1b, v1a), fake_cid("merge"))])
+    single = c2.submit_aggregations([AggregationArg((b,), (v2b,))])
+    voted_only = c3.submit_aggregations([])
     events = observer.events(start, observer.block_number())
-    # Assert
-    assert ids == [1, 2, 3] and (started, round_, phase) == (True, 0, Phase.PROPOSE)
-    assert updates == [update_id(c.address, ROOT_MODEL_ID, 0) for c in clients]
-    assert mid_state == (True, 0, Phase.AGGREGATE)
-    assert first == second == model_id(ROOT_MODEL_ID, sorted(updates))
-    assert observer.popularity_of(first) == 2 and observer.parent_of(first) == ROOT_MODEL_ID
-    assert observer.round_of(first) == 0 and observer.model_exists(first)
-    assert observer.weights_cid_of(first) == fake_cid("model")
-    assert observer.round_state() == (True, 1, Phase.PROPOSE)
-    assert observer.votes_and_quorum() == (0, 3) and observer.model_count() == 2
-    assert clients[0].has_aggregated(clients[0].address, ROOT_MODEL_ID, 0)
-    assert not clients[2].has_aggregated(clients[2].address, ROOT_MODEL_ID, 0)
-    assert observer.update_of(clients[1].address, ROOT_MODEL_ID, 0) == updates[1]
-    assert observer.update_of(clients[1].address, ROOT_MODEL_ID, 1) is None
-    assert observer.update_cid(updates[2]) == fake_cid("u2")
-    assert observer.num_samples_of(updates[2]) == 102
+    end = c1.status()
+
+    # Assert: ids, model ids and the state after each step.
+    assert ids == [1, 2, 3] and not before_start.started
+    assert opened == (True, 0, Phase.PROPOSE, False, True, opened.deadline, 0, 3, 0)
+    assert opened.deadline > 0
+    assert [u1, u2, u3] == [update_id(t, ROOT, 0) for t in (1, 2, 3)]
+    assert (in_aggregate.phase, in_aggregate.quorum, in_aggregate.votes) == (Phase.AGGREGATE, 3, 0)
+    assert a == a_again == model_id(ROOT, sorted([u1, u2, u3])) and b == model_id(ROOT, [u2])
+    assert r1[2] == {} and voted_only == []
+    assert (v1a, v1b, v2b) == (update_id(1, a, 1), update_id(1, b, 1), update_id(2, b, 1))
+    merge_id = model_id(sorted([a, b]), sorted([v1a, v1b, v2b]))
+    assert merged == [merge_id] and single == [model_id(b, [v2b])]
+    assert (end.round, end.phase, end.voted, end.member, end.quorum) == (
+        2,
+        Phase.PROPOSE,
+        False,
+        True,
+        3,
+    )
+    # Views.
+    assert observer.popularity_of(a) == 2 and observer.popularity_of(b) == 1
+    assert [observer.index_of(m) for m in (ROOT, a, b, merge_id, single[0])] == [0, 1, 2, 3, 4]
+    assert observer.round_of(merge_id) == 1 and observer.model_exists(merge_id)
+    assert observer.model_count() == 5 and observer.trainer_count() == 3
+    assert observer.update_of(1, a, 1) == v1a and observer.update_of(3, a, 1) is None
+    assert observer.update_of(2, b, 1) == v2b and observer.update_of(2, b, 0) is None
+    assert observer.num_samples_of(v1b) == 20 and observer.update_round_of(v1a) == 1
+    assert observer.parent_index_of(v1b) == 2 and observer.update_exists(u3)
+    assert observer.holder_of(1) == c1.address and observer.holder_of(99) is None
     assert observer.genesis_cid() == GENESIS and observer.task() == "lenet:mnist"
-    names = [e.name for e in events]
-    assert names.count("UpdateProposed") == 3 and names.count("ModelAppended") == 2
-    assert names.count("TrainerVoted") == 6 and names.count("NewRound") == 1
+    # Events: kinds, order and argument types.
     assert [(e.block_number, e.log_index) for e in events] == sorted(
         (e.block_number, e.log_index) for e in events
     )
-    proposed = next(e for e in events if e.name == "UpdateProposed")
-    assert proposed.args["cid"] == fake_cid("u0") and proposed.args["numSamples"] == 100
-    appended = [e for e in events if e.name == "ModelAppended"]
-    assert appended[0].args["weightsCid"] == fake_cid("model")
-    assert appended[1].args["weightsCid"] is None
-    assert appended[0].args["updateIds"] == tuple(sorted(updates))
-    assert events[-1].name == "PhaseChanged" and events[-1].args["round"] == 1
+    assert len(_by_name(events, "UpdateProposed")) == 6
+    assert len(_by_name(events, "TrainerVoted")) == 12
+    assert [e.args["round"] for e in _by_name(events, "NewRound")] == [1, 2]
+    assert [
+        (e.args["round"], e.args["phase"], e.args["quorum"])
+        for e in events
+        if e.name == "PhaseChanged"
+    ] == [
+        (0, 0, 3),
+        (0, 1, 3),
+        (1, 0, 3),
+        (1, 1, 3),
+        (2, 0, 3),
+    ]
+    proposed = _by_name(events, "UpdateProposed")[0]
+    assert proposed.args == {
+        "updateId": u1,
+        "parent": ROOT,
+        "trainerId": 1,
+        "round": 0,
+        "proposer": c1.address,
+        "cid": fake_cid("r0-1"),
+        "numSamples": 101,
+    }
+    created = _by_name(events, "ModelCreated")
+    assert [e.args["modelId"] for e in created] == [a, b, merge_id, single[0]]
+    merge = created[2].args
+    assert merge["parents"] == tuple(sorted([a, b])) and merge["index"] == 3
+    assert merge["updateIds"] == tuple(sorted([v1a, v1b, v2b])) and merge["trainerId"] == 1
+    assert merge["weightsCid"] == fake_cid("merge") and merge["aggregator"] == c1.address
+    assert created[1].args["weightsCid"] is None and created[1].args["parents"] == (ROOT,)
+    appended = _by_name(events, "ModelAppended")
+    assert [(e.args["modelId"], e.args["trainerId"], e.args["popularity"]) for e in appended] == [
+        (a, 1, 1),
+        (b, 2, 1),
+        (a, 3, 2),
+        (merge_id, 1, 1),
+        (single[0], 2, 1),
+    ]
+    voted = _by_name(events, "TrainerVoted")[0].args
+    assert voted == {
+        "round": 0,
+        "trainerId": 1,
+        "phase": 0,
+        "counted": True,
+        "votes": 1,
+        "voters": 1,
+    }
+    # A ModelCreated directly follows its mint and precedes its ModelAppended.
+    first = events.index(created[0])
+    assert events[first + 1].name == "ModelAppended"
+
+
+def test_limits_are_read_from_the_contracts(devnet):
+    # Prepare
+    _, deployment = devnet
+    observer = ChainClient.read_only(deployment)
+
+    # Execute
+    limits = observer.limits()
+
+    # Assert
+    assert limits == ProtocolLimits(16, 16, 16, 256, 512, 36, 1_000_000)
+    assert observer.max_samples() == deployment.max_samples == 1_000_000
+
+
+def test_end_phase_only_ends_the_named_phase_after_the_deadline(new_devnet):
+    # Prepare: two members; only c1 acts, c2 stays silent.
+    deployment = new_devnet(min_trainers=2, phase_duration=60)
+    c1, c2 = (ChainClient(deployment, account_index=i) for i in (1, 2))
+    c1.register()
+    c2.register()
+    c1.submit_proposals([])
+
+    # Execute
+    with pytest.raises(ChainError) as early:
+        c1.end_phase(Phase.PROPOSE)
+    advance_time(c1.w3, 61)
+    with pytest.raises(ChainError) as wrong_phase:
+        c1.end_phase(Phase.AGGREGATE)
+    c1.end_phase(Phase.PROPOSE)
+    after = c1.status()
+    silent = c2.status()
+    c1.submit_aggregations([])  # the only member of AGGREGATE: its vote opens round 1
+
+    # Assert: before the deadline a repeat is refused; naming another phase never votes;
+    # the silent trainer is out of the next quorum.
+    assert early.value.reason == "Models: this trainer already voted in this phase"
+    assert wrong_phase.value.reason == (
+        "Models: aggregations are only submitted in the AGGREGATE phase"
+    )
+    assert (after.phase, after.quorum, after.votes, after.member) == (Phase.AGGREGATE, 1, 0, True)
+    assert not silent.member and not silent.voted
+    assert c2.status()[1:3] == (1, Phase.PROPOSE)
+    assert c1.deadline_passed() is False
+
+
+def test_register_pays_the_deposit(new_devnet):
+    # Prepare
+    deployment = new_devnet(
+        min_trainers=1, registration="deposit", deposit=10**15, cooldown=10, accounts=3
+    )
+    payer, cheapskate = (ChainClient(deployment, account_index=i) for i in (1, 2))
+    trainers = deployment.addresses["Trainers"]
+
+    # Execute
+    trainer_id = payer.register()
+    with pytest.raises(ChainError) as refused:
+        cheapskate.register(value=0)
+
+    # Assert
+    assert trainer_id == 1 and payer.w3.eth.get_balance(trainers) == 10**15
+    assert refused.value.reason == "Trainers: registration takes exactly the deposit"
+    assert not cheapskate.is_registered()
+    assert (deployment.registration, deployment.deposit, deployment.cooldown) == (
+        "deposit",
+        10**15,
+        10,
+    )
+
+
+def test_allowlist_admits_only_the_allowed(new_devnet):
+    # Prepare: account 1 keeps the allowlist, account 2 is admitted at start.
+    deployment = new_devnet(
+        min_trainers=1, registration="allowlist", admin_index=1, allowed=[2], accounts=4
+    )
+    admin, allowed, other = (ChainClient(deployment, account_index=i) for i in (1, 2, 3))
+
+    # Execute
+    allowed_id = allowed.register()
+    with pytest.raises(ChainError) as refused:
+        other.register()
+    admin.set_allowed([other.address])
+    other_id = other.register()
+
+    # Assert
+    assert deployment.admin == dev_account(1).address
+    assert refused.value.reason == "Trainers: this address is not on the allowlist"
+    assert (allowed_id, other_id) == (1, 2)
+
+
+def test_a_custom_sample_cap_is_read_and_enforced(new_devnet):
+    # Prepare
+    deployment = new_devnet(min_trainers=1, max_samples=5_000)
+    trainer = ChainClient(deployment, account_index=1)
+    trainer.register()
+
+    # Execute
+    cap = trainer.max_samples()
+    with pytest.raises(ChainError, match="1 to 5000 \\(Updates.maxSamples\\)"):
+        trainer.submit_proposals([ProposalArg(ROOT, fake_cid("x"), 5_001)])
+    accepted = trainer.submit_proposals([ProposalArg(ROOT, fake_cid("x"), 5_000)])
+
+    # Assert
+    assert cap == deployment.max_samples == 5_000
+    assert trainer.num_samples_of(accepted[ROOT]) == 5_000
 
 
 def test_refused_calls_raise_chain_error_with_the_reason(devnet):
+    # Prepare: an account that never registered.
     _, deployment = devnet
     outsider = ChainClient(deployment, account_index=6)
+
+    # Execute
     with pytest.raises(ChainError) as caught:
-        outsider.finish_proposals()
-    assert caught.value.reason == "Models: the caller is not a registered trainer"
+        outsider.submit_proposals([])
+    with pytest.raises(ChainError) as ended:
+        outsider.end_phase(Phase.AGGREGATE)
     with pytest.raises(ChainError, match="no model has this id"):
-        outsider.parent_of(b"\x05" * 32)
+        outsider.index_of(b"\x05" * 32)
     with pytest.raises(ChainError, match="read-only"):
         ChainClient.read_only(deployment).register()
-    with pytest.raises(ValueError, match="not a CID"):
-        outsider.propose(ROOT_MODEL_ID, "not-a-cid", 1)
 
-
-def test_deadline_passed_and_force_advance(devnet):
-    # Prepare: a registered trainer that votes alone, then time moves past the deadline
-    _, deployment = devnet
-    late = ChainClient(deployment, account_index=4)
-    late.register()
-    started, round_, phase = late.round_state()
-    assert started
-    assert not late.deadline_passed()
-    status = late.status()
-    assert (status.started, status.round, status.phase) == (started, round_, phase)
-    assert status.deadline == late.phase_deadline() > 0 and not status.voted
-    assert (status.votes, status.quorum) == late.votes_and_quorum()
-    # Execute
-    late.w3.provider.make_request("evm_increaseTime", [61])
-    late.w3.provider.make_request("evm_mine", [])
-    passed = late.deadline_passed()
-    other = Phase.AGGREGATE if phase is Phase.PROPOSE else Phase.PROPOSE
-    with pytest.raises(ChainError, match="only allowed in the"):
-        late.force_advance(other)  # naming a phase that is not current never votes
-    late.force_advance(phase)
     # Assert
-    assert passed
-    after = late.round_state()
-    assert after[1:] != (round_, phase)
+    assert caught.value.reason == "Models: the caller is not a registered trainer"
+    assert ended.value.reason == "Models: the caller is not a registered trainer"
+    assert "reverted in block" in str(caught.value)
+
+
+def test_a_read_only_status_reads_nobody(devnet):
+    _, deployment = devnet
+    status = ChainClient.read_only(deployment).status()
+    assert not status.voted and not status.member
 
 
 def test_client_refuses_a_node_of_another_chain(devnet):
@@ -107,3 +290,45 @@ def test_client_refuses_a_node_of_another_chain(devnet):
         ChainClient.read_only(replace(deployment, chain_id=5))
     with pytest.raises(ValueError, match="not several"):
         ChainClient(deployment, 1, account_index=2)
+
+
+def test_the_largest_calls_fit_their_gas_limits(new_devnet):
+    # Prepare: 16 members; round 0 gives 16 models (each aggregates only its own update).
+    # A 17th trainer registers late: its first call ever (fresh storage slots) will be
+    # 16 proposals. Every member then proposes on all 16 models.
+    deployment = new_devnet(min_trainers=16, accounts=18, phase_duration=3_600)
+    clients = [ChainClient(deployment, account_index=i) for i in range(1, 17)]
+    late = ChainClient(deployment, account_index=17)
+    for c in clients:
+        c.register()
+    late.register()
+    own = [
+        c.submit_proposals([ProposalArg(ROOT, fake_cid(f"g{i}"), 1)]) for i, c in enumerate(clients)
+    ]
+    models = [
+        c.submit_aggregations([AggregationArg((ROOT,), (o[ROOT],))])[0]
+        for c, o in zip(clients, own, strict=True)
+    ]
+
+    # Execute: the late trainer's 16 proposals, then one merge of 16 parents and 256 ids.
+    late.submit_proposals([ProposalArg(m, fake_cid(f"late-{k}"), 1) for k, m in enumerate(models)])
+    first_call = _last_transaction(late)
+    proposals = [
+        c.submit_proposals([ProposalArg(m, fake_cid(f"p{i}-{k}"), 1) for k, m in enumerate(models)])
+        for i, c in enumerate(clients)
+    ]
+    ids = tuple(uid for p in proposals for uid in p.values())
+    [merge] = clients[0].submit_aggregations([AggregationArg(tuple(models), ids)])
+    merge_call = _last_transaction(clients[0])
+
+    # Assert: each used at most 70 % of the gas limit the client sent it with.
+    assert len(ids) == 256 and merge == model_id(sorted(models), sorted(ids))
+    for gas_used, limit in (first_call, merge_call):
+        assert gas_used <= 0.7 * limit, (gas_used, limit)
+
+
+def _last_transaction(client):
+    w3 = client.w3
+    block = w3.eth.get_block("latest", full_transactions=True)
+    [tx] = [t for t in block["transactions"] if t["from"] == client.address]
+    return w3.eth.get_transaction_receipt(tx["hash"])["gasUsed"], tx["gas"]

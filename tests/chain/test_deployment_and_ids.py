@@ -3,15 +3,15 @@
 import json
 
 import pytest
+from conftest import fake_cid
 
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import DeploymentError
-from mcfl_chain.chain.gas import fake_cid
 from mcfl_chain.dag import ROOT_MODEL_ID, model_id, update_id
 
 
-def _deployment():
+def _deployment(**fields):
     return Deployment(
         chain_id=31337,
         rpc_url="http://127.0.0.1:8545",
@@ -22,6 +22,7 @@ def _deployment():
         task="lenet:mnist",
         min_trainers=2,
         phase_duration=30,
+        **fields,
     )
 
 
@@ -30,6 +31,52 @@ def test_deployment_round_trip(tmp_path):
     path = original.save(tmp_path / "sub" / "deployment.json")
     assert Deployment.load(path) == original
     assert not list((tmp_path / "sub").glob("*.tmp"))
+
+
+def test_deployment_round_trip_with_the_registration_fields(tmp_path):
+    # Prepare
+    allowlist = _deployment(registration="allowlist", admin="0x" + "ab" * 20, max_samples=60_000)
+    deposit = _deployment(registration="deposit", deposit=10**18, cooldown=3_600)
+
+    # Execute
+    loaded = [
+        Deployment.load(d.save(tmp_path / f"{d.registration}.json")) for d in (allowlist, deposit)
+    ]
+    written = json.loads((tmp_path / "deposit.json").read_text())
+
+    # Assert
+    assert loaded == [allowlist, deposit]
+    assert (loaded[0].admin, loaded[0].max_samples) == ("0x" + "ab" * 20, 60_000)
+    assert (loaded[1].deposit, loaded[1].cooldown, loaded[1].admin) == (10**18, 3_600, None)
+    assert {"registration", "admin", "deposit", "cooldown", "max_samples"} <= written.keys()
+
+
+def test_an_old_deployment_file_loads_with_the_defaults(tmp_path):
+    # Prepare: a file written before the registration fields existed.
+    data = json.loads(_deployment().save(tmp_path / "d.json").read_text())
+    for key in ("registration", "admin", "deposit", "cooldown", "max_samples"):
+        del data[key]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+
+    # Execute
+    loaded = Deployment.load(tmp_path / "old.json")
+
+    # Assert
+    assert (loaded.registration, loaded.admin, loaded.deposit, loaded.cooldown) == (
+        "open",
+        None,
+        0,
+        0,
+    )
+    assert loaded.max_samples == 1_000_000 and loaded == _deployment()
+
+
+def test_an_unknown_registration_policy_is_refused(tmp_path):
+    data = json.loads(_deployment().save(tmp_path / "d.json").read_text())
+    data["registration"] = "lottery"
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    with pytest.raises(DeploymentError, match="unknown registration policy 'lottery'"):
+        Deployment.load(tmp_path / "d.json")
 
 
 def test_deployment_load_errors(tmp_path):
@@ -62,7 +109,7 @@ def test_model_id_validates_like_the_contract():
     with pytest.raises(ValueError, match="not a uint256"):
         model_id(ROOT_MODEL_ID, [2**256])
     with pytest.raises(ValueError, match="32-byte"):
-        update_id("0x" + "11" * 20, b"", 0)
+        update_id(1, b"", 0)
 
 
 def test_cid_conversion():

@@ -6,8 +6,10 @@ import pytest
 from click.testing import CliRunner
 
 from mcfl_chain._utils.process import LOOPBACK, free_port, pid_alive
+from mcfl_chain.chain import ChainClient
+from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import DevnetError, find_anvil
+from mcfl_chain.chain.devnet import DevnetError, find_anvil, start_devnet
 from mcfl_chain.cli import main
 
 from .conftest import GENESIS
@@ -48,6 +50,13 @@ def test_up_status_down_and_a_second_up(tmp_path):
         assert again.exit_code != 0 and "already running" in again.output
         assert deployment.task == "lenet:digits" and deployment.min_trainers == 1
         assert set(deployment.addresses) == {"Trainers", "Models", "Updates"}
+        # Defaults: a 30 s deadline, open registration, the default sample cap.
+        models = ChainClient.read_only(deployment).models
+        assert deployment.phase_duration == 30 == models.functions.phaseDuration().call()
+        assert (deployment.registration, deployment.admin, deployment.deposit) == ("open", None, 0)
+        assert deployment.max_samples == 1_000_000
+        assert "phase deadline 30 s, registration open" in up.output
+        assert "deadline" in status.output and "voters" in status.output
     finally:
         down = runner.invoke(main, ["devnet", "down", "--state-dir", state])
     assert down.exit_code == 0 and "stopped the devnet" in down.output
@@ -110,3 +119,96 @@ def test_down_only_stops_its_own_process(devnet, tmp_path):
     state, _ = devnet
     result = CliRunner().invoke(main, ["devnet", "down", "--state-dir", str(tmp_path)])
     assert "no devnet was running" in result.output and pid_alive(state.pid)
+
+
+def _up(tmp_path, *options):
+    state = str(tmp_path / "net")
+    args = ["devnet", "up", "--state-dir", state, "--port", str(free_port())]
+    return CliRunner().invoke(main, [*args, "--genesis-cid", GENESIS, *options]), state
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--phase-duration", "0"], "0 s: deadlines are mandatory"),
+        (["--phase-duration", "-5"], "-5 s: deadlines are mandatory"),
+        (
+            ["--admin-index", "1"],
+            "an admin and an allowlist only apply to registration 'allowlist'",
+        ),
+        (["--registration", "deposit"], "needs a deposit above 0 wei"),
+        (["--deposit", "5"], "deposit and cooldown only apply to registration='deposit'"),
+        (["--registration", "allowlist", "--allow", "1,x"], "not a comma-separated list"),
+        (["--registration", "allowlist", "--allow", "25"], "dev account 25 does not exist"),
+        (["--max-samples", "0"], "--max-samples"),
+    ],
+)
+def test_up_refuses_bad_settings_without_leaving_anvil(tmp_path, options, message):
+    # Execute
+    result, _ = _up(tmp_path, *options)
+
+    # Assert: a readable message, no process record left behind.
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "net" / "anvil.json").exists()
+
+
+def test_start_devnet_refuses_a_phase_duration_of_zero(tmp_path):
+    with pytest.raises(ValueError, match="deadlines are mandatory"):
+        start_devnet(tmp_path, free_port(), genesis_cid=GENESIS, phase_duration=0)
+    assert not (tmp_path / "anvil.json").exists()
+
+
+def test_up_with_a_deposit_policy_and_a_sample_cap(tmp_path):
+    # Execute
+    result, state = _up(
+        tmp_path,
+        "--registration",
+        "deposit",
+        "--deposit",
+        "1000",
+        "--cooldown",
+        "60",
+        "--max-samples",
+        "70000",
+        "--phase-duration",
+        "45",
+    )
+    try:
+        deployment = Deployment.load(tmp_path / "net" / "deployment.json")
+        trainers = ChainClient.read_only(deployment).trainers.functions
+        on_chain = (trainers.policy().call(), trainers.deposit().call(), trainers.cooldown().call())
+        cap = ChainClient.read_only(deployment).max_samples()
+    finally:
+        CliRunner().invoke(main, ["devnet", "down", "--state-dir", state])
+
+    # Assert
+    assert result.exit_code == 0, result.output
+    assert "registration deposit (1000 wei, refund 60 s after exit)" in result.output
+    assert (deployment.registration, deployment.deposit, deployment.cooldown) == (
+        "deposit",
+        1000,
+        60,
+    )
+    assert on_chain == (2, 1000, 60) and cap == deployment.max_samples == 70_000
+    assert deployment.phase_duration == 45
+
+
+def test_up_with_an_allowlist(tmp_path):
+    # Execute: account 1 keeps the list, accounts 2 and 3 are admitted at start.
+    result, state = _up(
+        tmp_path, "--registration", "allowlist", "--admin-index", "1", "--allow", "2,3"
+    )
+    try:
+        deployment = Deployment.load(tmp_path / "net" / "deployment.json")
+        trainers = ChainClient.read_only(deployment).trainers.functions
+        admitted = [trainers.isAllowed(dev_account(i).address).call() for i in (1, 2, 3, 4)]
+        admin = trainers.admin().call()
+    finally:
+        CliRunner().invoke(main, ["devnet", "down", "--state-dir", state])
+
+    # Assert
+    assert result.exit_code == 0, result.output
+    assert deployment.registration == "allowlist"
+    assert deployment.admin == admin == dev_account(1).address
+    assert admitted == [False, True, True, False]
