@@ -57,6 +57,7 @@ const shortAddress = (a) => (a ? a.slice(0, 8) + "…" + a.slice(-4) : "-");
 const shortHash = (h) => (h ? h.slice(0, 12) + "…" : "-");
 const shortUpdate = (id) => (id.length > 12 ? id.slice(0, 10) + "…" : id);
 const roundOf = (m) => (m.round === null ? -1 : m.round);
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 // A trainer is its id; the address shown is the one holding its token (or the last one).
 const holderText = (holder, exited) =>
   (holder ? shortAddress(holder) : "?") + (exited ? " (exited)" : "");
@@ -159,12 +160,12 @@ function drawHeader(doc) {
     s.started ? el("span", { id: "round" }, `round ${s.round}`) : el("span", {}, "not started"),
     s.started ? el("span", { class: "phase", id: "phase" }, s.phase) : null,
     s.started ? el("span", { id: "votes" }, `votes ${s.votes}/${s.quorum}`) : null,
-    s.started ? el("span", {}, `${s.voters} voters`) : null,
-    el("span", {}, `${s.trainers} trainers`));
+    s.started ? el("span", {}, plural(s.voters, "voter")) : null,
+    el("span", {}, plural(s.trainers, "trainer")));
   const merges = doc.models.filter((m) => m.merge).length;
   document.getElementById("counts").textContent =
-    `${doc.models.length} models · ${edgeCount(doc)} edges · ${merges} merges · ` +
-    `${doc.updates.length} updates`;
+    `${plural(doc.models.length, "model")} · ${plural(edgeCount(doc), "edge")} · ` +
+    `${plural(merges, "merge")} · ${plural(doc.updates.length, "update")}`;
 }
 
 function drawTables(doc) {
