@@ -361,6 +361,30 @@ def test_a_block_range_shows_the_dag_and_the_trainers_as_they_were(scripted, tmp
     ]
 
 
+def test_a_range_starting_later_shows_unknown_parents_and_checks_what_it_read(scripted, tmp_path):
+    # Execute: from the first block after round 0
+    doc = json.loads(
+        _dag(
+            ["--format", "json", "--check", "--from-block", str(scripted["round0_end"] + 1)],
+            scripted,
+            tmp_path / "from",
+        )
+    )
+
+    # Assert: the models of rounds 1 and 2, whose round-0 parents were not read, and
+    # no disagreement (the model count is not compared on a partial range)
+    m = scripted["models"]
+    assert doc["check"] == []
+    assert {x["id"] for x in doc["models"]} == {_hex(ROOT_ID)} | {
+        _hex(m[k]) for k in ("M4", "M5", "M6", "M7", "M8")
+    }
+    (merge,) = [x for x in doc["models"] if x["id"] == _hex(m["M4"])]
+    assert merge["parents"] == sorted([_hex(m["M1"]), _hex(m["M2"])]) and merge["index"] == 4
+    assert len(doc["updates"]) == 7
+    # trainers registered before the range are known from their later transfers only
+    assert [(t["trainer_id"], t["registered_block"]) for t in doc["trainers"]][0] == (1, None)
+
+
 def test_the_check_names_each_disagreement(scripted):
     # Prepare: a DAG read from the chain, then altered as a buggy reader or a
     # tampered cache would
