@@ -1,10 +1,11 @@
 """Deploy and link Trainers, Models and Updates with ape: `ape run deploy`.
 
     ape run deploy --network ethereum:local:foundry --genesis-cid bafk... \\
-        --task lenet:fashion-mnist --min-trainers 2 --phase-duration 0 --out deployment.json
+        --task lenet:fashion-mnist --min-trainers 2 --phase-duration 30 --out deployment.json
 
 Uses the ape account chosen interactively (or the first test account on local networks),
-and writes the same deployment file as `mcfl-chain devnet up`.
+checks the parameters as `mcfl_chain.chain.deploy.deploy_network` does, and writes the
+same deployment file as `mcfl-chain devnet up`. Recommended deadlines: docs/PROTOCOL.md §2.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from ape import chain, networks, project
 from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deploy import check_parameters
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 @click.command(cls=ConnectedProviderCommand)
@@ -41,10 +45,35 @@ from mcfl_chain.chain.deployment import Deployment
 )
 @click.option(
     "--phase-duration",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Seconds after which any vote ends a phase (deadlines are mandatory); "
+    "900-1800 on a public chain.",
+)
+@click.option(
+    "--registration",
+    type=click.Choice(list(REGISTRATION_POLICIES)),
+    default="open",
+    show_default=True,
+    help="Who may register: anyone, addresses --admin admits, or anyone paying --deposit.",
+)
+@click.option("--admin", default=None, help="Allowlist keeper's address (allowlist only).")
+@click.option(
+    "--deposit", type=click.IntRange(min=0), default=0, help="Wei per registration (deposit)."
+)
+@click.option(
+    "--cooldown",
     type=click.IntRange(min=0),
     default=0,
+    help="Seconds between an exit and its refund (deposit).",
+)
+@click.option(
+    "--max-samples",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SAMPLES,
     show_default=True,
-    help="Seconds after which any vote ends a phase; 0 for no deadline.",
+    help="Largest sample count one update may declare.",
 )
 @click.option(
     "--out",
@@ -54,15 +83,37 @@ from mcfl_chain.chain.deployment import Deployment
     help="Where to write the deployment file workers read.",
 )
 def cli(
-    account, genesis_cid: str, task: str, min_trainers: int, phase_duration: int, out: Path
+    account,
+    genesis_cid: str,
+    task: str,
+    min_trainers: int,
+    phase_duration: int,
+    registration: str,
+    admin: str | None,
+    deposit: int,
+    cooldown: int,
+    max_samples: int,
+    out: Path,
 ) -> None:
     """Deploy the MCFL contracts, link them and write the deployment file."""
+    try:
+        policy = check_parameters(
+            task,
+            min_trainers,
+            phase_duration,
+            registration=registration,
+            admin=admin,
+            deposit=deposit,
+            cooldown=cooldown,
+            max_samples=max_samples,
+        )
+        genesis = cid_to_bytes(genesis_cid)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
     first_block = chain.blocks.head.number + 1
-    trainers = account.deploy(project.Trainers)
-    models = account.deploy(
-        project.Models, trainers, cid_to_bytes(genesis_cid), task, min_trainers, phase_duration
-    )
-    updates = account.deploy(project.Updates, trainers, models)
+    trainers = account.deploy(project.Trainers, policy, admin or ZERO_ADDRESS, deposit, cooldown)
+    models = account.deploy(project.Models, trainers, genesis, task, min_trainers, phase_duration)
+    updates = account.deploy(project.Updates, models, max_samples)
     trainers.setModels(models, sender=account)
     models.setUpdates(updates, sender=account)
     contracts = {"Trainers": trainers, "Models": models, "Updates": updates}
@@ -79,5 +130,10 @@ def cli(
         task=task,
         min_trainers=min_trainers,
         phase_duration=phase_duration,
+        registration=registration,
+        admin=str(trainers.admin()) if admin else None,
+        deposit=deposit,
+        cooldown=cooldown,
+        max_samples=max_samples,
     )
     click.echo(f"deployment written to {deployment.save(out)}")

@@ -12,7 +12,13 @@ from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
 
-__all__ = ["DEFAULT_MAX_SAMPLES", "MAX_COOLDOWN", "REGISTRATION_POLICIES", "deploy_network"]
+__all__ = [
+    "DEFAULT_MAX_SAMPLES",
+    "MAX_COOLDOWN",
+    "REGISTRATION_POLICIES",
+    "check_parameters",
+    "deploy_network",
+]
 
 MAX_SAMPLES_BOUND = 2**32 - 1
 """Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
@@ -81,22 +87,17 @@ def deploy_network(
         If a parameter is out of range or does not fit the registration policy
         (the contracts would refuse it too, with a less specific message).
     """
-    if min_trainers < 1:
-        raise ValueError(f"min_trainers must be at least 1, got {min_trainers}")
-    if not 1 <= phase_duration < 2**32:
-        raise ValueError(
-            f"phase_duration must be between 1 and 2**32 - 1 seconds, got "
-            f"{phase_duration}: deadlines cannot be disabled (a silent trainer "
-            f"would stall the network); use e.g. 30 on a local devnet"
-        )
-    if not 0 < len(task) <= 128:
-        raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
-    if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
-        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
-    policy = _check_policy(registration, admin, deposit, cooldown)
+    policy = check_parameters(
+        task,
+        min_trainers,
+        phase_duration,
+        registration=registration,
+        admin=admin,
+        deposit=deposit,
+        cooldown=cooldown,
+        max_samples=max_samples,
+    )
     if admin is not None:
-        if not Web3.is_address(admin):
-            raise ValueError(f"the admin {admin!r} is not an address")
         admin = Web3.to_checksum_address(admin)
     cid = cid_to_bytes(genesis_cid)
     sender = Transactor(w3, as_account(deployer))
@@ -138,6 +139,41 @@ def deploy_network(
         cooldown=cooldown,
         max_samples=max_samples,
     )
+
+
+def check_parameters(
+    task: str,
+    min_trainers: int,
+    phase_duration: int,
+    *,
+    registration: str = "open",
+    admin: str | None = None,
+    deposit: int = 0,
+    cooldown: int = 0,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+) -> int:
+    """Check the deployment parameters as the constructors would; the policy's code.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter out of range or not fitting the registration policy.
+    """
+    if min_trainers < 1:
+        raise ValueError(f"min_trainers must be at least 1, got {min_trainers}")
+    if not 1 <= phase_duration < 2**32:
+        raise ValueError(
+            f"phase_duration must be between 1 and 2**32 - 1 seconds, got "
+            f"{phase_duration}: deadlines cannot be disabled (a silent trainer "
+            f"would stall the network); use e.g. 30 on a local devnet"
+        )
+    if not 0 < len(task) <= 128:
+        raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
+    if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
+        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
+    if admin is not None and not Web3.is_address(admin):
+        raise ValueError(f"the admin {admin!r} is not an address")
+    return _check_policy(registration, admin, deposit, cooldown)
 
 
 def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: int) -> int:
