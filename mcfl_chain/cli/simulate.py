@@ -112,8 +112,10 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option(
     "--phase-duration",
-    type=click.IntRange(min=0),
-    help="Phase deadline in seconds (0: wait for the whole quorum).  [default: 0]",
+    type=click.IntRange(min=1),
+    help="Seconds after which a phase ends without its silent trainers (deadlines are "
+    "mandatory; a phase whose trainers all vote ends at once). Must exceed the slowest "
+    "trainer's phase.  [default: 600]",
 )
 @click.option("--seed", type=int, help="Data split, initial weights and training seed.")
 @click.option(
@@ -163,11 +165,19 @@ def simulate(
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default runs/demo-<time>).",
 )
-def demo(out: Path | None) -> None:
+@click.option(
+    "--phase-duration",
+    type=click.IntRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds after which a phase ends without its silent trainers.",
+)
+def demo(out: Path | None, phase_duration: int) -> None:
     """A small network end to end: 6 trainers in 3 disjoint class groups, 5 rounds.
 
     Uses Fashion-MNIST when installed (Debian's dataset-fashion-mnist), else
-    scikit-learn's digits, and the embedded local store.
+    scikit-learn's digits, and the embedded local store. Every phase ends when its six
+    trainers voted, at the latest after --phase-duration seconds.
     """
     from mcfl_chain.learning.datasets import DatasetError, load_dataset
 
@@ -185,6 +195,7 @@ def demo(out: Path | None) -> None:
             n_trainers=6,
             rounds=5,
             samples=1200 if dataset == "fashion-mnist" else 290,
+            phase_duration=phase_duration,
         ),
         out,
         keep_running=False,

@@ -100,13 +100,15 @@ def worker(verbose: int, **values: Any) -> None:
     """Run one sovereign MCFL trainer against a deployed network.
 
     The worker registers its account if needed, checks that the network's task names
-    its model, then plays rounds as the contracts dictate: score the candidate models on
-    its own test split and train the best (paper Algorithm 1), publish the updates,
-    keep the peers' updates that diverge little from its own (Algorithm 2), FedAvg them
-    and publish its selection. It follows contract events, persists its position in
-    --state-dir, and after a crash or restart resumes without proposing or aggregating
-    twice. Peers' data is untrusted: unreachable or malformed updates are excluded
-    with a logged reason.
+    its model, then plays rounds as the contracts dictate, two transactions each: score
+    the candidate models on its own test split and train the best (paper Algorithm 1),
+    then propose every update with its vote in one transaction; keep the peers' updates
+    that diverge little from its own (Algorithm 2), FedAvg them, then submit every
+    aggregation with its vote in one transaction. Past a phase deadline it ends the
+    phase without the trainers that stayed silent. It follows contract events, persists
+    its position in --state-dir, and after a crash or restart resumes without proposing
+    or aggregating twice. Peers' data is untrusted: unreachable or malformed updates are
+    excluded with a logged reason.
     """
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
     from mcfl_chain.worker.rounds import WorkerHalted

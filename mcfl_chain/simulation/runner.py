@@ -68,9 +68,15 @@ class SimulationConfig:
     seed: int = 0
     storage: str = "local"
     """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
-    phase_duration: int = 0
-    round_timeout: float = 900.0
-    """Give up when no round completes for this long (a worker is stuck)."""
+    phase_duration: int = 600
+    """Seconds before a phase may end without its silent members (deadlines are
+    mandatory). A phase ends as soon as every member voted, so the deadline only costs
+    time when a trainer is silent; it must exceed the slowest honest trainer's phase
+    (training, storage, one transaction), or that trainer misses rounds."""
+    round_timeout: float | None = None
+    """Give up when no trainer finishes a round for this long (a worker is stuck).
+    None: two phase deadlines and 5 minutes, the longest a round can take while one
+    trainer is alive (docs/PROTOCOL.md §4)."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
@@ -93,6 +99,13 @@ class SimulationConfig:
             If the file cannot be read, or as :meth:`from_mapping`.
         """
         return cls.from_mapping(read_mapping(path), source=str(path))
+
+    @property
+    def stall_timeout(self) -> float:
+        """Seconds without a finished trainer-round after which the run is given up."""
+        if self.round_timeout is not None:
+            return self.round_timeout
+        return 2 * self.phase_duration + 300.0
 
     def tolerances(self) -> list[float]:
         if self.tolerance == "mixed":
@@ -150,6 +163,12 @@ class SimulationConfig:
         SimulationError
             Naming the value to change.
         """
+        if not 1 <= self.phase_duration < 2**32:
+            raise SimulationError(
+                f"phase_duration must be between 1 and 2**32 - 1 seconds, not "
+                f"{self.phase_duration}: deadlines are mandatory (a silent trainer would "
+                f"otherwise stall the network)"
+            )
         if self.n_trainers < 1:
             raise SimulationError("n_trainers must be at least 1")
         if self.rounds < 1:
@@ -307,10 +326,10 @@ class Network:
                     raise SimulationError(self._failure(failed[0], codes[failed[0]]))
                 if all(c == 0 for c in codes):
                     return
-                if time.monotonic() - last_progress > cfg.round_timeout:
+                if time.monotonic() - last_progress > cfg.stall_timeout:
                     raise SimulationError(
                         f"no trainer finished a round for "
-                        f"{cfg.round_timeout:.0f} s; see the worker logs "
+                        f"{cfg.stall_timeout:.0f} s; see the worker logs "
                         f"in {self.run_dir / 'trainers'}"
                     )
                 time.sleep(0.5)

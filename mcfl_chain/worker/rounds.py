@@ -1,21 +1,28 @@
-"""The trainer's round state machine (SPEC §3, paper §4, thesis §3.4–3.6, §7.1).
+"""The trainer's round state machine (docs/PROTOCOL.md §11, paper §4, thesis §3.4–3.6).
 
 The worker follows the contracts' events and, for the round and phase the chain is in,
-does what is still missing — never more:
+does what is still missing — never more. A round is two transactions per trainer:
 
 PROPOSE    score the candidate models on the local test split, pick some (Algorithm 1),
-           train each, store its weights, ``propose``; then ``finishProposals``.
+           train each and store its weights; then ONE ``submitProposals`` carries every
+           update and the trainer's PROPOSE vote (an empty list: a bare vote).
 AGGREGATE  for every parent it trained, keep the peers' updates that diverge little from
-           its own (Algorithm 2), FedAvg them, store the result, ``aggregate``; then
-           ``nextRound``.
+           its own (Algorithm 2) and FedAvg them, storing the weights of model ids that
+           are new; then ONE ``submitAggregations`` carries every aggregation and the
+           AGGREGATE vote.
 
-Every step asks the chain first whether it was already done, so a worker killed at any
-point and restarted neither proposes nor aggregates twice, and checks right before each
-transaction that the phase it means is still open. When a phase has a deadline and it
-passes, one trainer calls for the phase to advance (the voter with the smallest trainer
-id; the next ones step in, one by one, if it does not), so one silent trainer cannot
-stall the others; without deadlines the protocol waits for the whole quorum. While it
-waits, the worker says now and then whom it waits for.
+Submissions and vote are one transaction, so ``statusOf(me).voted`` alone tells whether
+this phase's work reached the chain: a worker killed at any point and restarted neither
+proposes nor aggregates twice, and the models it chose and the updates it stored are
+kept in its state so it does not train again. Right before each transaction it checks
+that the phase it means is still open.
+
+A phase ends when every member voted (its quorum: the trainers that voted in the phase
+before) or, after its deadline, on any trainer's call. Deadlines are mandatory: past
+one, a voter ends the phase with an empty call (the voter with the smallest trainer id
+first; the next ones step in, one by one, if it does not), so a silent trainer costs the
+others one deadline and is out of the next phase's quorum. While it waits, the worker
+says now and then whom it waits for.
 
 A chain node or a store that stays unreachable past the retries, or a state directory
 that cannot be written, stops the worker with :class:`WorkerHalted`: one line naming
@@ -30,7 +37,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +45,17 @@ import torch
 
 from mcfl_chain.adversaries import Adversary, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
-from mcfl_chain.chain.client import ChainClient, ChainError, Phase, TrainerStatus
-from mcfl_chain.chain.errors import ChainUnusable
+from mcfl_chain.chain.client import (
+    AggregationArg,
+    ChainClient,
+    ChainError,
+    Phase,
+    ProposalArg,
+    TrainerStatus,
+)
+from mcfl_chain.chain.errors import ChainUnusable, ProtocolLimitError
 from mcfl_chain.dag.events import apply_events, event_record
-from mcfl_chain.dag.graph import ModelDAG, ModelRecord, short_id
+from mcfl_chain.dag.graph import ModelDAG, ModelRecord, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
 from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
@@ -89,15 +102,27 @@ class WorkerOptions:
     wait_log_interval: float = 30.0
     """Seconds between two log lines saying whom a waiting trainer waits for (0: never)."""
     advance_grace: float = 1.0
-    """Seconds a voter lets pass after seeing a phase deadline past before advancing the
-    phase: proposals and votes finished right at the deadline (trainers with the same
-    work finish together) are mined first instead of reverting behind the advance."""
+    """Seconds a voter lets pass after seeing a phase deadline past before ending the
+    phase: submissions finished right at the deadline (trainers with the same work
+    finish together) are mined first instead of reverting behind the end."""
     advance_stagger: float = 2.0
-    """After a phase deadline, the voter of rank k (by trainer id) advances the phase
-    only k × this many seconds after rank 0 would, if nobody did before."""
+    """After a phase deadline, the voter of rank k (by trainer id) ends the phase only
+    k × this many seconds after rank 0 would, if nobody did before."""
     metrics_path: Path | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     """Written into every metrics line (trainer index, data group, tolerance...)."""
+
+
+@dataclass
+class _Aggregation:
+    """One parent's aggregation as this trainer computes it (Algorithm 2 + FedAvg)."""
+
+    parent: bytes
+    selected: list[int]
+    proposals: int
+    excluded: dict[int, str]
+    model_id: bytes
+    weights: StateDict
 
 
 class Worker:
@@ -128,13 +153,15 @@ class Worker:
         self.book = WeightsBook(self._fetch, options.arch, dag)
         self.clock = RoundClock()
         self.me = chain.address
+        self.trainer_id = 0
+        """This trainer's identity on chain (its trainer token), set when ``run`` starts."""
         self.rounds_done = 0
         self._round_started = time.perf_counter()
         self._aggregated: dict[int, list[dict[str, Any]]] = {}
         self._next_advance = 0.0
         self._stop = threading.Event()
-        self._trainer_id = 0
         self._first_part: int | None = None
+        self._samples: int | None = None
         self._turn: tuple[tuple[int, Phase], float] | None = None
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
@@ -200,11 +227,12 @@ class Worker:
                     raise WorkerHalted(
                         f"chain: registering {self.me} as a trainer failed: {exc}"
                     ) from exc
-            self._trainer_id = self.chain.trainer_id()
-            log.info("trainer %d (%s)", self._trainer_id, self.me)
+            self.trainer_id = self.chain.trainer_id()
+            log.info("trainer %d (%s)", self.trainer_id, self.me)
             # The history first: past participation sets where --rounds counts from.
             self.sync()
             status = self.chain.status()
+        self._report_interrupted_round()
         acted: tuple[int, Phase] | None = None
         while not self._stop.is_set():
             if status.started and self.state.first_round is None:
@@ -214,8 +242,8 @@ class Worker:
                 break
             if status.started and not status.voted:
                 if acted == (status.round, status.phase):
-                    # The vote did not go through and the phase did not move: say so and
-                    # retry calmly rather than spin.
+                    # The transaction did not go through and the phase did not move: say
+                    # so and retry calmly rather than spin.
                     log.warning(
                         "round %d: still no vote recorded in the %s phase; retrying",
                         status.round,
@@ -229,8 +257,8 @@ class Worker:
                     self._propose_phase(status.round)
                 else:
                     self._aggregate_phase(status.round)
-            elif status.deadline and time.time() >= max(status.deadline, self._next_advance):
-                self._advance_after_deadline(status.round, status.phase)
+            elif status.started and time.time() >= max(status.deadline, self._next_advance):
+                self._end_after_deadline(status.round, status.phase)
             else:
                 with self.clock.measure("waiting"):
                     self._stop.wait(self.options.poll_interval)
@@ -242,8 +270,9 @@ class Worker:
         return self.rounds_done
 
     def _still_in(self, round_: int, phase: Phase) -> bool:
-        """Whether the chain is still in (round, phase): checked right before a vote,
-        since a deadline may have moved the network on while this trainer worked."""
+        """Whether the chain is still in (round, phase): checked right before a
+        transaction, since a deadline may have moved the network on while this trainer
+        worked."""
         status = self.chain.status()
         return (status.round, status.phase) == (round_, phase)
 
@@ -251,12 +280,11 @@ class Worker:
         """The first round in which this trainer proposed or cast a counted vote, as far
         as the events synced tell (the whole history is synced at start)."""
         if self._first_part is None:
-            me = self.me.lower()
-            rounds = [u.round for u in self.dag.updates.values() if u.proposer.lower() == me]
+            rounds = [u.round for u in self.dag.updates.values() if u.trainer_id == self.trainer_id]
             rounds += [
                 int(v["round"])
                 for v in self.dag.votes
-                if v.get("counted") and str(v.get("trainer", "")).lower() == me
+                if v.get("counted") and int(v.get("trainer_id", 0)) == self.trainer_id
             ]
             self._first_part = min(rounds, default=None)
         return self._first_part
@@ -286,10 +314,26 @@ class Worker:
             v for v in self.dag.votes if v.get("round") == round_ and v.get("phase") == int(phase)
         ]
 
-    def _advance_turn(self, round_: int, phase: Phase) -> float:
-        """When this trainer may advance (round, phase), its deadline being past.
+    def _voters_in(self, round_: int, phase: Phase) -> set[int]:
+        """Trainer ids that voted in (round, phase), counted or not."""
+        return {int(v["trainer_id"]) for v in self._votes_in(round_, phase)}
 
-        The voters of the phase, ordered by trainer id, take turns: rank 0 advances
+    def _members(self, status: TrainerStatus) -> set[int]:
+        """Trainer ids whose votes count in the current phase (PROTOCOL §4): the
+        previous phase's voters; in round 0's first phase the trainers registered when
+        it opened (ids 1 to its quorum, unless one exited before)."""
+        if status.round == 0 and status.phase is Phase.PROPOSE:
+            return set(range(1, status.quorum + 1))
+        if status.phase is Phase.PROPOSE:
+            return self._voters_in(status.round - 1, Phase.AGGREGATE)
+        return self._voters_in(status.round, Phase.PROPOSE)
+
+    # -- phase deadlines -------------------------------------------------------------------
+
+    def _end_turn(self, round_: int, phase: Phase) -> float:
+        """When this trainer may end (round, phase), its deadline being past.
+
+        The voters of the phase, ordered by trainer id, take turns: rank 0 ends it
         ``advance_grace`` seconds after it saw the deadline past, rank k
         ``k × advance_stagger`` seconds later still, each only if the phase is still
         open then; so one transaction ends the phase instead of a burst of them of which
@@ -298,32 +342,36 @@ class Worker:
         if self._turn is None or self._turn[0] != (round_, phase):
             with self.clock.measure("chain"):
                 self.sync()
-            voters = sorted({int(v["trainerId"]) for v in self._votes_in(round_, phase)})
-            rank = voters.index(self._trainer_id) if self._trainer_id in voters else len(voters)
+            voters = sorted(self._voters_in(round_, phase))
+            rank = voters.index(self.trainer_id) if self.trainer_id in voters else len(voters)
             wait = self.options.advance_grace + rank * self.options.advance_stagger
             self._turn = ((round_, phase), time.time() + wait)
         return self._turn[1]
 
-    def _advance_after_deadline(self, round_: int, phase: Phase) -> None:
-        """Past the phase deadline, push the phase forward (thesis §7.1) in turn."""
-        due = self._advance_turn(round_, phase)
+    def _end_after_deadline(self, round_: int, phase: Phase) -> None:
+        """Past the phase deadline, end the phase with an empty call, in turn."""
+        due = self._end_turn(round_, phase)
         if time.time() < due:
             self._next_advance = due
             return
         self._next_advance = time.time() + 1.0  # do not hammer the node
         with self.clock.measure("chain"):
-            if not self._still_in(round_, phase):
+            status = self.chain.status()
+            if (status.round, status.phase) != (round_, phase):
                 return
+            missing = status.quorum - status.votes
             try:
-                self.chain.force_advance(phase)
+                self.chain.end_phase(phase)
                 log.info(
-                    "round %d: %s deadline passed; advanced without the full quorum",
+                    "round %d: %s deadline passed; ended the phase without %d of its %d members",
                     round_,
                     phase.name.lower(),
+                    missing,
+                    status.quorum,
                 )
             except ChainError as exc:
-                # Another trainer advanced it first: the next view shows the new phase.
-                log.debug("advance after deadline refused: %s", exc)
+                # Another trainer ended it first: the next view shows the new phase.
+                log.debug("ending the phase after its deadline refused: %s", exc)
 
     def _say_whom_it_waits_for(self, status: TrainerStatus) -> None:
         """Every ``wait_log_interval`` s of waiting in one phase, log for whom and how long."""
@@ -348,20 +396,18 @@ class Worker:
                 )
                 return
             self.sync()
-        counted = {int(v["trainerId"]) for v in self._votes_in(status.round, status.phase)}
-        missing = [str(i) for i in range(1, status.quorum + 1) if i not in counted]
-        if not status.deadline:
-            end = "no phase deadline: the wait lasts until they vote"
-        elif (left := status.deadline - time.time()) > 0:
+        voted = self._voters_in(status.round, status.phase)
+        missing = sorted(self._members(status) - voted)
+        if (left := status.deadline - time.time()) > 0:
             end = f"the phase deadline passes in {left:.0f} s, then the phase ends without them"
         else:
-            end = f"the phase deadline passed {-left:.0f} s ago: advancing without them"
+            end = f"the phase deadline passed {-left:.0f} s ago: ending the phase without them"
         log.info(
             "round %d %s: waited %.0f s for trainer(s) %s (%d of %d votes); %s",
             status.round,
             status.phase.name.lower(),
             waited,
-            ", ".join(missing) or "?",
+            ", ".join(map(str, missing)) or "?",
             status.votes,
             status.quorum,
             end,
@@ -370,20 +416,92 @@ class Worker:
     # -- PROPOSE ---------------------------------------------------------------------------
 
     def _propose_phase(self, round_: int) -> None:
+        """Train every chosen model, then send all updates and the vote in one call."""
         chosen = self.state.chosen_for(round_)
         if chosen is None:
             chosen = self._choose_models(round_)
             self.state.set_chosen(round_, chosen)
+        samples = self._declared_samples()
+        proposals: list[ProposalArg] = []
         for parent in chosen:
             if self._stop.is_set():
                 return
             with self.clock.measure("chain"):
+                # Training takes a while: a deadline may have ended the phase meanwhile.
                 if not self._still_in(round_, Phase.PROPOSE):
+                    self._too_late(round_, chosen)
                     return
-            self._propose(round_, parent)
+            cid = self._trained_update(round_, parent)
+            if cid is not None:
+                proposals.append(ProposalArg(parent=parent, cid=cid, num_samples=samples))
+        if self._stop.is_set():
+            return
         with self.clock.measure("chain"):
-            if self._still_in(round_, Phase.PROPOSE):
-                self._vote(self.chain.finish_proposals)
+            if not self._still_in(round_, Phase.PROPOSE):
+                self._too_late(round_, chosen)
+                return
+            self._submit_proposals(round_, proposals)
+
+    def _too_late(self, round_: int, chosen: list[bytes]) -> None:
+        log.warning(
+            "round %d: the propose phase ended before my update(s) on %s were ready; "
+            "not proposing them",
+            round_,
+            ", ".join(short_id(p) for p in chosen) or "nothing",
+        )
+
+    def _submit_proposals(self, round_: int, proposals: list[ProposalArg]) -> None:
+        """One ``submitProposals``: the updates and the vote (a bare vote when empty)."""
+        try:
+            ids = self.chain.submit_proposals(proposals)
+        except ProtocolLimitError as exc:
+            log.error(
+                "round %d: my proposals break a network limit (%s); voting without them",
+                round_,
+                exc,
+            )
+            self._vote_only(Phase.PROPOSE)
+            return
+        except ChainError as exc:
+            log.warning("round %d: proposals refused: %s", round_, exc)
+            return
+        if not proposals:
+            log.info("round %d: voted without a proposal", round_)
+        for proposal in proposals:
+            log.info(
+                "round %d: proposed update %s on %s (%d samples, %s)",
+                round_,
+                str(ids.get(proposal.parent, "?"))[:10],
+                short_id(proposal.parent),
+                proposal.num_samples,
+                proposal.cid,
+            )
+
+    def _vote_only(self, phase: Phase) -> None:
+        """Vote with nothing, so that the others need not wait for the deadline."""
+        try:
+            if phase is Phase.PROPOSE:
+                self.chain.submit_proposals([])
+            else:
+                self.chain.submit_aggregations([])
+        except ChainError as exc:
+            log.warning("%s vote refused: %s", phase.name.lower(), exc)
+
+    def _declared_samples(self) -> int:
+        """The training samples behind each update, within the network's cap."""
+        if self._samples is None:
+            honest = len(self.data.train_y)
+            cap = self.chain.max_samples()
+            if honest > cap:
+                log.warning(
+                    "this trainer has %d training samples; the network weighs an update "
+                    "by at most %d (maxSamples): declaring %d",
+                    honest,
+                    cap,
+                    cap,
+                )
+            self._samples = max(1, min(honest, cap))
+        return self._samples
 
     def _choose_models(self, round_: int) -> list[bytes]:
         """Paper Algorithm 1 over the round's candidates, scored on the test split."""
@@ -400,14 +518,25 @@ class Worker:
         if not candidates:
             log.error("round %d: no candidate model is usable; sitting this round out", round_)
             return []
-        chosen = self.strategy.choose_models(candidates)
+        chosen = list(self.strategy.choose_models(candidates))
+        cap = self.chain.limits().max_proposals
+        if len(chosen) > cap:
+            log.warning(
+                "round %d: %d models chosen, one transaction carries at most %d "
+                "proposals (MAX_PROPOSALS): training the first %d",
+                round_,
+                len(chosen),
+                cap,
+                cap,
+            )
+            chosen = chosen[:cap]
         log.info(
             "round %d: %d candidates, training %s",
             round_,
             len(candidates),
             ", ".join(short_id(m) for m in chosen),
         )
-        return list(chosen)
+        return chosen
 
     def _score(self, model: ModelRecord) -> float:
         net = self._load(self.book.model(model.model_id))
@@ -423,57 +552,32 @@ class Worker:
         net.load_state_dict(weights)
         return net
 
-    def _propose(self, round_: int, parent: bytes) -> None:
-        # The DAG holds every event up to the last sync, which ran after this trainer's
-        # last transaction (and, after a restart, over the whole history).
-        if self.dag.proposal_by(self.me, parent, round_) is not None:
-            return
+    def _trained_update(self, round_: int, parent: bytes) -> str | None:
+        """The CID of this round's update on ``parent``: stored earlier (a restart does
+        not train again), or trained and stored now; None when the parent is unusable."""
         cid = self.state.uploaded_cid(round_, parent)
-        samples = len(self.data.train_y)
-        if cid is None:
-            try:
-                start = self.book.model(parent)
-            except Unavailable as exc:
-                log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
-                return
-            net = self._load(start)
-            opts = self.options.training
-            with self.clock.measure("training"):
-                train(
-                    net,
-                    self.data,
-                    epochs=opts.epochs,
-                    batch_size=opts.batch_size,
-                    lr=opts.lr,
-                    momentum=opts.momentum,
-                    seed=opts.seed * 1_000_003 + round_,
-                )
-            cid = self._publish_update(net, start)
-            self.state.set_uploaded(round_, parent, cid)
-        with self.clock.measure("chain"):
-            # Training takes a while: a deadline may have ended the phase meanwhile, and
-            # a proposal sent now would only revert on chain.
-            if not self._still_in(round_, Phase.PROPOSE):
-                log.warning(
-                    "round %d: the propose phase ended before my update on %s was ready; "
-                    "not proposing it",
-                    round_,
-                    short_id(parent),
-                )
-                return
-            try:
-                update_id = self.chain.propose(parent, cid, samples)
-            except ChainError as exc:
-                log.warning("round %d: proposal on %s refused: %s", round_, short_id(parent), exc)
-                return
-        log.info(
-            "round %d: proposed update %s on %s (%d samples, %s)",
-            round_,
-            str(update_id)[:10],
-            short_id(parent),
-            samples,
-            cid,
-        )
+        if cid is not None:
+            return cid
+        try:
+            start = self.book.model(parent)
+        except Unavailable as exc:
+            log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
+            return None
+        net = self._load(start)
+        opts = self.options.training
+        with self.clock.measure("training"):
+            train(
+                net,
+                self.data,
+                epochs=opts.epochs,
+                batch_size=opts.batch_size,
+                lr=opts.lr,
+                momentum=opts.momentum,
+                seed=opts.seed * 1_000_003 + round_,
+            )
+        cid = self._publish_update(net, start)
+        self.state.set_uploaded(round_, parent, cid)
+        return cid
 
     def _publish_update(self, net: torch.nn.Module, parent_weights: StateDict) -> str:
         weights = net.state_dict()
@@ -489,41 +593,90 @@ class Worker:
             )
         return self._put(encode_weights(self.options.arch, weights))
 
-    def _vote(self, call: Callable[[], object]) -> None:
-        try:
-            call()
-        except ChainError as exc:
-            log.debug("vote refused (the phase moved on): %s", exc)
-
     # -- AGGREGATE -----------------------------------------------------------------------
 
     def _aggregate_phase(self, round_: int) -> None:
-        mine = self._my_updates(round_)
-        results = []
-        for own in mine:
+        """Aggregate on every parent trained, then send all of it and the vote in one call."""
+        plans = []
+        for own in self._my_updates(round_):
             if self._stop.is_set():
                 return
-            result = self._aggregate(round_, own.parent, own.update_id)
-            if result is not None:
-                results.append(result)
-        self._aggregated[round_] = results
+            plan = self._plan_aggregation(round_, own.parent, own.update_id)
+            if plan is not None:
+                plans.append(plan)
+        if self._stop.is_set():
+            return
+        # Only a model's first aggregator has its weights recorded: upload them for new
+        # ids only (anyone can recompute a model from its updates anyway).
         with self.clock.measure("chain"):
-            if self._still_in(round_, Phase.AGGREGATE):
-                self._vote(self.chain.next_round)
+            self.sync()
+        args = [
+            AggregationArg(
+                parents=(plan.parent,),
+                update_ids=tuple(plan.selected),
+                weights_cid=None
+                if plan.model_id in self.dag.models
+                else self._put(encode_weights(self.options.arch, plan.weights)),
+            )
+            for plan in plans
+        ]
+        with self.clock.measure("chain"):
+            if not self._still_in(round_, Phase.AGGREGATE):
+                log.warning(
+                    "round %d: the aggregate phase ended before my aggregation(s) were "
+                    "ready; not sending them",
+                    round_,
+                )
+                plans = []
+            elif not self._submit_aggregations(round_, plans, args):
+                plans = []
+        self._aggregated[round_] = [self._evaluated(round_, plan) for plan in plans]
         self._report(round_)
 
-    def _my_updates(self, round_: int) -> list[Any]:
+    def _submit_aggregations(
+        self, round_: int, plans: list[_Aggregation], args: list[AggregationArg]
+    ) -> bool:
+        """One ``submitAggregations``: the aggregations and the vote; whether they went in."""
+        try:
+            model_ids = self.chain.submit_aggregations(args)
+        except ProtocolLimitError as exc:
+            log.error(
+                "round %d: my aggregations break a network limit (%s); voting without them",
+                round_,
+                exc,
+            )
+            self._vote_only(Phase.AGGREGATE)
+            return False
+        except ChainError as exc:
+            log.warning("round %d: aggregations refused: %s", round_, exc)
+            return False
+        for plan, on_chain in zip(plans, model_ids, strict=False):
+            if on_chain != plan.model_id:  # the formulas disagree: a bug, say it loudly
+                log.error(
+                    "round %d: the chain recorded model %s for my aggregation on %s, "
+                    "computed here as %s",
+                    round_,
+                    short_id(on_chain),
+                    short_id(plan.parent),
+                    short_id(plan.model_id),
+                )
+                plan.model_id = on_chain
+        if not plans:
+            log.info("round %d: voted without an aggregation", round_)
+        return True
+
+    def _my_updates(self, round_: int) -> list[UpdateRecord]:
         return sorted(
             (
                 u
                 for u in self.dag.updates.values()
-                if u.round == round_ and u.proposer.lower() == self.me.lower()
+                if u.round == round_ and u.trainer_id == self.trainer_id
             ),
             key=lambda u: u.update_id,
         )
 
-    def _aggregate(self, round_: int, parent: bytes, own: int) -> dict[str, Any] | None:
-        """Paper Algorithm 2 + FedAvg for one parent; returns the metrics of the result."""
+    def _plan_aggregation(self, round_: int, parent: bytes, own: int) -> _Aggregation | None:
+        """Paper Algorithm 2 + FedAvg for one parent; None when it cannot be done."""
         proposals = [u.update_id for u in self.dag.updates_for(parent, round_)]
         good, bad = self.book.usable_updates(proposals)
         for uid, reason in bad.items():
@@ -551,48 +704,99 @@ class Worker:
             start = flatten_state(parent_weights)
             selected = sorted(self.strategy.choose_updates(own, vectors, parent=start))
             weights = self.book.aggregate(selected, good)
-        new_id = compute_model_id(parent, selected)
-        if not self.dag.aggregated_by(self.me, parent, round_):
-            # Only a model's first aggregator has its weights recorded: skip the upload
-            # when the model already exists (anyone can recompute it from the updates).
-            exists = new_id in self.dag.models
-            cid = "" if exists else self._put(encode_weights(self.options.arch, weights))
-            with self.clock.measure("chain"):
-                if not self._still_in(round_, Phase.AGGREGATE):
-                    log.warning(
-                        "round %d: the aggregate phase ended before my aggregation on %s "
-                        "was ready; not sending it",
-                        round_,
-                        short_id(parent),
-                    )
-                    return None
-                try:
-                    self.chain.aggregate(selected, cid)
-                except ChainError as exc:
-                    log.warning(
-                        "round %d: aggregation on %s refused: %s", round_, short_id(parent), exc
-                    )
-                    return None
+        return _Aggregation(
+            parent=parent,
+            selected=selected,
+            proposals=len(proposals),
+            excluded=bad,
+            model_id=compute_model_id(parent, selected),
+            weights=weights,
+        )
+
+    def _evaluated(self, round_: int, plan: _Aggregation) -> dict[str, Any]:
+        """The metrics of one aggregation's model on this trainer's test split."""
         with self.clock.measure("evaluation"):
-            result = evaluate(self._load(weights), self.data.test_x, self.data.test_y, self.kind)
+            result = evaluate(
+                self._load(plan.weights), self.data.test_x, self.data.test_y, self.kind
+            )
         log.info(
             "round %d: aggregated %d/%d updates on %s -> model %s (%s)",
             round_,
-            len(selected),
-            len(proposals),
-            short_id(parent),
-            short_id(new_id),
+            len(plan.selected),
+            plan.proposals,
+            short_id(plan.parent),
+            short_id(plan.model_id),
             _fmt(result),
         )
         return {
-            "parent": "0x" + parent.hex(),
-            "model": "0x" + new_id.hex(),
-            "selected": len(selected),
-            "proposals": len(proposals),
-            "excluded": {str(k): v for k, v in bad.items()},
+            "parent": "0x" + plan.parent.hex(),
+            "model": "0x" + plan.model_id.hex(),
+            "selected": len(plan.selected),
+            "proposals": plan.proposals,
+            "excluded": {str(k): v for k, v in plan.excluded.items()},
             "accuracy": result.accuracy,
             "loss": result.loss,
         }
+
+    def _report_interrupted_round(self) -> None:
+        """Write the metrics of a round whose aggregations reached the chain but whose
+        line was not written (the worker was stopped in between).
+
+        Only the last round with this trainer's AGGREGATE vote is looked at, and only
+        if neither the state nor the metrics file has it (a state rebuilt from the chain
+        must not write a round twice). The models are those the chain recorded.
+        """
+        rounds = [
+            int(v["round"])
+            for v in self.dag.votes
+            if int(v.get("trainer_id", 0)) == self.trainer_id
+            and v.get("phase") == int(Phase.AGGREGATE)
+        ]
+        if not rounds:
+            return
+        round_ = max(rounds)
+        if round_ in self.state.reported or self._in_metrics_file(round_):
+            return
+        on_chain = {
+            parent: model.model_id
+            for model in self.dag.models_of_round(round_)
+            if self.trainer_id in model.aggregator_ids
+            for parent in model.parents
+        }
+        results = []
+        for own in self._my_updates(round_):
+            model_id = on_chain.get(own.parent)
+            if model_id is None:
+                continue
+            plan = self._plan_aggregation(round_, own.parent, own.update_id)
+            if plan is None:
+                continue
+            if plan.model_id != model_id:
+                # Recomputed otherwise now (a blob gone since?): report the chain's model.
+                try:
+                    plan.weights, plan.model_id = self.book.model(model_id), model_id
+                except Unavailable as exc:
+                    log.warning("round %d: model %s: %s", round_, short_id(model_id), exc)
+                    continue
+            results.append(self._evaluated(round_, plan))
+        log.info("round %d: my aggregations were on chain before the restart", round_)
+        self._aggregated[round_] = results
+        self._report(round_)
+
+    def _in_metrics_file(self, round_: int) -> bool:
+        path = self.options.metrics_path
+        if path is None or not path.exists():
+            return False
+        for raw in path.read_text().splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if line.get("round") == round_ and str(line.get("trainer", "")).lower() == (
+                self.me.lower()
+            ):
+                return True
+        return False
 
     # -- metrics ---------------------------------------------------------------------------
 
@@ -617,6 +821,7 @@ class Worker:
         line = {
             "round": round_,
             "trainer": self.me,
+            "trainer_id": self.trainer_id,
             **self.options.labels,
             "accuracy": None if best is None else best["accuracy"],
             "loss": None if best is None else best["loss"],

@@ -10,13 +10,14 @@ import json
 import os
 import signal
 import time
+from collections import Counter
 
 import pytest
 from rich.console import Console
 
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import stop_devnet
+from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION, stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.model_id import model_id
 from mcfl_chain.dag.weights import WeightsBook
@@ -44,21 +45,34 @@ def _config(**overrides) -> SimulationConfig:
 
 
 def _assert_dag_matches_chain(dag: ModelDAG, chain: ChainClient) -> None:
-    """Every model's id, parent, round and popularity agree with the contract views,
-    parents come from earlier rounds, and the updates of a model share its parent."""
+    """Every model's id, round, creation index and popularity agree with the contract
+    views, parents come from earlier rounds, and each update of a model was trained from
+    one of its parents in its round."""
     for model in dag.models.values():
         if model.model_id == ROOT_ID:
             continue
         assert chain.model_exists(model.model_id)
-        assert chain.parent_of(model.model_id) == model.parent
         assert chain.round_of(model.model_id) == model.round
-        assert chain.popularity_of(model.model_id) == model.popularity == len(model.aggregators)
-        assert model_id(model.parent, list(model.update_ids)) == model.model_id
-        parent = dag.models[model.parent]
-        assert parent.round is None or parent.round < model.round
+        assert chain.index_of(model.model_id) == model.index
+        assert chain.popularity_of(model.model_id) == model.popularity == len(model.aggregator_ids)
+        assert model_id(list(model.parents), list(model.update_ids)) == model.model_id
+        for parent in model.parents:
+            round_ = dag.models[parent].round
+            assert round_ is None or round_ < model.round
         for uid in model.update_ids:
             update = dag.updates[uid]
-            assert (update.parent, update.round) == (model.parent, model.round)
+            assert update.parent in model.parents and update.round == model.round
+
+
+def _transactions_to(chain: ChainClient, contract: str) -> Counter[str]:
+    """Transactions sent to one of the network's contracts, per sender."""
+    w3, to = chain.w3, chain.deployment.addresses[contract]
+    senders: Counter[str] = Counter()
+    for n in range(chain.deployment.deployment_block, w3.eth.block_number + 1):
+        for tx in w3.eth.get_block(n, full_transactions=True)["transactions"]:
+            if tx["to"] == to:
+                senders[tx["from"]] += 1
+    return senders
 
 
 def test_four_trainers_three_rounds(tmp_path):
@@ -68,15 +82,19 @@ def test_four_trainers_three_rounds(tmp_path):
         deployment = Deployment.load(tmp_path / "devnet" / "deployment.json")
         chain = ChainClient.read_only(deployment)
         dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
-        started, round_, _ = chain.round_state()
+        status = chain.status()
         # Assert: every round advanced with every trainer
-        assert started and round_ == 3
+        assert status.started and status.round == 3
         rounds = summary["rounds"]
         assert [(r["round"], r["trainers"]) for r in rounds] == [(0, 4), (1, 4), (2, 4)]
         assert all(r["models"] >= 1 for r in rounds)
         # the DAG is valid on chain
         _assert_dag_matches_chain(dag, chain)
         assert len(dag.updates) >= 12
+        # two transactions per trainer and round, whatever the number of models trained
+        trainers = [ChainClient(deployment, account_index=i + 1).address for i in range(4)]
+        sent = _transactions_to(chain, "Models")
+        assert {a: sent[a] for a in trainers} == {a: 2 * 3 for a in trainers}
         # accuracy rises
         assert rounds[-1]["metric_avg"] > rounds[0]["metric_avg"]
         assert rounds[-1]["metric_avg"] > 0.6
@@ -122,13 +140,17 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
         chain = ChainClient.read_only(net.deployment)
         victim = ChainClient(net.deployment, account_index=2).address
         net.spawn_workers()
-        # Execute: kill -9 right after its round-1 proposal, then right after its
-        # round-1 aggregation, restarting it each time with the same state directory.
-        for event, key in (("UpdateProposed", "proposer"), ("ModelAppended", "aggregator")):
+        _wait_for(lambda: chain.status().started, what="round 0")
+        victim_id = chain.trainer_id(victim)
+        # Execute: kill -9 right after its round-1 proposals, then right after its
+        # round-1 aggregations (each with the phase's vote, in one transaction),
+        # restarting it each time with the same state directory.
+        for event in ("UpdateProposed", "ModelAppended"):
 
-            def acted(event: str = event, key: str = key) -> bool:
+            def acted(event: str = event) -> bool:
                 return any(
-                    e.args[key] == victim and e.args["round"] == 1 for e in _events(chain, event)
+                    e.args["trainerId"] == victim_id and e.args["round"] == 1
+                    for e in _events(chain, event)
                 )
 
             _wait_for(acted, what=f"{event} by the victim in round 1")
@@ -136,21 +158,27 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
             net.procs[1].wait()
             net.procs[1] = net.spawn(1)
         net.wait()
-        # Assert: the network finished, one proposal per (trainer, parent, round) and
-        # one aggregation per (trainer, parent, round), and the restarted worker never
-        # had a transaction refused (it asked the chain before acting).
-        assert chain.round_state()[1] == 3
+        # Assert: the network finished; one proposal per (trainer, parent, round), one
+        # aggregation per (trainer, model, round) and one vote per (trainer, phase); the
+        # restarted worker never had a transaction refused (it asked the chain first)
+        # and wrote every round's metrics, the one it was killed in included.
+        assert chain.status().round == 3
         proposals = [
-            (e.args["proposer"], e.args["parent"], e.args["round"])
+            (e.args["trainerId"], e.args["parent"], e.args["round"])
             for e in _events(chain, "UpdateProposed")
         ]
         aggregations = [
-            (e.args["aggregator"], e.args["parent"], e.args["round"])
+            (e.args["trainerId"], e.args["modelId"], e.args["round"])
             for e in _events(chain, "ModelAppended")
+        ]
+        votes = [
+            (e.args["trainerId"], e.args["round"], e.args["phase"])
+            for e in _events(chain, "TrainerVoted")
         ]
         assert len(proposals) == len(set(proposals))
         assert len(aggregations) == len(set(aggregations))
-        assert sum(1 for p in proposals if p[0] == victim) >= 3
+        assert len(votes) == len(set(votes)) == 4 * 3 * 2
+        assert sum(1 for p in proposals if p[0] == victim_id) >= 3
         log = (tmp_path / "trainers" / "001" / "worker.log").read_text()
         assert "refused" not in log
         rounds = [
@@ -162,28 +190,58 @@ def test_a_worker_killed_mid_round_resumes_without_doing_anything_twice(tmp_path
         net.stop()
 
 
-def test_a_silent_trainer_does_not_stall_the_network_past_the_deadline(tmp_path):
-    # Prepare: 3 workers and a 4th registered trainer that never acts.
-    config = _config(n_trainers=3, rounds=2, phase_duration=5)
+def test_a_silent_registrant_costs_one_deadline_and_the_others_finish(tmp_path):
+    # Prepare: the deadline of `mcfl-chain devnet up` (30 s); 3 workers and a 4th trainer
+    # that registers first, so it is a member of round 0's first phase, and never acts.
+    config = _config(
+        n_trainers=3, rounds=2, samples=300, epochs=2, phase_duration=DEFAULT_PHASE_DURATION
+    )
     net = Network(config, tmp_path, Console(quiet=True))
     net.start(min_trainers=4)
     try:
-        silent = ChainClient(net.deployment, account_index=config.n_trainers + 1)
-        silent.register()
+        silent_id = ChainClient(net.deployment, account_index=config.n_trainers + 1).register()
         chain = ChainClient.read_only(net.deployment)
         # Execute
         net.spawn_workers()
         net.wait()
-        # Assert: two rounds completed although the quorum of 4 was never reached.
-        assert chain.round_state()[1] == 2
-        assert chain.votes_and_quorum()[1] == 4
+        # Assert: every phase from the timestamps of the blocks that logged its events.
+        stamp = _block_times(chain)
+        starts = [
+            (e.args["round"], e.args["phase"], e.args["quorum"], stamp[e.block_number])
+            for e in _events(chain, "PhaseChanged")
+        ]
         votes = _events(chain, "TrainerVoted")
-        assert votes and all(e.args["trainer"] != silent.address for e in votes)
+        assert [s[:3] for s in starts] == [(0, 0, 4), (0, 1, 3), (1, 0, 3), (1, 1, 3), (2, 0, 3)]
+        timings = []
+        for (round_, phase, quorum, start), (*_, end) in zip(starts, starts[1:], strict=False):
+            mine = [e for e in votes if (e.args["round"], e.args["phase"]) == (round_, phase)]
+            last_vote = stamp[mine[-1].block_number]
+            timings.append((round_, phase, quorum, end - start, end - last_vote))
+        print("\n(round, phase, quorum, seconds, seconds after the last vote):", timings)
+        # Round 0's first phase waited for the silent member until its deadline, and no
+        # longer than the grace and one transaction after it...
+        (_, _, _, first, after_votes), *later = timings
+        assert DEFAULT_PHASE_DURATION <= first <= DEFAULT_PHASE_DURATION + 8
+        assert after_votes <= DEFAULT_PHASE_DURATION
+        # ...then it was no member: each later phase ended with its last member's vote,
+        # well before a deadline.
+        for _, _, _, seconds, after_last_vote in later:
+            assert after_last_vote == 0 and seconds < DEFAULT_PHASE_DURATION
+        assert all(e.args["trainerId"] != silent_id for e in votes)
+        # The others played both rounds.
         for index in range(3):
             lines = (tmp_path / "trainers" / f"{index:03d}" / "metrics.jsonl").read_text()
-            assert len(lines.splitlines()) == 2
+            assert [json.loads(line)["round"] for line in lines.splitlines()] == [0, 1]
     finally:
         net.stop()
+
+
+def _block_times(chain: ChainClient) -> dict[int, int]:
+    """Block number → timestamp, from the deployment to the head."""
+    return {
+        n: int(chain.w3.eth.get_block(n)["timestamp"])
+        for n in range(chain.deployment.deployment_block, chain.block_number() + 1)
+    }
 
 
 def test_peers_publishing_bad_weights_are_excluded(tmp_path):
@@ -204,15 +262,21 @@ def test_peers_publishing_bad_weights_are_excluded(tmp_path):
         )
         net.wait()
         # Assert
-        bad = {ChainClient(net.deployment, account_index=i + 1).address for i in (2, 3, 4)}
+        bad = {
+            chain.trainer_id(ChainClient(net.deployment, account_index=i + 1).address)
+            for i in (2, 3, 4)
+        }
         bad_updates = {
             e.args["updateId"]
             for e in _events(chain, "UpdateProposed")
-            if e.args["proposer"] in bad
+            if e.args["trainerId"] in bad
         }
-        honest = [e for e in _events(chain, "ModelAppended") if e.args["aggregator"] not in bad]
+        update_ids = {
+            e.args["modelId"]: e.args["updateIds"] for e in _events(chain, "ModelCreated")
+        }
+        honest = [e for e in _events(chain, "ModelAppended") if e.args["trainerId"] not in bad]
         assert len(bad_updates) == 6 and len(honest) >= 4
-        assert all(not bad_updates & set(e.args["updateIds"]) for e in honest)
+        assert all(not bad_updates & set(update_ids[e.args["modelId"]]) for e in honest)
         reasons = []
         for index in (0, 1):
             for line in (

@@ -6,12 +6,12 @@ import dataclasses
 import json
 
 import pytest
+from conftest import fake_cid
 from eth_account import Account
 from web3 import Web3
 
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
-from mcfl_chain.chain.gas import fake_cid
 from mcfl_chain.storage import LocalStorage, cid_for_bytes
 from mcfl_chain.worker.preflight import (
     STORAGE_PROBE,
@@ -200,25 +200,38 @@ def test_a_state_of_another_chain_is_set_aside_and_rebuilt(devnets, tmp_path, fi
     assert state.deployment_block_hash not in ("", "ab" * 32)
 
 
-def test_an_events_log_that_disagrees_with_the_chain_is_read_again(devnets, tmp_path):
+def test_an_events_log_that_disagrees_with_the_chain_is_read_again(devnets, tmp_path, caplog):
     # Prepare: a state file from before events were counted, whose log tells of a model
     # the chain never had.
     dep = devnets[0]
     chain = client(dep)
     state = _state_file(tmp_path, dep, last_block=chain.block_number(), events_recorded=None)
-    record = {
-        "event": "ModelAppended",
-        "block": dep.deployment_block + 1,
-        "tx": "0x",
-        "log": 0,
-        "model_id": "0x" + "11" * 32,
-        "parent": "0x" + "00" * 32,
-        "round": 0,
-        "update_ids": ["1"],
-        "popularity": 1,
-        "aggregator": chain.address,
-    }
-    state.events_path.write_text(json.dumps(record) + "\n")
+    where = {"block": dep.deployment_block + 1, "tx": "0x" + "22" * 32}
+    records = [
+        {
+            "event": "ModelCreated",
+            **where,
+            "log": 0,
+            "model_id": "0x" + "11" * 32,
+            "round": 0,
+            "trainer_id": 1,
+            "index": 1,
+            "parents": ["0x" + "00" * 32],
+            "update_ids": ["1"],
+            "aggregator": chain.address,
+            "weights_cid": None,
+        },
+        {
+            "event": "ModelAppended",
+            **where,
+            "log": 1,
+            "model_id": "0x" + "11" * 32,
+            "round": 0,
+            "trainer_id": 1,
+            "popularity": 1,
+        },
+    ]
+    state.events_path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
     # Execute
     again, dag = open_state(chain, tmp_path / "state")
@@ -226,6 +239,7 @@ def test_an_events_log_that_disagrees_with_the_chain_is_read_again(devnets, tmp_
     # Assert
     assert again.last_block == dep.deployment_block - 1 and len(dag.models) == 1
     assert len(list((tmp_path / "state").glob("events.jsonl.damaged-*"))) == 1
+    assert "tells of 2 models" in caplog.text
 
 
 def test_a_sound_state_is_kept(devnets, tmp_path):

@@ -1,39 +1,62 @@
-"""The round state machine against a scripted chain: budgets, races at deadlines,
-unusable parents, services gone, and what a waiting trainer says."""
+"""The round state machine against a scripted chain: two transactions per round,
+restarts, budgets, races at deadlines, unusable parents, services gone, network limits,
+and what a waiting trainer says."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 
-from mcfl_chain.chain.client import ChainEvent, Phase, TrainerStatus
-from mcfl_chain.chain.errors import ChainUnavailable
-from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
+from mcfl_chain.chain.client import (
+    AggregationArg,
+    ChainEvent,
+    Phase,
+    ProposalArg,
+    TrainerStatus,
+)
+from mcfl_chain.chain.errors import ChainUnavailable, ProtocolLimitError
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.dag.model_id import model_id, update_id
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.storage import LocalStorage, StorageUnavailable, cid_for_bytes
+from mcfl_chain.strategies import make_strategy
 from mcfl_chain.worker.rounds import Worker, WorkerHalted, WorkerOptions
 from mcfl_chain.worker.state import WorkerState
 
 ME = "0x00000000000000000000000000000000000000A1"
 PEER = "0x00000000000000000000000000000000000000B2"
 ARCH = "lenet5"
+TX = "0x" + "00" * 32
 
 
 def status(
     round_: int = 0,
     phase: Phase = Phase.PROPOSE,
     voted: bool = False,
-    deadline: int = 0,
+    deadline: int | None = None,
     votes: int = 0,
     quorum: int = 2,
 ) -> TrainerStatus:
-    return TrainerStatus(True, round_, phase, voted, deadline, votes, quorum)
+    if deadline is None:
+        deadline = int(time.time()) + 3600
+    return TrainerStatus(
+        started=True,
+        round=round_,
+        phase=phase,
+        voted=voted,
+        member=True,
+        deadline=deadline,
+        votes=votes,
+        quorum=quorum,
+        voters=votes,
+    )
 
 
 def voted(trainer_id: int, round_: int, phase: Phase, block: int = 1) -> ChainEvent:
@@ -41,40 +64,80 @@ def voted(trainer_id: int, round_: int, phase: Phase, block: int = 1) -> ChainEv
         "TrainerVoted",
         block,
         trainer_id,
-        "0x" + "00" * 32,
+        TX,
         {
             "round": round_,
-            "trainer": ME,
-            "phase": int(phase),
             "trainerId": trainer_id,
+            "phase": int(phase),
             "counted": True,
             "votes": 1,
+            "voters": 1,
         },
     )
 
 
-def proposed(proposer: str, round_: int, update_id: int = 7, block: int = 1) -> ChainEvent:
+def proposed(
+    trainer_id: int,
+    round_: int,
+    parent: bytes = ROOT_ID,
+    cid: str | None = None,
+    samples: int = 10,
+    block: int = 1,
+) -> ChainEvent:
     return ChainEvent(
         "UpdateProposed",
         block,
-        0,
-        "0x" + "00" * 32,
+        trainer_id,
+        TX,
         {
-            "proposer": proposer,
-            "parent": ROOT_ID,
-            "updateId": update_id,
+            "updateId": update_id(trainer_id, parent, round_),
+            "parent": parent,
+            "trainerId": trainer_id,
             "round": round_,
-            "cid": cid_for_bytes(b"update"),
-            "numSamples": 10,
+            "proposer": ME if trainer_id == 1 else PEER,
+            "cid": cid or cid_for_bytes(b"update"),
+            "numSamples": samples,
         },
     )
 
 
-class ScriptedChain:
-    """The few calls a worker makes, answered from a script; transactions are recorded.
+def created(
+    trainer_id: int, round_: int, parent: bytes, update_ids: Sequence[int], block: int = 2
+) -> list[ChainEvent]:
+    """ModelCreated then ModelAppended, as the chain logs a new model."""
+    new = model_id(parent, sorted(update_ids))
+    return [
+        ChainEvent(
+            "ModelCreated",
+            block,
+            0,
+            TX,
+            {
+                "round": round_,
+                "modelId": new,
+                "trainerId": trainer_id,
+                "index": 1,
+                "parents": (parent,),
+                "updateIds": tuple(sorted(update_ids)),
+                "aggregator": ME if trainer_id == 1 else PEER,
+                "weightsCid": None,
+            },
+        ),
+        ChainEvent(
+            "ModelAppended",
+            block,
+            1,
+            TX,
+            {"round": round_, "modelId": new, "trainerId": trainer_id, "popularity": 1},
+        ),
+    ]
 
-    ``statuses`` is called for every ``status()``; ``on_advance`` runs when a trainer
-    forces a phase forward (like a transaction being mined).
+
+class ScriptedChain:
+    """The calls a worker makes, answered from a script; transactions are recorded.
+
+    ``statuses`` is called for every ``status()``; ``on_end`` runs when a trainer ends a
+    phase after its deadline (like a transaction being mined).
     """
 
     def __init__(
@@ -82,14 +145,18 @@ class ScriptedChain:
         statuses: Callable[[], TrainerStatus],
         events: list[ChainEvent] | None = None,
         trainer_id: int = 1,
-        on_advance: Callable[[], None] | None = None,
+        on_end: Callable[[], None] | None = None,
+        max_samples: int = 1_000_000,
+        refuse: ChainUnavailable | ProtocolLimitError | None = None,
     ) -> None:
         self.address = ME
         self.deployment = SimpleNamespace(min_trainers=2)
         self.statuses = statuses
         self.chain_events = events or []
         self.id = trainer_id
-        self.on_advance = on_advance
+        self.on_end = on_end
+        self.cap = max_samples
+        self.refuse = refuse
         self.sent: list[tuple[Any, ...]] = []
 
     def is_registered(self) -> bool:
@@ -101,6 +168,12 @@ class ScriptedChain:
     def trainer_count(self) -> int:
         return 1
 
+    def max_samples(self) -> int:
+        return self.cap
+
+    def limits(self) -> SimpleNamespace:
+        return SimpleNamespace(max_proposals=16, max_aggregations=16)
+
     def status(self) -> TrainerStatus:
         return self.statuses()
 
@@ -110,40 +183,49 @@ class ScriptedChain:
     def events(self, from_block: int, to_block: int) -> list[ChainEvent]:
         return [e for e in self.chain_events if from_block <= e.block_number <= to_block]
 
-    def force_advance(self, phase: Phase) -> None:
-        self.sent.append(("advance", self.id, phase))
-        if self.on_advance is not None:
-            self.on_advance()
+    def end_phase(self, phase: Phase) -> None:
+        self.sent.append(("end", self.id, phase))
+        if self.on_end is not None:
+            self.on_end()
 
-    def propose(self, parent: bytes, cid: str, samples: int) -> int:
-        self.sent.append(("propose", parent, cid))
-        return 1
+    def submit_proposals(self, proposals: Sequence[ProposalArg]) -> dict[bytes, int]:
+        if proposals and self.refuse is not None:
+            raise self.refuse
+        self.sent.append(("submitProposals", tuple(proposals)))
+        return {p.parent: update_id(self.id, p.parent, 0) for p in proposals}
 
-    def finish_proposals(self) -> None:
-        self.sent.append(("finishProposals",))
-
-    def next_round(self) -> None:
-        self.sent.append(("nextRound",))
-
-    def aggregate(self, update_ids: list[int], cid: str) -> bytes:
-        self.sent.append(("aggregate", tuple(update_ids)))
-        return b"\x01" * 32
+    def submit_aggregations(self, aggregations: Sequence[AggregationArg]) -> list[bytes]:
+        if aggregations and self.refuse is not None:
+            raise self.refuse
+        self.sent.append(("submitAggregations", tuple(aggregations)))
+        return [
+            model_id(a.parents[0] if len(a.parents) == 1 else list(a.parents), list(a.update_ids))
+            for a in aggregations
+        ]
 
 
 def make_worker(
-    tmp_path, chain: ScriptedChain, storage: Any = None, genesis_cid: str | None = None, **options
+    tmp_path,
+    chain: ScriptedChain,
+    storage: Any = None,
+    genesis_cid: str | None = None,
+    data: Any = None,
+    strategy: Any = None,
+    **options,
 ) -> Worker:
     state = WorkerState.open(tmp_path / f"state-{chain.id}", ME, deployment_block=0)
     options.setdefault("poll_interval", 0.01)
-    return Worker(
+    worker = Worker(
         chain,  # type: ignore[arg-type]
         storage or LocalStorage(tmp_path / "blobs"),
-        SimpleNamespace(train_y=[0] * 10),  # type: ignore[arg-type]  # no training here
-        None,  # type: ignore[arg-type]  # strategy: nor select
+        data or SimpleNamespace(train_y=[0] * 10),  # no training here
+        strategy,
         WorkerOptions(arch=ARCH, **options),
         state,
         ModelDAG(genesis_cid=genesis_cid),
     )
+    worker.trainer_id = chain.id
+    return worker
 
 
 def run_briefly(worker: Worker, seconds: float) -> tuple[bool, list[BaseException]]:
@@ -165,12 +247,133 @@ def run_briefly(worker: Worker, seconds: float) -> tuple[bool, list[BaseExceptio
     return finished, errors
 
 
+def weights_blob(seed: int) -> bytes:
+    return encode_weights(ARCH, create_model(ARCH, seed=seed).state_dict())
+
+
+def test_data(n: int = 8) -> SimpleNamespace:
+    return SimpleNamespace(
+        train_y=torch.zeros(n, dtype=torch.int64),
+        test_x=torch.zeros(n, 1, 28, 28),
+        test_y=torch.zeros(n, dtype=torch.int64),
+    )
+
+
+# -- two transactions per round -----------------------------------------------------------
+
+
+def test_every_update_of_a_round_and_the_vote_go_in_one_transaction(tmp_path):
+    # Prepare: two parents chosen, both updates already stored (no training here).
+    other = b"\x07" * 32
+    chain = ScriptedChain(lambda: status())
+    worker = make_worker(tmp_path, chain)
+    worker.state.set_chosen(0, [ROOT_ID, other])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"u1"))
+    worker.state.set_uploaded(0, other, cid_for_bytes(b"u2"))
+
+    # Execute
+    worker._propose_phase(0)
+
+    # Assert: one submitProposals with both updates and the training-set size.
+    assert chain.sent == [
+        (
+            "submitProposals",
+            (
+                ProposalArg(parent=ROOT_ID, cid=cid_for_bytes(b"u1"), num_samples=10),
+                ProposalArg(parent=other, cid=cid_for_bytes(b"u2"), num_samples=10),
+            ),
+        )
+    ]
+
+
+def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_path):
+    # Prepare: round 1; this trainer (id 1) and a peer (id 2) proposed on the root and on
+    # model X of round 0, whose updates and weights are stored.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    x_updates = [proposed(i, 0, cid=storage.put(weights_blob(10 + i))) for i in (1, 2)]
+    x_ids = [e.args["updateId"] for e in x_updates]
+    x = model_id(ROOT_ID, sorted(x_ids))
+    events = [*x_updates, *created(2, 0, ROOT_ID, x_ids)]
+    for i, parent in ((1, ROOT_ID), (2, ROOT_ID), (1, x), (2, x)):
+        cid = storage.put(weights_blob(20 + i + (0 if parent == ROOT_ID else 5)))
+        events.append(proposed(i, 1, parent=parent, cid=cid, block=3))
+    chain = ScriptedChain(lambda: status(round_=1, phase=Phase.AGGREGATE), events)
+    worker = make_worker(tmp_path, chain, storage, genesis, test_data(), make_strategy("fedavg"))
+    worker.sync()
+
+    # Execute
+    worker._aggregate_phase(1)
+
+    # Assert: one submitAggregations, one aggregation per parent trained (ascending
+    # parents as the updates come), each of both updates, weights stored for new models.
+    ((name, aggregations),) = chain.sent
+    assert name == "submitAggregations"
+    assert sorted(a.parents for a in aggregations) == sorted([(ROOT_ID,), (x,)])
+    for a in aggregations:
+        (parent,) = a.parents
+        assert a.update_ids == tuple(sorted(update_id(i, parent, 1) for i in (1, 2)))
+        assert a.weights_cid is not None and storage.get(a.weights_cid)
+    # and one metrics line with both aggregations
+    assert worker.rounds_done == 1 and worker.state.reported == [1]
+
+
+def test_a_worker_whose_transaction_of_the_phase_was_mined_sends_nothing_again(tmp_path):
+    # Prepare: restarted in round 0's PROPOSE phase; the chain says it voted already
+    # (its proposals went in the same transaction).
+    chain = ScriptedChain(lambda: status(voted=True, votes=1))
+    worker = make_worker(tmp_path, chain, wait_log_interval=0)
+    worker.state.set_chosen(0, [ROOT_ID])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    finished, errors = run_briefly(worker, 1.0)
+
+    # Assert: it waits for the others instead of proposing again.
+    assert not finished and errors == []
+    assert chain.sent == []
+
+
+def test_a_proposal_list_over_a_network_limit_becomes_a_bare_vote(tmp_path, caplog):
+    # Prepare: the client refuses the list before sending it.
+    refusal = ProtocolLimitError(
+        "17 proposals in one call: the contracts take at most 16 (MAX_PROPOSALS)",
+        "MAX_PROPOSALS",
+    )
+    chain = ScriptedChain(lambda: status(), refuse=refusal)
+    worker = make_worker(tmp_path, chain)
+    worker.state.set_chosen(0, [ROOT_ID])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    worker._propose_phase(0)
+
+    # Assert: the others need not wait for the deadline; the log says why.
+    assert chain.sent == [("submitProposals", ())]
+    assert "MAX_PROPOSALS" in caplog.text and "voting without them" in caplog.text
+
+
+def test_the_declared_samples_stay_within_the_networks_cap(tmp_path, caplog):
+    # Prepare: 10 training samples, a network that weighs an update by at most 4.
+    chain = ScriptedChain(lambda: status(), max_samples=4)
+    worker = make_worker(tmp_path, chain)
+    worker.state.set_chosen(0, [ROOT_ID])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    worker._propose_phase(0)
+
+    # Assert
+    ((_, (proposal,)),) = chain.sent
+    assert proposal.num_samples == 4 and "maxSamples" in caplog.text
+
+
 # -- the round budget ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "evidence",
-    [proposed(ME, round_=0), voted(1, 0, Phase.AGGREGATE)],
+    [proposed(1, round_=0), voted(1, 0, Phase.AGGREGATE)],
     ids=["a proposal", "a counted vote"],
 )
 def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence):
@@ -204,7 +407,7 @@ def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path):
 # -- races at deadlines -------------------------------------------------------------------
 
 
-def test_a_proposal_is_not_sent_once_the_phase_moved_on(tmp_path):
+def test_a_proposal_is_not_sent_once_the_phase_moved_on(tmp_path, caplog):
     # Prepare: the update is already stored (no training); the phase is PROPOSE when the
     # worker starts the parent and AGGREGATE right before it would send the proposal.
     readings = iter([status(), status(phase=Phase.AGGREGATE)])
@@ -216,12 +419,13 @@ def test_a_proposal_is_not_sent_once_the_phase_moved_on(tmp_path):
     # Execute
     worker._propose_phase(0)
 
-    # Assert: neither the proposal nor the vote, which would both revert on chain.
+    # Assert: nothing sent (it would revert on chain), and the log says so.
     assert chain.sent == []
+    assert "not proposing them" in caplog.text
 
 
-def test_after_a_deadline_one_voter_advances_the_phase_not_all(tmp_path):
-    # Prepare: trainers 1 and 2 voted, the deadline has passed; a forced advance takes
+def test_after_a_deadline_one_voter_ends_the_phase_not_all(tmp_path):
+    # Prepare: trainers 1 and 2 voted, the deadline has passed; ending the phase takes
     # 0.3 s to be mined, then the network is in the AGGREGATE phase.
     deadline = int(time.time()) - 1
     network = {"phase": Phase.PROPOSE}
@@ -229,14 +433,14 @@ def test_after_a_deadline_one_voter_advances_the_phase_not_all(tmp_path):
     def reading() -> TrainerStatus:
         if network["phase"] is Phase.PROPOSE:
             return status(voted=True, deadline=deadline, votes=2, quorum=3)
-        return status(phase=Phase.AGGREGATE, voted=True, deadline=deadline + 600, quorum=3)
+        return status(phase=Phase.AGGREGATE, voted=True, deadline=deadline + 600, quorum=2)
 
     def mined() -> None:
         time.sleep(0.3)
         network["phase"] = Phase.AGGREGATE
 
     events = [voted(1, 0, Phase.PROPOSE), voted(2, 0, Phase.PROPOSE, block=2)]
-    chains = [ScriptedChain(reading, events, trainer_id=i, on_advance=mined) for i in (1, 2)]
+    chains = [ScriptedChain(reading, events, trainer_id=i, on_end=mined) for i in (1, 2)]
     workers = [make_worker(tmp_path, c, wait_log_interval=0) for c in chains]
 
     # Execute: both follow the chain at once for 2 s.
@@ -249,7 +453,72 @@ def test_after_a_deadline_one_voter_advances_the_phase_not_all(tmp_path):
         t.join(10)
 
     # Assert: one transaction ended the phase, sent by the voter with the smallest id.
-    assert [c.sent for c in chains] == [[("advance", 1, Phase.PROPOSE)], []]
+    assert [c.sent for c in chains] == [[("end", 1, Phase.PROPOSE)], []]
+
+
+def test_the_next_voter_ends_the_phase_when_the_first_does_not(tmp_path):
+    # Prepare: trainers 1 and 2 voted and the deadline has passed; trainer 1 is gone.
+    deadline = int(time.time()) - 1
+    network = {"phase": Phase.PROPOSE}
+
+    def reading() -> TrainerStatus:
+        if network["phase"] is Phase.PROPOSE:
+            return status(voted=True, deadline=deadline, votes=2, quorum=3)
+        return status(phase=Phase.AGGREGATE, voted=True, quorum=2)
+
+    def mined() -> None:
+        network["phase"] = Phase.AGGREGATE
+
+    events = [voted(1, 0, Phase.PROPOSE), voted(2, 0, Phase.PROPOSE, block=2)]
+    chain = ScriptedChain(reading, events, trainer_id=2, on_end=mined)
+    worker = make_worker(tmp_path, chain, wait_log_interval=0, advance_stagger=0.5)
+
+    # Execute
+    started = time.monotonic()
+    run_briefly(worker, 3.0)
+
+    # Assert: trainer 2 ended it, one grace and one stagger after the deadline.
+    assert chain.sent == [("end", 2, Phase.PROPOSE)]
+    assert time.monotonic() - started >= 1.5
+
+
+# -- restarts ------------------------------------------------------------------------------
+
+
+def test_a_worker_stopped_after_its_aggregations_were_mined_writes_the_rounds_metrics(
+    tmp_path,
+):
+    # Prepare: the chain holds this trainer's round-0 update, its aggregation and its
+    # AGGREGATE vote; its state has no metrics line for round 0 (it was killed first).
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    mine = proposed(1, 0, cid=storage.put(weights_blob(1)))
+    events = [
+        mine,
+        *created(1, 0, ROOT_ID, [mine.args["updateId"]]),
+        voted(1, 0, Phase.AGGREGATE, block=2),
+    ]
+    chain = ScriptedChain(lambda: status(round_=1, voted=True), events)
+    metrics = tmp_path / "metrics.jsonl"
+    worker = make_worker(
+        tmp_path,
+        chain,
+        storage,
+        genesis,
+        test_data(),
+        make_strategy("fedavg"),
+        metrics_path=metrics,
+        rounds=1,
+    )
+
+    # Execute
+    finished, errors = run_briefly(worker, 10.0)
+
+    # Assert: the round's line names the chain's model; nothing was sent.
+    assert finished and errors == [] and chain.sent == []
+    (line,) = metrics.read_text().splitlines()
+    assert '"round": 0' in line
+    assert model_id(ROOT_ID, [mine.args["updateId"]]).hex() in line
 
 
 # -- what cannot be used ------------------------------------------------------------------
@@ -258,17 +527,19 @@ def test_after_a_deadline_one_voter_advances_the_phase_not_all(tmp_path):
 def test_an_unusable_parent_does_not_stop_the_round(tmp_path, caplog):
     # Prepare: this trainer's update on a parent the DAG does not know (its events lost).
     storage = LocalStorage(tmp_path / "blobs")
-    cid = storage.put(encode_weights(ARCH, create_model(ARCH, seed=1).state_dict()))
-    chain = ScriptedChain(lambda: status(round_=1, phase=Phase.AGGREGATE))
-    worker = make_worker(tmp_path, chain, storage)
+    cid = storage.put(weights_blob(1))
     lost = b"\x09" * 32
-    worker.dag.add_update(UpdateRecord(7, ME, lost, 1, cid, 10))
+    chain = ScriptedChain(
+        lambda: status(round_=1, phase=Phase.AGGREGATE), [proposed(1, 1, parent=lost, cid=cid)]
+    )
+    worker = make_worker(tmp_path, chain, storage)
+    worker.sync()
 
     # Execute
     worker._aggregate_phase(1)
 
     # Assert: no aggregation on it, a logged reason, and the vote that lets others go on.
-    assert chain.sent == [("nextRound",)]
+    assert chain.sent == [("submitAggregations", ())]
     assert "cannot be had" in caplog.text and "not on chain" in caplog.text
 
 
@@ -281,7 +552,7 @@ def test_a_round_without_a_proposal_is_not_counted_as_played(tmp_path):
     worker._aggregate_phase(0)
 
     # Assert: it still votes (others must not wait), but played nothing.
-    assert chain.sent == [("nextRound",)]
+    assert chain.sent == [("submitAggregations", ())]
     assert worker.rounds_done == 0
 
 
@@ -329,23 +600,26 @@ def test_a_chain_gone_stops_the_worker_with_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "deadline, expected",
-    [(0, "no phase deadline"), (int(time.time()) + 3600, "the phase deadline passes in")],
+    "offset, expected",
+    [(3600, "the phase deadline passes in"), (-5, "the phase deadline passed")],
+    ids=["before the deadline", "after it"],
 )
-def test_a_waiting_trainer_says_whom_it_waits_for(tmp_path, caplog, deadline, expected):
-    # Prepare: trainer 1 voted in round 2's PROPOSE phase; trainers 2 and 3 did not.
+def test_a_waiting_trainer_says_whom_it_waits_for(tmp_path, caplog, offset, expected):
+    # Prepare: trainers 1, 2 and 4 voted in round 1's AGGREGATE phase (the members of
+    # round 2's PROPOSE phase); trainer 1 voted in round 2's PROPOSE phase, 2 and 4 not.
+    deadline = int(time.time()) + offset
     chain = ScriptedChain(
         lambda: status(round_=2, voted=True, votes=1, quorum=3, deadline=deadline),
-        [voted(1, 2, Phase.PROPOSE)],
+        [*(voted(i, 1, Phase.AGGREGATE) for i in (1, 2, 4)), voted(1, 2, Phase.PROPOSE, 2)],
     )
-    worker = make_worker(tmp_path, chain, wait_log_interval=0.2)
+    worker = make_worker(tmp_path, chain, wait_log_interval=0.2, advance_grace=60)
 
     # Execute
     with caplog.at_level("INFO", logger="mcfl_chain.worker"):
         run_briefly(worker, 0.9)
 
-    # Assert: a few lines, each naming the missing trainers and how the wait ends.
+    # Assert: a few lines, each naming the missing members and how the wait ends.
     lines = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
     assert 2 <= len(lines) <= 5
-    assert all("round 2 propose" in m and "trainer(s) 2, 3 (1 of 3 votes)" in m for m in lines)
+    assert all("round 2 propose" in m and "trainer(s) 2, 4 (1 of 3 votes)" in m for m in lines)
     assert all(expected in m for m in lines)
