@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -16,7 +16,7 @@ from web3.exceptions import (
     TransactionNotFound,
     Web3RPCError,
 )
-from web3.types import TxReceipt
+from web3.types import TxParams, TxReceipt
 
 from mcfl_chain.chain.errors import AccountUnfunded, ChainError
 
@@ -105,7 +105,7 @@ class Transactor:
                     # trainer's transaction mined first can put this one on a costlier path
                     # (the registration that opens round 0, the vote that ends a phase).
                     # Unused gas is refunded, so the margin costs nothing.
-                    tx["gas"] = int(self.w3.eth.estimate_gas(tx) * 1.3) + 150_000
+                    tx["gas"] = int(self.w3.eth.estimate_gas(cast(TxParams, tx)) * 1.3) + 150_000
             except (ContractLogicError, ContractCustomError, Web3RPCError, ValueError) as exc:
                 self._check_funded(exc, description)
                 reason = revert_reason(exc)
@@ -113,7 +113,7 @@ class Transactor:
                     f"{description} from {self.address} was refused: {reason or exc}", reason
                 ) from exc
             if self._nonce is None:
-                self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
+                self._nonce = self.w3.eth.get_transaction_count(self.account.address, "pending")
             tx["nonce"] = self._nonce
             if "maxFeePerGas" not in tx and "gasPrice" not in tx:
                 tx["maxPriorityFeePerGas"] = 1
@@ -191,7 +191,7 @@ class Transactor:
     def _replay_reason(self, tx: dict[str, Any], block: int) -> str | None:
         call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
         try:
-            self.w3.eth.call(call, block - 1)
+            self.w3.eth.call(cast(TxParams, call), block - 1)
         except Exception as exc:  # any failure here only serves to explain the revert
             return revert_reason(exc)
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from eth_account.signers.local import LocalAccount
@@ -152,7 +152,8 @@ class ChainClient:
 
     def _contract(self, name: str) -> Any:
         return self.w3.eth.contract(
-            address=self.deployment.addresses[name], abi=self.deployment.abis[name]
+            address=Web3.to_checksum_address(self.deployment.addresses[name]),
+            abi=self.deployment.abis[name],
         )
 
     @property
@@ -384,7 +385,9 @@ class ChainClient:
 
     # -- events --------------------------------------------------------------------
 
-    def events(self, from_block: int, to_block: int | str = "latest") -> list[ChainEvent]:
+    def events(
+        self, from_block: int, to_block: int | Literal["latest"] = "latest"
+    ) -> list[ChainEvent]:
         """Decoded protocol events in ``[from_block, to_block]``, ordered by (block, log index).
 
         UpdateProposed, ModelAppended, PhaseChanged, NewRound and TrainerVoted; ERC-721
@@ -395,8 +398,8 @@ class ChainClient:
                 "fromBlock": from_block,
                 "toBlock": to_block,
                 "address": [
-                    self.deployment.addresses["Models"],
-                    self.deployment.addresses["Updates"],
+                    Web3.to_checksum_address(self.deployment.addresses["Models"]),
+                    Web3.to_checksum_address(self.deployment.addresses["Updates"]),
                 ],
             }
         )

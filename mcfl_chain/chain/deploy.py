@@ -68,7 +68,9 @@ def deploy_network(
         ("Trainers", trainers, "setModels", models),
         ("Models", models, "setUpdates", updates),
     ):
-        contract = w3.eth.contract(address=address, abi=artifacts[name].abi)
+        contract = w3.eth.contract(
+            address=Web3.to_checksum_address(address), abi=artifacts[name].abi
+        )
         call = getattr(contract.functions, setter)(target)
         sender.send(f"{name}.{setter}", {"to": address, "data": call._encode_transaction_data()})
     return Deployment(

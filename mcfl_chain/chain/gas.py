@@ -7,14 +7,16 @@ intrinsic transaction cost), which still includes the calldata cost.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from multiformats import CID, multihash
 from web3 import Web3
+from web3.types import RPCEndpoint
 
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deploy import deploy_network
@@ -69,17 +71,19 @@ def _funded_accounts(w3: Web3, count: int, salt: str) -> list[LocalAccount]:
     # accounts would dominate the run time.
     accounts = [Account.from_key(keccak(text=f"mcfl-gas-{salt}-{i}")) for i in range(count)]
     for account in accounts:
-        w3.provider.make_request("anvil_setBalance", [account.address, hex(10**21)])
+        w3.provider.make_request(RPCEndpoint("anvil_setBalance"), [account.address, hex(10**21)])
     return accounts
 
 
-def _gas(receipt: dict) -> int:
+def _gas(receipt: Mapping[str, Any]) -> int:
     return int(receipt["gasUsed"]) - BASE_GAS
 
 
 def _last_gas(client: ChainClient) -> int:
     block = client.w3.eth.get_block("latest", full_transactions=True)
-    (tx,) = [t for t in block["transactions"] if t["from"] == client.address]
+    # web3 types a block's transactions as hashes or dicts; full_transactions gives dicts.
+    txs = cast(list[Mapping[str, Any]], block["transactions"])
+    (tx,) = [t for t in txs if t["from"] == client.address]
     return _gas(client.w3.eth.get_transaction_receipt(tx["hash"]))
 
 
