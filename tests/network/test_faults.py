@@ -3,8 +3,9 @@ the wrong network, setup mistakes, and deadlines.
 
 Each test runs `mcfl-chain worker` processes on real Anvil chains (and js-ipfs where
 storage is the point) with scikit-learn's digits, and checks what the chain recorded
-and what each worker said. Options new to the worker are passed through MCFL_*
-environment variables where the point is what the worker does with them.
+and what each worker said. Options are added to a worker's command line (the last
+occurrence of a flag wins); MCFL_* variables only set options the simulator leaves
+unset (it writes every option that has a value, so that the command alone decides).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 from rich.console import Console
 
 from mcfl_chain._utils.process import free_port
-from mcfl_chain.chain.client import ChainClient
-from mcfl_chain.chain.devnet import start_devnet, stop_devnet
+from mcfl_chain.chain.client import ChainClient, Phase
+from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION, start_devnet, stop_devnet
 from mcfl_chain.simulation.runner import Network
 from mcfl_chain.storage import LocalStorage, cid_for_bytes
 from mcfl_chain.storage.daemon import stop_ipfs
@@ -78,8 +79,9 @@ def test_a_worker_whose_events_log_was_cut_short_reads_the_chain_again(tmp_path)
         # Assert: the network finished, the victim aggregated its round-1 update (which
         # the cut log had lost) without a refused transaction, and the log is kept aside.
         assert chain.round_state()[1] == 3
+        victim_id = chain.trainer_id(victim)
         assert any(
-            e.args["aggregator"] == victim and e.args["round"] == 1
+            e.args["trainerId"] == victim_id and e.args["round"] == 1
             for e in _events(chain, "ModelAppended")
         )
         text = log_of(tmp_path, 1)
@@ -126,25 +128,43 @@ def test_a_worker_whose_state_was_damaged_rebuilds_it_and_stops_with_the_network
 
 
 def test_a_late_joiner_given_the_last_round_stops_with_the_network(tmp_path, monkeypatch):
-    # Prepare: two trainers start a 3-round network; a third trainer registers during
-    # round 0 (so rounds 1 and 2 wait for it) and its worker comes up in round 1.
-    net = Network(small(), tmp_path, Console(quiet=True))
-    net.start(min_trainers=2)
+    # Prepare: two workers and a hand-driven trainer H open a 3-round network with the
+    # devnet's 30 s deadline. H votes (bare) in both phases of round 0, so it is a
+    # member of round 1's PROPOSE phase, where it stays silent: that phase lasts until
+    # its deadline, long enough for a third trainer, registered during round 0, to
+    # bring its worker up in round 1 whatever the machine's load.
+    net = Network(small(phase_duration=DEFAULT_PHASE_DURATION), tmp_path, Console(quiet=True))
+    net.start(min_trainers=3)
     try:
         chain = ChainClient.read_only(net.deployment)
+        hand = ChainClient(net.deployment, account_index=4)
         net.procs = [net.spawn(0), net.spawn(1)]
-        _wait_for(lambda: chain.round_state()[0], what="round 0")
-        ChainClient(net.deployment, account_index=3).register()
-        # Execute: told the network ends with round 2 (its own --rounds 3 would run on
-        # to round 3, which nobody else plays).
+        hand.register()
+        _wait_for(lambda: chain.status().started, what="round 0")
+        hand.submit_proposals([])
+        joiner_id = ChainClient(net.deployment, account_index=3).register()
+        _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 0 aggregate")
+        hand.submit_aggregations([])
+        _wait_for(lambda: chain.status().round >= 1, what="round 1")
+        # Execute: told the network ends with round 2 (its own --rounds 3, counted from
+        # round 1, would run on to round 3, which nobody else plays).
         monkeypatch.setenv("MCFL_LAST_ROUND", "2")
         net.procs.append(net.spawn(2))
         net.wait()
         # Assert: all three exited 0 after round 2, the joiner having played rounds 1, 2.
-        assert chain.round_state()[1] == 3
+        assert chain.status().round == 3
         assert [p.returncode for p in net.procs] == [0, 0, 0]
         joiner = address_of(net, 2)
+        assert not proposed_in(chain, joiner, 0)
         assert proposed_in(chain, joiner, 1) and proposed_in(chain, joiner, 2)
+        # Its first vote was recorded but not counted (round 1's quorum was round 0's
+        # voters); from the next phase on, it was a member.
+        counted = [
+            (e.args["round"], e.args["phase"], e.args["counted"])
+            for e in _events(chain, "TrainerVoted")
+            if e.args["trainerId"] == joiner_id
+        ]
+        assert counted == [(1, 0, False), (1, 1, True), (2, 0, True), (2, 1, True)]
     finally:
         net.stop()
 
@@ -164,14 +184,13 @@ def assert_one_line_exit(net: Network, index: int, service: str, timeout: float 
     return text
 
 
-def test_workers_stop_with_one_line_when_the_chain_node_is_gone(tmp_path, monkeypatch):
+def test_workers_stop_with_one_line_when_the_chain_node_is_gone(tmp_path):
     # Prepare
-    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "4")
     net = Network(small(n_trainers=2, rounds=6), tmp_path, Console(quiet=True))
     net.start()
     try:
         chain = ChainClient.read_only(net.deployment)
-        net.spawn_workers()
+        net.spawn_workers({i: ["--give-up-after", "4"] for i in (0, 1)})
         _wait_for(lambda: chain.round_state()[1] >= 1, what="round 1")
         # Execute: the node goes away for good.
         stop_devnet(tmp_path / "devnet")
@@ -184,14 +203,13 @@ def test_workers_stop_with_one_line_when_the_chain_node_is_gone(tmp_path, monkey
         net.stop()
 
 
-def test_workers_stop_with_one_line_when_the_ipfs_node_is_gone(tmp_path, monkeypatch):
+def test_workers_stop_with_one_line_when_the_ipfs_node_is_gone(tmp_path):
     # Prepare
-    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "4")
     net = Network(small(n_trainers=2, rounds=6, storage="ipfs"), tmp_path, Console(quiet=True))
     net.start()
     try:
         chain = ChainClient.read_only(net.deployment)
-        net.spawn_workers()
+        net.spawn_workers({i: ["--give-up-after", "4"] for i in (0, 1)})
         _wait_for(lambda: chain.round_state()[1] >= 1, what="round 1")
         # Execute
         stop_ipfs(tmp_path / "ipfs")
@@ -203,17 +221,14 @@ def test_workers_stop_with_one_line_when_the_ipfs_node_is_gone(tmp_path, monkeyp
         net.stop()
 
 
-def test_a_worker_started_with_its_ipfs_node_down_plays_nothing_and_exits_non_zero(
-    tmp_path, monkeypatch
-):
+def test_a_worker_started_with_its_ipfs_node_down_plays_nothing_and_exits_non_zero(tmp_path):
     # Prepare: a two-trainer network whose second worker points at a dead IPFS node.
-    monkeypatch.setenv("MCFL_GIVE_UP_AFTER", "2")
     net = Network(small(n_trainers=2, rounds=1), tmp_path, Console(quiet=True))
     net.start()
     try:
         dead = f"ipfs:/ip4/127.0.0.1/tcp/{free_port()}"
         # Execute
-        net.procs = [net.spawn(0), net.spawn(1, ["--storage", dead])]
+        net.procs = [net.spawn(0), net.spawn(1, ["--storage", dead, "--give-up-after", "2"])]
         # Assert: it says the storage cannot be reached, and plays no round.
         text = assert_one_line_exit(net, 1, "storage")
         assert "cannot connect to the IPFS node" in text
@@ -236,12 +251,12 @@ def network(tmp_path_factory):
 
 def run_worker(net: Network, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Trainer 0's command with ``args`` added (``--key`` replaces ``--account-index``)."""
-    command = net.worker_command(0, 1.0)
+    command = net.worker_command(0)
     if "--key" in args:
         at = command.index("--account-index")
         del command[at : at + 2]
-    command += args
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "MCFL_GIVE_UP_AFTER": "2"}
+    command += ["--give-up-after", "2", *args]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -330,23 +345,25 @@ def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
 # -- deadlines -----------------------------------------------------------------------------
 
 
-def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_whom(
-    tmp_path, monkeypatch
-):
-    # Prepare: 3 workers and a registered trainer that never acts, so every phase ends
-    # by its deadline; trainer 2 trains so long that its proposals come after it.
-    monkeypatch.setenv("MCFL_WAIT_LOG_INTERVAL", "1")
-    net = Network(small(rounds=1, phase_duration=4), tmp_path, Console(quiet=True))
+def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_whom(tmp_path):
+    # Prepare: 3 workers and a registered trainer that never acts, so round 0's first
+    # phase ends by its deadline (8 s); trainer 2 trains so long (200 epochs) that its
+    # proposals are ready only after it.
+    net = Network(small(rounds=1, phase_duration=8), tmp_path, Console(quiet=True))
     net.start(min_trainers=4)
     try:
         silent = ChainClient(net.deployment, account_index=4)
         silent.register()
         chain = ChainClient.read_only(net.deployment)
         # Execute
-        net.spawn_workers({2: ["--epochs", "60"]})
+        talk = ["--wait-log-interval", "1"]
+        net.spawn_workers({0: talk, 1: talk, 2: [*talk, "--epochs", "200"]})
         net.wait()
-        # Assert: the round ended by its deadlines, and not one transaction reverted.
+        # Assert: the round ended (its first phase by the deadline, without trainer 2's
+        # proposals), and not one transaction reverted.
         assert chain.round_state()[1] == 1
+        first_phase = [e for e in _events(chain, "TrainerVoted") if e.args["phase"] == 0]
+        assert len(first_phase) == 2 and first_phase[-1].args["votes"] == 2
         w3 = chain.w3
         reverted = [
             tx.hex()
@@ -355,7 +372,7 @@ def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_wh
             if w3.eth.get_transaction_receipt(tx)["status"] != 1
         ]
         assert reverted == []
-        assert "not proposing it" in log_of(tmp_path, 2)
+        assert "not proposing them" in log_of(tmp_path, 2)
         # The waiting trainers said whom they waited for, and that a deadline ends it.
         waits = [line for line in log_of(tmp_path, 0).splitlines() if "waited" in line]
         silent_id = str(silent.trainer_id())
