@@ -1,4 +1,5 @@
-"""Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``."""
+"""Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``,
+``FakeClock``."""
 
 from hypothesis import HealthCheck, settings
 
@@ -19,3 +20,22 @@ def fake_cid(label: str) -> str:
     Import it with ``from conftest import fake_cid`` (``tests/`` is on ``sys.path``).
     """
     return cid_for_bytes(label.encode())
+
+
+class FakeClock:
+    """Time that moves only when the code under test sleeps (retry and backoff tests).
+
+    Call it for the time; pass ``sleep`` as the sleep function; ``waits`` lists the pauses.
+    Import it with ``from conftest import FakeClock``.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import requests
+from conftest import FakeClock
 from eth_account import Account
 from web3 import Web3
 
@@ -14,21 +15,6 @@ from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain._rpc import PatientHTTPProvider
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.errors import AccountUnfunded, ChainUnavailable
-
-
-class FakeClock:
-    """Time that moves only when the provider sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 def test_a_node_gone_is_retried_for_a_bounded_time_then_named_in_one_line(caplog):

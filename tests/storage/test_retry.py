@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import FakeClock
 
 from mcfl_chain.storage import (
     BlobNotFound,
@@ -84,21 +85,6 @@ def test_jitter_stays_within_its_fraction() -> None:
 def test_invalid_policies_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
-
-
-class FakeClock:
-    """Time that moves only when the retry sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 def test_a_service_gone_is_retried_for_a_bounded_time_and_each_retry_is_logged(caplog) -> None:
