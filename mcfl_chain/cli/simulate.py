@@ -12,8 +12,11 @@ import click
 from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
+from mcfl_chain.strategies import STRATEGIES
+from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS
 
 
 def load_config(path: Path, overrides: dict[str, Any]) -> SimulationConfig:
@@ -96,9 +99,28 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option("--model", "arch", help="lenet5, lenet-light or lenet-cae.  [default: lenet5]")
 @click.option(
     "--strategy",
-    type=click.Choice(["mcfl", "fedavg"]),
-    help="MCFL or the decentralized FedAvg baseline.  [default: mcfl]",
+    type=click.Choice(sorted(STRATEGIES)),
+    help="mcfl (the paper, as its authors ran it), fedavg (the decentralized baseline), "
+    "local (no collaboration) or ifca (k models, lowest loss).  [default: mcfl]",
 )
+@click.option(
+    "--start",
+    type=click.Choice(STARTS),
+    help="MCFL's first round: a branch per trainer (own) or everybody on the root "
+    "(shared).  [default: own]",
+)
+@click.option(
+    "--aggregate-on",
+    type=click.Choice(AGGREGATE_ON),
+    help="MCFL: aggregate on the best-ranked trained model only, or on all.  [default: best]",
+)
+@click.option(
+    "--selection",
+    type=click.Choice(SELECTION_RULES),
+    help="MCFL Algorithm 1's count: percentile (authors' code), ceil or floor of sqrt(n).  "
+    "[default: percentile]",
+)
+@click.option("--clusters", type=click.IntRange(min=1), help="IFCA's k.  [default: 3]")
 @click.option(
     "--tolerance",
     help="Update-selection tolerance for every trainer, or 'mixed' "

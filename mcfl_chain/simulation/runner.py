@@ -65,6 +65,14 @@ class SimulationConfig:
     tolerance: float | str = 1.0
     """A number for everyone, or "mixed" (1, 2, 3 in turn, paper §5.3)."""
     divergence: str = "l2"
+    start: str = "own"
+    """MCFL's first round: own (a branch per trainer) or shared (everybody on the root)."""
+    aggregate_on: str = "best"
+    """MCFL: aggregate on the best-ranked trained model only, or on all."""
+    selection: str = "percentile"
+    """MCFL Algorithm 1's count rule: percentile, ceil or floor."""
+    clusters: int = 3
+    """IFCA's number of models."""
     seed: int = 0
     storage: str = "local"
     """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
@@ -135,6 +143,10 @@ class SimulationConfig:
             strategy=self.strategy,
             tolerance=self.tolerances()[index],
             divergence=self.divergence,
+            start=self.start,
+            aggregate_on=self.aggregate_on,
+            selection=self.selection,
+            clusters=self.clusters,
             epochs=self.epochs,
             batch_size=self.batch_size,
             lr=self.lr,

@@ -1,23 +1,42 @@
 """Trainer strategies: one module per strategy behind :class:`~.base.Strategy`.
 
-- ``mcfl``    MultiConfederated Learning (Algorithms 1 and 2), L2 or cosine divergence
+- ``mcfl``    MultiConfederated Learning (Algorithms 1 and 2) as its authors ran it, with
+              the earlier readings as options (own/shared start, aggregate on best/all,
+              percentile/ceil/floor selection)
 - ``fedavg``  the decentralized FedAvg baseline: most popular model, accept every update
+- ``local``   local training alone, on the same chain (the lower bracket)
+- ``ifca``    IFCA (Ghosh et al. 2020): k models, each trainer trains its lowest-loss one
 
 ``make_strategy(name, **options)`` builds one by name.
 """
 
-from mcfl_chain.strategies import fedavg, mcfl
-from mcfl_chain.strategies.base import STRATEGIES, Candidate, Strategy, make_strategy
+from mcfl_chain.strategies import fedavg, ifca, local, mcfl
+from mcfl_chain.strategies.base import (
+    STRATEGIES,
+    Candidate,
+    Strategy,
+    StrategyContext,
+    make_strategy,
+    own_branch_seed,
+)
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
+from mcfl_chain.strategies.ifca import IFCAStrategy
+from mcfl_chain.strategies.local import LocalStrategy
 from mcfl_chain.strategies.mcfl import MCFLStrategy
 
 __all__ = [
     "STRATEGIES",
     "Candidate",
     "FedAvgStrategy",
+    "IFCAStrategy",
+    "LocalStrategy",
     "MCFLStrategy",
     "Strategy",
+    "StrategyContext",
     "fedavg",
+    "ifca",
+    "local",
     "make_strategy",
     "mcfl",
+    "own_branch_seed",
 ]

@@ -1,9 +1,13 @@
 """The small interface every trainer strategy implements, and the strategy registry.
 
-A strategy is a trainer's pair of rules for one round: which candidate models to train
-(step 1 of a round) and which proposed updates to aggregate with its own (step 3).
-Adding a strategy means adding a module that subclasses :class:`Strategy` and decorates
-it with :func:`register_strategy`.
+A strategy is a trainer's rules for one round: which candidate models to train (step 1
+of a round), on which of them to aggregate, and which proposed updates to aggregate with
+its own (step 3); and, for the network's first round, where training starts (the shared
+root, or weights of the trainer's own). Adding a strategy means adding a module that
+subclasses :class:`Strategy` and decorates it with :func:`register_strategy`.
+
+Strategies see weights only as opaque state dicts and flattened vectors: they build
+nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
 """
 
 from __future__ import annotations
@@ -30,18 +34,74 @@ class Candidate(Generic[K]):
     metric : float
         Its selection metric on the trainer's test split (higher is better).
     popularity : int
-        How many times aggregators submitted it.
+        How many trainers' aggregations produced it.
+    loss : float
+        Its loss on the same split (lower is better; NaN when not measured).
+    mine : bool
+        Whether this trainer's own aggregation produced it.
     """
 
     key: K
     metric: float
     popularity: int
+    loss: float = float("nan")
+    mine: bool = False
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """What the worker tells its strategy once, before the first round.
+
+    Attributes
+    ----------
+    trainer_id : int
+        The trainer's id on chain.
+    seed : int
+        A seed common to the network (derived from the root's CID), from which every
+        strategy-specific initialisation is derived, so that anybody can rebuild it.
+    initial_weights : Callable[[int], Any]
+        ``seed → state dict`` of a freshly initialised model of the network's
+        architecture (deterministic: the same seed gives the same bits everywhere).
+    validation_loss : Callable[[Any], float]
+        ``state dict → loss`` on the trainer's selection split.
+    """
+
+    trainer_id: int
+    seed: int
+    initial_weights: Callable[[int], Any]
+    validation_loss: Callable[[Any], float]
+
+
+def own_branch_seed(seed: int, trainer_id: int) -> int:
+    """The initialisation seed of trainer ``trainer_id``'s own branch in a network
+    seeded ``seed`` (:attr:`StrategyContext.seed`)."""
+    return (seed * 1_000_003 + 2 * trainer_id + 1) % 2**63
 
 
 class Strategy(ABC):
     """A trainer's rules for choosing models to train and updates to aggregate."""
 
     name: str = ""
+    context: StrategyContext | None = None
+
+    def bind(self, context: StrategyContext) -> None:
+        """Receive the trainer's context (the worker calls this once, before any round)."""
+        self.context = context
+
+    def _context(self) -> StrategyContext:
+        if self.context is None:
+            raise RuntimeError(f"{type(self).__name__}: bind() a StrategyContext first")
+        return self.context
+
+    def starting_weights(self) -> Any | None:
+        """Weights to train from when the candidate is the root (the network's first
+        round): None trains the root's own weights, the shared start."""
+        return None
+
+    def aggregate_on(self, trained: Sequence[K]) -> list[K]:
+        """Of the parents trained this round (best-ranked first), those to aggregate
+        on. Default: every one."""
+        return list(trained)
 
     @abstractmethod
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
@@ -53,6 +113,8 @@ class Strategy(ABC):
         own: K,
         vectors: Mapping[K, np.ndarray],
         parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
     ) -> list[K]:
         """Keys of the updates to aggregate (own included), sorted ascending.
 
@@ -65,6 +127,9 @@ class Strategy(ABC):
             (:func:`~mcfl_chain.algorithms.divergence.flatten_state`).
         parent : numpy.ndarray, optional
             The parent model's flattened weights, for rules that compare update deltas.
+        first_round : bool
+            Whether the parent is the root (updates may then start from other weights
+            than the parent's: :meth:`starting_weights`).
         """
 
 

@@ -28,7 +28,12 @@ class FedAvgStrategy(Strategy):
         return [best.key]
 
     def choose_updates(
-        self, own: K, vectors: Mapping[K, np.ndarray], parent: np.ndarray | None = None
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
     ) -> list[K]:
         """Every update, sorted ascending."""
         if own not in vectors:

@@ -1,18 +1,52 @@
-"""The MCFL strategy (paper §4): Algorithm 1 to choose models, Algorithm 2 to choose updates."""
+"""The MCFL strategy (paper §4): Algorithm 1 to choose models, Algorithm 2 to choose updates.
+
+The defaults are MCFL as its authors ran it; three options bring back earlier readings
+of the paper, kept for ablation (docs/RESULTS.md, "Ablation"):
+
+``start``
+    ``"own"`` (default): in the network's first round every trainer trains a model of
+    its own initialisation and aggregates only its own update, so the DAG starts with
+    one branch per trainer that Algorithm 1's popularity bonus then merges. Thesis
+    §5.3.1: "chaque nœud commence dans sa propre branche"; the authors' code
+    (Mick00/dml, ``src/daeclust/state/start_training.py``) builds a fresh model per
+    trainer in round 0, and their cluster-count plots start at 38 models for 38
+    trainers. ``"shared"``: everybody trains the root and runs Algorithm 2 on it.
+``aggregate_on``
+    ``"best"`` (default): aggregate only on the best-ranked model trained this round;
+    the other updates are proposed for the peers who aggregate there. Algorithm 2 has a
+    single ``myUpdate``, thesis §3.1 "publie **sa** sélection", and the authors'
+    ``WDUpdateSelector`` aggregates on ``get_current_cluster`` only. Popularity is then
+    the number of trainers whose aggregation produced a model. ``"all"``: aggregate on
+    every trained model (paper §4.3, "contribute to multiple models simultaneously").
+``selection``
+    How many ranked models to train: ``"percentile"`` (default, the authors'
+    ``select_cluster.py``), ``"ceil"`` (⌈√n⌉) or ``"floor"`` (the pseudo-code's
+    ``ranked[0:sqrt(n)]``); see :mod:`mcfl_chain.algorithms.model_selection`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from mcfl_chain.algorithms.divergence import cosine_distance, weight_divergence
-from mcfl_chain.algorithms.model_selection import select_best_models
+from mcfl_chain.algorithms.model_selection import SELECTION_RULES, SelectionRule, select_best_models
 from mcfl_chain.algorithms.update_selection import select_updates
-from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
+from mcfl_chain.strategies.base import (
+    Candidate,
+    K,
+    Strategy,
+    own_branch_seed,
+    register_strategy,
+)
 
 DivergenceName = Literal["l2", "cosine"]
+StartName = Literal["own", "shared"]
+AggregateOn = Literal["best", "all"]
+STARTS: tuple[StartName, ...] = ("own", "shared")
+AGGREGATE_ON: tuple[AggregateOn, ...] = ("best", "all")
 
 
 @register_strategy("mcfl")
@@ -27,27 +61,74 @@ class MCFLStrategy(Strategy):
         ``"l2"``: relative L2 weight divergence between the updates' weights (paper
         Eq. 2). ``"cosine"``: cosine distance between the update deltas (update − parent)
         when the parent is given, else between the weights (thesis §7.3).
+    start : {"own", "shared"}, default "own"
+        Where the first round's training starts (module docstring).
+    aggregate_on : {"best", "all"}, default "best"
+        Which trained models a trainer aggregates on (module docstring).
+    selection : {"percentile", "ceil", "floor"}, default "percentile"
+        How many of the ranked models to train (module docstring).
     """
 
-    def __init__(self, tolerance: float = 2.0, divergence: DivergenceName = "l2") -> None:
+    def __init__(
+        self,
+        tolerance: float = 2.0,
+        divergence: DivergenceName = "l2",
+        start: StartName = "own",
+        aggregate_on: AggregateOn = "best",
+        selection: SelectionRule = "percentile",
+    ) -> None:
         if divergence not in ("l2", "cosine"):
             raise ValueError(f"divergence must be 'l2' or 'cosine', got {divergence!r}")
         if not tolerance >= 0:
             raise ValueError(f"tolerance must be >= 0 standard deviations, got {tolerance}")
+        if start not in STARTS:
+            raise ValueError(f"start must be one of {STARTS}, got {start!r}")
+        if aggregate_on not in AGGREGATE_ON:
+            raise ValueError(f"aggregate_on must be one of {AGGREGATE_ON}, got {aggregate_on!r}")
+        if selection not in SELECTION_RULES:
+            raise ValueError(f"selection must be one of {SELECTION_RULES}, got {selection!r}")
         self.tolerance = float(tolerance)
         self.divergence = divergence
+        self.start = start
+        self.aggregate_on_rule = aggregate_on
+        self.selection = selection
 
     def __repr__(self) -> str:
-        return f"MCFLStrategy(tolerance={self.tolerance}, divergence={self.divergence!r})"
+        return (
+            f"MCFLStrategy(tolerance={self.tolerance}, divergence={self.divergence!r}, "
+            f"start={self.start!r}, aggregate_on={self.aggregate_on_rule!r}, "
+            f"selection={self.selection!r})"
+        )
+
+    def starting_weights(self) -> Any | None:
+        if self.start == "shared":
+            return None
+        context = self._context()
+        return context.initial_weights(own_branch_seed(context.seed, context.trainer_id))
+
+    def aggregate_on(self, trained: Sequence[K]) -> list[K]:
+        return list(trained[:1]) if self.aggregate_on_rule == "best" else list(trained)
 
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
         return select_best_models(
-            {c.key: c.metric for c in candidates}, {c.key: c.popularity for c in candidates}
+            {c.key: c.metric for c in candidates},
+            {c.key: c.popularity for c in candidates},
+            rule=self.selection,
         )
 
     def choose_updates(
-        self, own: K, vectors: Mapping[K, np.ndarray], parent: np.ndarray | None = None
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
     ) -> list[K]:
+        if first_round and self.start == "own":
+            # Every update on the root started from its trainer's own weights: a branch each.
+            if own not in vectors:
+                raise KeyError(f"the own update {own!r} is not among the updates to select from")
+            return [own]
         if self.divergence == "l2":
             return select_updates(own, vectors, self.tolerance, weight_divergence)
         if parent is not None:

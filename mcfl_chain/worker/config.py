@@ -19,11 +19,12 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain.adversaries import ADVERSARIES
+from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
-from mcfl_chain.strategies.mcfl import DivergenceName
+from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS, DivergenceName
 
 __all__ = ["OPTIONS", "ConfigError", "Option", "WorkerConfig"]
 
@@ -103,10 +104,30 @@ class WorkerConfig:
     )
     strategy: str = _option(
         "mcfl",
-        "mcfl: Algorithms 1 and 2 of the paper; fedavg: the decentralized FedAvg baseline "
-        "(most popular model, accept every update).",
+        "mcfl: Algorithms 1 and 2 of the paper as its authors ran them; fedavg: the "
+        "decentralized FedAvg baseline (most popular model, accept every update); local: "
+        "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one.",
         choices=sorted(STRATEGIES),
     )
+    start: str = _option(
+        "own",
+        "MCFL's first round: own (each trainer its own initialisation, a branch each; the "
+        "authors' code) or shared (everybody trains the root and runs Algorithm 2).",
+        choices=STARTS,
+    )
+    aggregate_on: str = _option(
+        "best",
+        "MCFL: aggregate only on the best-ranked trained model (the authors' code) or on "
+        "all trained models.",
+        choices=AGGREGATE_ON,
+    )
+    selection: str = _option(
+        "percentile",
+        "MCFL Algorithm 1: how many ranked models to train: percentile (the authors' "
+        "code), ceil (⌈√n⌉) or floor (⌊√n⌋).",
+        choices=SELECTION_RULES,
+    )
+    clusters: int = _option(3, "IFCA: number of models k the network trains.", minimum=1)
     tolerance: float = _option(
         1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."
     )

@@ -96,7 +96,13 @@ def build_worker(config: WorkerConfig) -> Worker:
         },
     )
     strategy = make_strategy(
-        config.strategy, tolerance=config.tolerance, divergence=config.divergence
+        config.strategy,
+        tolerance=config.tolerance,
+        divergence=config.divergence,
+        start=config.start,
+        aggregate_on=config.aggregate_on,
+        selection=config.selection,
+        clusters=config.clusters,
     )
     return Worker(
         chain,

@@ -3,13 +3,21 @@
 The worker follows the contracts' events and, for the round and phase the chain is in,
 does what is still missing — never more. A round is two transactions per trainer:
 
-PROPOSE    score the candidate models on the local test split, pick some (Algorithm 1),
-           train each and store its weights; then ONE ``submitProposals`` carries every
-           update and the trainer's PROPOSE vote (an empty list: a bare vote).
-AGGREGATE  for every parent it trained, keep the peers' updates that diverge little from
-           its own (Algorithm 2) and FedAvg them, storing the weights of model ids that
-           are new; then ONE ``submitAggregations`` carries every aggregation and the
-           AGGREGATE vote.
+PROPOSE    score the candidate models on the local selection split, pick some
+           (Algorithm 1), train each and store its weights; then ONE ``submitProposals``
+           carries every update and the trainer's PROPOSE vote (an empty list: a bare
+           vote). On the root (the network's first round) training starts from the
+           strategy's starting weights: MCFL's own branch, IFCA's nearest cluster.
+AGGREGATE  for the parents the strategy aggregates on (MCFL: the best-ranked one), keep
+           the peers' updates that diverge little from its own (Algorithm 2) and FedAvg
+           them, storing the weights of model ids that are new; then ONE
+           ``submitAggregations`` carries every aggregation and the AGGREGATE vote.
+
+Two splits of the trainer's data play two roles: Algorithm 1 scores candidates on the
+*selection* split (the validation split; the paper's "test dataset" of §4.2), and the
+figure reported for a round is the deployed model's performance on the *test* split,
+which no choice ever saw. The deployed model is the trainer's aggregation with the best
+selection metric (with MCFL's ``aggregate_on="best"``, its only one).
 
 Submissions and vote are one transaction, so ``statusOf(me).voted`` alone tells whether
 this phase's work reached the chain: a worker killed at any point and restarted neither
@@ -32,6 +40,7 @@ the service.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -55,16 +64,16 @@ from mcfl_chain.chain.client import (
 )
 from mcfl_chain.chain.errors import ChainUnusable, ProtocolLimitError
 from mcfl_chain.dag.events import apply_events, event_record
-from mcfl_chain.dag.graph import ModelDAG, ModelRecord, UpdateRecord, short_id
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
 from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
-from mcfl_chain.learning.training import evaluate, selection_metric, train
+from mcfl_chain.learning.training import Evaluation, evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError, StorageUnavailable
-from mcfl_chain.strategies.base import Candidate, Strategy
+from mcfl_chain.strategies.base import Candidate, Strategy, StrategyContext
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
@@ -150,6 +159,16 @@ class Worker:
         self.dag = dag
         self.kind = get_architecture(options.arch).kind
         self._template = create_model(options.arch, seed=0)
+        if data.val_y.shape[0] > 0:
+            self._select_x, self._select_y = data.val_x, data.val_y
+        else:
+            # No validation split (a custom dataset without one): select on the test split
+            # and say that the figures reported are then not held out.
+            log.warning(
+                "this trainer has no validation split: models are selected on the test "
+                "split, so the reported figures are not held out"
+            )
+            self._select_x, self._select_y = data.test_x, data.test_y
         self.book = WeightsBook(self._fetch, options.arch, dag)
         self.clock = RoundClock()
         self.me = chain.address
@@ -232,6 +251,14 @@ class Worker:
             # The history first: past participation sets where --rounds counts from.
             self.sync()
             status = self.chain.status()
+        self.strategy.bind(
+            StrategyContext(
+                trainer_id=self.trainer_id,
+                seed=network_seed(self.dag.genesis_cid),
+                initial_weights=lambda seed: create_model(self.options.arch, seed).state_dict(),
+                validation_loss=lambda weights: self._evaluate(weights).loss,
+            )
+        )
         self._report_interrupted_round()
         acted: tuple[int, Phase] | None = None
         while not self._stop.is_set():
@@ -508,13 +535,21 @@ class Worker:
         candidates: list[Candidate[bytes]] = []
         for model in self.dag.candidates(round_):
             try:
-                metric = self._score(model)
+                metric, loss = self._score(model)
             except Unavailable as exc:
                 log.warning(
                     "round %d: candidate %s skipped: %s", round_, short_id(model.model_id), exc
                 )
                 continue
-            candidates.append(Candidate(model.model_id, metric, max(1, model.popularity)))
+            candidates.append(
+                Candidate(
+                    model.model_id,
+                    metric,
+                    max(1, model.popularity),
+                    loss=loss,
+                    mine=self.trainer_id in model.aggregator_ids,
+                )
+            )
         if not candidates:
             log.error("round %d: no candidate model is usable; sitting this round out", round_)
             return []
@@ -538,14 +573,23 @@ class Worker:
         )
         return chosen
 
-    def _score(self, model: ModelRecord) -> float:
-        net = self._load(self.book.model(model.model_id))
+    def _evaluate(self, weights: StateDict, split: str = "selection") -> Evaluation:
+        """The model's performance on the selection split, or on the held-out test split."""
+        x, y = (
+            (self._select_x, self._select_y)
+            if split == "selection"
+            else (self.data.test_x, self.data.test_y)
+        )
         with self.clock.measure("evaluation"):
-            result = evaluate(net, self.data.test_x, self.data.test_y, self.kind)
+            return evaluate(self._load(weights), x, y, self.kind)
+
+    def _score(self, model: ModelRecord) -> tuple[float, float]:
+        """Algorithm 1's metric of a candidate on the selection split, and its loss."""
+        result = self._evaluate(self.book.model(model.model_id))
         metric = selection_metric(result, self.kind)
         if not math.isfinite(metric):
             raise Unavailable(f"non-finite metric {metric}")
-        return metric
+        return metric, result.loss
 
     def _load(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
         net = copy.deepcopy(self._template)
@@ -563,6 +607,8 @@ class Worker:
         except Unavailable as exc:
             log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
             return None
+        if parent == ROOT_ID:
+            start = self.strategy.starting_weights() or start
         net = self._load(start)
         opts = self.options.training
         with self.clock.measure("training"):
@@ -596,9 +642,10 @@ class Worker:
     # -- AGGREGATE -----------------------------------------------------------------------
 
     def _aggregate_phase(self, round_: int) -> None:
-        """Aggregate on every parent trained, then send all of it and the vote in one call."""
+        """Aggregate on the parents the strategy picks among those trained, then send all
+        of it and the vote in one call."""
         plans = []
-        for own in self._my_updates(round_):
+        for own in self._updates_to_aggregate(round_):
             if self._stop.is_set():
                 return
             plan = self._plan_aggregation(round_, own.parent, own.update_id)
@@ -665,6 +712,21 @@ class Worker:
             log.info("round %d: voted without an aggregation", round_)
         return True
 
+    def _updates_to_aggregate(self, round_: int) -> list[UpdateRecord]:
+        """This trainer's updates of the round on the parents its strategy aggregates on.
+
+        The parents are ranked as Algorithm 1 ranked them; a worker restarted without its
+        state ranks them again (same candidates, same data: the same ranking)."""
+        mine = {u.parent: u for u in self._my_updates(round_)}
+        if not mine:
+            return []
+        chosen = self.state.chosen_for(round_)
+        if chosen is None or set(mine) - set(chosen):
+            chosen = self._choose_models(round_)
+        ranked = [parent for parent in chosen if parent in mine]
+        ranked += sorted(set(mine) - set(ranked))
+        return [mine[parent] for parent in self.strategy.aggregate_on(ranked)]
+
     def _my_updates(self, round_: int) -> list[UpdateRecord]:
         return sorted(
             (
@@ -702,7 +764,11 @@ class Worker:
         with self.clock.measure("aggregation"):
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
             start = flatten_state(parent_weights)
-            selected = sorted(self.strategy.choose_updates(own, vectors, parent=start))
+            selected = sorted(
+                self.strategy.choose_updates(
+                    own, vectors, parent=start, first_round=parent == ROOT_ID
+                )
+            )
             weights = self.book.aggregate(selected, good)
         return _Aggregation(
             parent=parent,
@@ -714,11 +780,9 @@ class Worker:
         )
 
     def _evaluated(self, round_: int, plan: _Aggregation) -> dict[str, Any]:
-        """The metrics of one aggregation's model on this trainer's test split."""
-        with self.clock.measure("evaluation"):
-            result = evaluate(
-                self._load(plan.weights), self.data.test_x, self.data.test_y, self.kind
-            )
+        """One aggregation's model on this trainer's selection and test splits."""
+        selection = selection_metric(self._evaluate(plan.weights), self.kind)
+        result = self._evaluate(plan.weights, split="test")
         log.info(
             "round %d: aggregated %d/%d updates on %s -> model %s (%s)",
             round_,
@@ -734,6 +798,7 @@ class Worker:
             "selected": len(plan.selected),
             "proposals": plan.proposals,
             "excluded": {str(k): v for k, v in plan.excluded.items()},
+            "selection_metric": selection if math.isfinite(selection) else None,
             "accuracy": result.accuracy,
             "loss": result.loss,
         }
@@ -802,7 +867,9 @@ class Worker:
 
     def _report(self, round_: int) -> None:
         """One JSON line per round: the paper's metric is the aggregated model's
-        performance on the trainer's own test split, without fine-tuning (§5.1).
+        performance on the trainer's own data, without fine-tuning (§5.1); here the
+        deployed model's (the aggregation with the best selection metric) on the
+        held-out test split.
 
         The round counts as played only when this trainer has a proposal in it."""
         if self._my_updates(round_):
@@ -814,7 +881,7 @@ class Worker:
         results = self._aggregated.pop(round_, [])
         best = max(
             results,
-            key=lambda r: r["accuracy"] if r["accuracy"] is not None else -r["loss"],
+            key=lambda r: -math.inf if r["selection_metric"] is None else r["selection_metric"],
             default=None,
         )
         now = time.perf_counter()
@@ -838,6 +905,12 @@ class Worker:
             with open(self.options.metrics_path, "a") as f:
                 f.write(json.dumps(line) + "\n")
         self.state.mark_reported(round_)
+
+
+def network_seed(genesis_cid: str | None) -> int:
+    """A seed every trainer of the network derives alike: from the root's CID."""
+    digest = hashlib.sha256((genesis_cid or "").encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def _fmt(result: Any) -> str:

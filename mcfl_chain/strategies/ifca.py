@@ -1,0 +1,107 @@
+"""IFCA, the Iterative Federated Clustering Algorithm (Ghosh et al. 2020; MCFL paper ref. [4]).
+
+The network keeps ``clusters`` = k models. Each round a trainer evaluates them on its own
+data, trains the one with the lowest loss, and each model is the FedAvg of the updates
+of the trainers that chose it. Here the k models are not held by a server:
+
+- **First round.** The k starting models are initialisations derived from the network
+  seed (:func:`cluster_seed`), which anybody can rebuild. Every trainer scores them on
+  its selection split, trains the lowest-loss one and proposes the update on the root
+  (the only model on chain). To aggregate, a trainer assigns every update on the root to
+  the starting model it is nearest to in L2 (two epochs from a random initialisation
+  stay far nearer to it than to another one), and averages those in its own cluster —
+  a deterministic rule, so every member of a cluster submits the same update set and
+  the chain records one model per cluster.
+- **Later rounds.** The candidates are the models appended in the previous round; the
+  trainer trains the one with the lowest loss and aggregates every update on it.
+
+One difference with the server version: a model no trainer chose in a round is not
+carried forward (the DAG's candidates are the previous round's models), so a cluster
+that loses all its members is gone for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mcfl_chain.algorithms.divergence import flatten_state
+from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
+
+
+def cluster_seed(seed: int, cluster: int) -> int:
+    """Initialisation seed of IFCA's starting model ``cluster`` in a network seeded ``seed``."""
+    return (seed * 1_000_003 + 2 * cluster) % 2**63
+
+
+@register_strategy("ifca")
+class IFCAStrategy(Strategy):
+    """IFCA's rules.
+
+    Parameters
+    ----------
+    clusters : int, default 3
+        k, the number of models the network trains.
+    """
+
+    def __init__(self, clusters: int = 3) -> None:
+        if clusters < 1:
+            raise ValueError(f"clusters must be at least 1, got {clusters}")
+        self.clusters = int(clusters)
+        self._starts: list[np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        return f"IFCAStrategy(clusters={self.clusters})"
+
+    def _starting_models(self) -> list[Any]:
+        context = self._context()
+        return [
+            context.initial_weights(cluster_seed(context.seed, j)) for j in range(self.clusters)
+        ]
+
+    def _starting_vectors(self) -> list[np.ndarray]:
+        if self._starts is None:
+            self._starts = [flatten_state(w) for w in self._starting_models()]
+        return self._starts
+
+    def starting_weights(self) -> Any | None:
+        """The starting model with the lowest loss on the trainer's selection split."""
+        context = self._context()
+        models = self._starting_models()
+        losses = [context.validation_loss(w) for w in models]
+        return models[int(np.argmin(losses))]
+
+    def nearest_start(self, vector: np.ndarray) -> int:
+        """The index of the starting model nearest (L2) to ``vector``; ties to the lower."""
+        distances = [float(np.linalg.norm(vector - start)) for start in self._starting_vectors()]
+        return int(np.argmin(distances))
+
+    def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
+        """The candidate with the lowest loss; ties to the smaller key. Without a measured
+        loss (NaN), the highest metric."""
+        if not candidates:
+            return []
+        if len(candidates) == 1:
+            return [candidates[0].key]
+        measured = [c for c in candidates if not np.isnan(c.loss)]
+        if measured:
+            return [min(measured, key=lambda c: (c.loss, c.key)).key]
+        return [min(candidates, key=lambda c: (-c.metric, c.key)).key]
+
+    def choose_updates(
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
+    ) -> list[K]:
+        """Every update on the parent; in the first round, those of the own cluster."""
+        if own not in vectors:
+            raise KeyError(f"the own update {own!r} is not among the updates to select from")
+        if not first_round:
+            return sorted(vectors)  # type: ignore[type-var]
+        mine = self.nearest_start(vectors[own])
+        return sorted(k for k, v in vectors.items() if self.nearest_start(v) == mine)  # type: ignore[type-var]
