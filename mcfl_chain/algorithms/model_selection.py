@@ -8,7 +8,12 @@ ranked candidates a trainer trains is a rule (:data:`SELECTION_RULES`), all abou
 
 - ``percentile`` — the authors' code (Mick00/dml, ``src/daeclust/state/select_cluster.py``):
   keep the scores at or above the ``(100 − 100·√n/n)``-th percentile (NumPy's linear
-  interpolation), i.e. 1, 1, 2, 2, 2, 3, 3, 3, 3, 3 models for n = 1…10 (ties may keep more);
+  interpolation), i.e. 1, 1, 2, 2, 2, 3, 3, 3, 3, 3 models for n = 1…10 (ties may keep
+  more). One guard of ours: a model scoring 0 is not kept while another scores above 0.
+  A model of another class group scores exactly 0 (it never predicts the trainer's
+  classes); when such models are more than ``1 − √n/n`` of the candidates — 6 trainers
+  in 3 groups, unlike the paper's 38 — the percentile is 0 and the bare rule would have
+  every trainer train every model, useless ones included;
 - ``ceil``  — ``max(1, ⌈√n⌉)``: 1, 2, 2, 2, 3, 3, 3, 3, 3, 4;
 - ``floor`` — ``max(1, ⌊√n⌋)``: the pseudo-code's ``ranked[0:sqrt(n)]`` with truncation.
 """
@@ -95,4 +100,6 @@ def select_best_models(
         return ranked[: selection_count(len(ranked), "floor" if rule == "floor" else "ceil")]
     scores = {key: model_score(metrics[key], popularity[key]) for key in ranked}
     threshold = percentile_threshold(list(scores.values()))
-    return [key for key in ranked if scores[key] >= threshold]
+    kept = [key for key in ranked if scores[key] >= threshold]
+    useful = [key for key in kept if scores[key] > 0]
+    return useful or kept

@@ -89,6 +89,17 @@ def test_percentile_rule_keeps_every_tied_score_at_the_threshold() -> None:
     assert chosen == [1, 2, 3]
 
 
+def test_percentile_rule_does_not_keep_zero_scores_while_a_model_is_useful() -> None:
+    # 6 candidates, 4 of another class group scoring 0: the 59.2th percentile is 0, so
+    # the bare rule would keep all six; the guard keeps the two useful ones.
+    metrics = {1: 0.0, 2: 0.0, 3: 0.7, 4: 0.0, 5: 0.4, 6: 0.0}
+    popularity = dict.fromkeys(metrics, 1)
+    assert select_best_models(metrics, popularity, rule="percentile") == [3, 5]
+    # Every model useless: the rule as the authors wrote it (all tied at the threshold).
+    zeros = dict.fromkeys(metrics, 0.0)
+    assert select_best_models(zeros, popularity, rule="percentile") == [1, 2, 3, 4, 5, 6]
+
+
 @pytest.mark.parametrize(("n", "ceil", "floor"), [(2, 2, 1), (3, 2, 1), (4, 2, 2), (8, 3, 2)])
 def test_ceil_and_floor_rules_differ_between_squares(n: int, ceil: int, floor: int) -> None:
     metrics = {k: float(k) for k in range(n)}

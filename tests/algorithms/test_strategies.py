@@ -1,4 +1,5 @@
-"""The MCFL and FedAvg strategies behind the common interface, and the registry."""
+"""The strategies (MCFL and its options, FedAvg, local, IFCA) behind the common
+interface, and the registry."""
 
 from __future__ import annotations
 
@@ -9,10 +10,27 @@ from mcfl_chain.strategies import (
     STRATEGIES,
     Candidate,
     FedAvgStrategy,
+    IFCAStrategy,
+    LocalStrategy,
     MCFLStrategy,
     Strategy,
+    StrategyContext,
     make_strategy,
+    own_branch_seed,
 )
+from mcfl_chain.strategies.ifca import cluster_seed
+
+
+def _context(trainer_id: int = 7, losses: dict[int, float] | None = None) -> StrategyContext:
+    """Weights are stood in by a one-entry dict naming the seed they come from; the
+    validation loss of such weights is read from ``losses``."""
+    return StrategyContext(
+        trainer_id=trainer_id,
+        seed=5,
+        initial_weights=lambda seed: {"w": np.full(3, float(seed % 1000))},
+        validation_loss=lambda weights: (losses or {}).get(int(weights["w"][0]), 1.0),
+    )
+
 
 CANDIDATES = [
     Candidate("a", metric=0.90, popularity=1),
@@ -41,7 +59,9 @@ def test_registry_builds_both_strategies() -> None:
 
 
 def test_registry_errors_are_clear() -> None:
-    with pytest.raises(ValueError, match="unknown strategy 'krum'; known: fedavg, ifca, local, mcfl"):
+    with pytest.raises(
+        ValueError, match="unknown strategy 'krum'; known: fedavg, ifca, local, mcfl"
+    ):
         make_strategy("krum")
     with pytest.raises(ValueError, match=r"unknown options \['tolerence'\]"):
         make_strategy("mcfl", tolerence=1.0)
@@ -86,3 +106,120 @@ def test_fedavg_accepts_every_update() -> None:
     assert FedAvgStrategy().choose_updates(0, VECTORS) == [0, 1, 2, 3, 4, 5]
     with pytest.raises(KeyError):
         FedAvgStrategy().choose_updates(9, VECTORS)
+
+
+def test_mcfl_defaults_are_the_authors_and_the_old_readings_are_options() -> None:
+    default = MCFLStrategy()
+    assert (default.start, default.aggregate_on_rule, default.selection) == (
+        "own",
+        "best",
+        "percentile",
+    )
+    v1 = make_strategy("mcfl", start="shared", aggregate_on="all", selection="ceil")
+    assert isinstance(v1, MCFLStrategy)
+    assert (v1.start, v1.aggregate_on_rule, v1.selection) == ("shared", "all", "ceil")
+    for bad, message in (
+        ({"start": "mine"}, "start must be one of"),
+        ({"aggregate_on": "some"}, "aggregate_on must be one of"),
+        ({"selection": "sqrt"}, "selection must be one of"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            MCFLStrategy(**bad)  # type: ignore[arg-type]
+
+
+def test_mcfl_own_start_trains_the_trainers_own_initialisation() -> None:
+    strategy = MCFLStrategy()
+    strategy.bind(_context(trainer_id=7))
+    weights = strategy.starting_weights()
+    assert weights is not None
+    assert weights["w"][0] == own_branch_seed(5, 7) % 1000
+    # another trainer of the same network starts elsewhere
+    other = MCFLStrategy()
+    other.bind(_context(trainer_id=8))
+    assert own_branch_seed(5, 7) != own_branch_seed(5, 8)
+    # the shared start trains the root
+    shared = MCFLStrategy(start="shared")
+    shared.bind(_context())
+    assert shared.starting_weights() is None
+
+
+def test_a_strategy_needs_its_context_before_choosing_a_start() -> None:
+    with pytest.raises(RuntimeError, match="bind"):
+        MCFLStrategy().starting_weights()
+
+
+def test_mcfl_own_start_aggregates_only_the_own_update_on_the_root() -> None:
+    strategy = MCFLStrategy(tolerance=3.0)
+    assert strategy.choose_updates(0, VECTORS, first_round=True) == [0]
+    # later rounds (and the shared start) run Algorithm 2
+    assert strategy.choose_updates(0, VECTORS) == [0, 1, 2, 3, 4, 5]
+    shared = MCFLStrategy(tolerance=3.0, start="shared")
+    assert shared.choose_updates(0, VECTORS, first_round=True) == [0, 1, 2, 3, 4, 5]
+
+
+def test_mcfl_aggregates_on_the_best_ranked_model_or_on_all() -> None:
+    assert MCFLStrategy().aggregate_on(["b", "c"]) == ["b"]
+    assert MCFLStrategy(aggregate_on="all").aggregate_on(["b", "c"]) == ["b", "c"]
+    assert MCFLStrategy().aggregate_on([]) == []
+
+
+def test_mcfl_selection_rule_sets_how_many_models_are_trained() -> None:
+    two = [Candidate("x", 0.9, 1), Candidate("y", 0.8, 1)]
+    # n = 2: the authors' percentile and the floor train one, the ceiling two.
+    assert MCFLStrategy().choose_models(two) == ["x"]
+    assert MCFLStrategy(selection="floor").choose_models(two) == ["x"]
+    assert MCFLStrategy(selection="ceil").choose_models(two) == ["x", "y"]
+
+
+def test_local_training_keeps_to_its_own_lineage() -> None:
+    strategy = LocalStrategy()
+    strategy.bind(_context(trainer_id=3))
+    assert strategy.starting_weights()["w"][0] == own_branch_seed(5, 3) % 1000
+    candidates = [
+        Candidate("a", 0.9, 5),
+        Candidate("mine", 0.1, 1, mine=True),
+        Candidate("c", 0.95, 2),
+    ]
+    assert strategy.choose_models(candidates) == ["mine"]
+    assert strategy.choose_models([Candidate("root", 0.1, 1)]) == ["root"]
+    # lineage lost (its last aggregation failed): the best candidate rather than nothing
+    assert strategy.choose_models(candidates[::2]) == ["c"]
+    assert strategy.choose_updates(0, VECTORS) == [0]
+    assert strategy.choose_updates(0, VECTORS, first_round=True) == [0]
+
+
+def test_ifca_starts_from_the_lowest_loss_of_k_seeded_models() -> None:
+    # Cluster j's weights are filled with cluster_seed(5, j) % 1000; make cluster 1 best.
+    tags = [cluster_seed(5, j) % 1000 for j in range(3)]
+    strategy = IFCAStrategy(clusters=3)
+    strategy.bind(_context(losses={tags[0]: 0.9, tags[1]: 0.2, tags[2]: 0.5}))
+    assert strategy.starting_weights()["w"][0] == tags[1]
+
+
+def test_ifca_trains_the_lowest_loss_candidate() -> None:
+    candidates = [
+        Candidate("a", 0.9, 5, loss=0.40),
+        Candidate("b", 0.7, 1, loss=0.30),
+        Candidate("c", 0.8, 1, loss=0.30),
+    ]
+    assert IFCAStrategy().choose_models(candidates) == ["b"]  # tie on loss: smaller key
+    assert IFCAStrategy().choose_models([Candidate("a", 0.2, 1), Candidate("b", 0.3, 1)]) == ["b"]
+    assert IFCAStrategy().choose_models([]) == []
+
+
+def test_ifca_first_round_groups_updates_by_nearest_starting_model() -> None:
+    strategy = IFCAStrategy(clusters=2)
+    strategy.bind(_context())
+    start0, start1 = (cluster_seed(5, j) % 1000 for j in range(2))
+    vectors = {
+        10: np.full(3, start0 + 0.5),
+        11: np.full(3, start1 - 0.5),
+        12: np.full(3, start0 - 0.2),
+        13: np.full(3, start1 + 0.1),
+    }
+    assert strategy.choose_updates(10, vectors, first_round=True) == [10, 12]
+    assert strategy.choose_updates(13, vectors, first_round=True) == [11, 13]
+    # later rounds: FedAvg over every update on the model
+    assert strategy.choose_updates(10, vectors) == [10, 11, 12, 13]
+    with pytest.raises(ValueError, match="at least 1"):
+        IFCAStrategy(clusters=0)

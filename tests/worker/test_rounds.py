@@ -218,8 +218,8 @@ def make_worker(
     worker = Worker(
         chain,  # type: ignore[arg-type]
         storage or LocalStorage(tmp_path / "blobs"),
-        data or SimpleNamespace(train_y=[0] * 10),  # no training here
-        strategy,
+        data or scripted_data(10),  # no training here
+        strategy or make_strategy("fedavg"),
         WorkerOptions(arch=ARCH, **options),
         state,
         ModelDAG(genesis_cid=genesis_cid),
@@ -251,9 +251,11 @@ def weights_blob(seed: int) -> bytes:
     return encode_weights(ARCH, create_model(ARCH, seed=seed).state_dict())
 
 
-def test_data(n: int = 8) -> SimpleNamespace:
+def scripted_data(n: int = 8) -> SimpleNamespace:
     return SimpleNamespace(
         train_y=torch.zeros(n, dtype=torch.int64),
+        val_x=torch.zeros(n, 1, 28, 28),
+        val_y=torch.zeros(n, dtype=torch.int64),
         test_x=torch.zeros(n, 1, 28, 28),
         test_y=torch.zeros(n, dtype=torch.int64),
     )
@@ -299,7 +301,9 @@ def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_pat
         cid = storage.put(weights_blob(20 + i + (0 if parent == ROOT_ID else 5)))
         events.append(proposed(i, 1, parent=parent, cid=cid, block=3))
     chain = ScriptedChain(lambda: status(round_=1, phase=Phase.AGGREGATE), events)
-    worker = make_worker(tmp_path, chain, storage, genesis, test_data(), make_strategy("fedavg"))
+    worker = make_worker(
+        tmp_path, chain, storage, genesis, scripted_data(), make_strategy("fedavg")
+    )
     worker.sync()
 
     # Execute
@@ -505,7 +509,7 @@ def test_a_worker_stopped_after_its_aggregations_were_mined_writes_the_rounds_me
         chain,
         storage,
         genesis,
-        test_data(),
+        scripted_data(),
         make_strategy("fedavg"),
         metrics_path=metrics,
         rounds=1,

@@ -1,0 +1,120 @@
+"""End to end: each strategy's rules, read back from what the chain recorded.
+
+Small networks of worker processes on scikit-learn's digits over a real Anvil chain;
+each test checks the DAG shape its strategy must produce.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path: Path, **overrides) -> tuple[dict, ModelDAG, list[dict]]:
+    config = SimulationConfig(
+        name="test",
+        dataset="digits",
+        scenario="groups",
+        scenario_params={"n_groups": 2},
+        n_trainers=4,
+        rounds=3,
+        samples=440,
+        epochs=5,
+        round_timeout=240,
+    )
+    config = replace(config, **{"tolerance": 2.0, **overrides})
+    summary = run_simulation(config, tmp_path, Console(quiet=True))
+    dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
+    lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return summary, dag, lines
+
+
+def _round0_branches(dag: ModelDAG) -> list:
+    return [m for m in dag.models_of_round(0) if m.parents == (ROOT_ID,)]
+
+
+def test_mcfl_as_its_authors_ran_it(tmp_path):
+    # Execute
+    summary, dag, lines = _run(tmp_path)
+    # Assert: round 0 is a branch per trainer, each its own update alone
+    branches = _round0_branches(dag)
+    assert len(branches) == 4
+    assert sorted(len(m.update_ids) for m in branches) == [1, 1, 1, 1]
+    assert sorted(m.aggregator_ids[0] for m in branches) == [1, 2, 3, 4]
+    for m in branches:
+        (uid,) = m.update_ids
+        assert dag.updates[uid].trainer_id == m.aggregator_ids[0]
+    # every trainer aggregates once a round, on one of the models it trained (the
+    # best-ranked): popularity counts trainers, one per trainer and round
+    for round_ in range(3):
+        models = dag.models_of_round(round_)
+        assert sum(m.popularity for m in models) == 4
+        aggregators = Counter(t for m in models for t in m.aggregator_ids)
+        assert set(aggregators.values()) == {1}
+    for line in lines:
+        assert len(line["aggregations"]) == 1
+        assert line["aggregations"][0]["parent"] in line["trained"]
+        # the reported figure is the deployed model's, on the held-out test split
+        assert line["model"] == line["aggregations"][0]["model"]
+        assert line["aggregations"][0]["selection_metric"] is not None
+    # the two class groups end on their own models, and learned
+    final = {line["trainer_index"]: line["model"] for line in lines if line["round"] == 2}
+    assert final[0] == final[2] and final[1] == final[3] and final[0] != final[1]
+    assert summary["rounds"][-1]["metric_min"] > 0.8
+
+
+def test_mcfl_earlier_readings_as_options(tmp_path):
+    # Execute: the shared start, aggregation on every trained model, ceil(sqrt n); at
+    # tolerance 0 Algorithm 2 keeps only the peers at or below the median divergence,
+    # so round 0 forks and later rounds have several candidates
+    _, dag, lines = _run(
+        tmp_path, start="shared", aggregate_on="all", selection="ceil", tolerance=0.0
+    )
+    # Assert: round 0 ran Algorithm 2 on everybody's updates of the root
+    assert any(len(m.update_ids) > 1 for m in dag.models_of_round(0))
+    # a trainer aggregates on every model it trained
+    for line in lines:
+        assert sorted(a["parent"] for a in line["aggregations"]) == sorted(line["trained"])
+    assert any(len(line["trained"]) > 1 for line in lines)
+
+
+def test_local_training_alone_keeps_one_lineage_per_trainer(tmp_path):
+    # Execute
+    _, dag, _ = _run(tmp_path, strategy="local")
+    # Assert: four models a round, each the trainer's own update on its own last model
+    for round_ in range(3):
+        models = dag.models_of_round(round_)
+        assert len(models) == 4
+        for m in models:
+            (uid,) = m.update_ids
+            (trainer,) = m.aggregator_ids
+            assert dag.updates[uid].trainer_id == trainer
+            if round_ > 0:
+                assert dag.models[m.parent].aggregator_ids == [trainer]
+
+
+def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
+    # Execute
+    _, dag, lines = _run(tmp_path, strategy="ifca", clusters=2)
+    # Assert: at most k models a round; after round 0 every model is the FedAvg of
+    # every update proposed on its parent, and submitted by each of their proposers
+    for round_ in range(3):
+        models = dag.models_of_round(round_)
+        assert 1 <= len(models) <= 2
+        for m in models:
+            on_parent = {u.update_id for u in dag.updates_for(m.parent, round_)}
+            proposers = sorted(dag.updates[u].trainer_id for u in m.update_ids)
+            assert sorted(m.aggregator_ids) == proposers
+            if round_ > 0:
+                assert set(m.update_ids) == on_parent
+    assert all(len(line["trained"]) == 1 for line in lines)
