@@ -95,7 +95,9 @@ def test_a_key_like_no_option_lists_the_valid_ones():
         WorkerConfig.from_mapping({"colour": "blue"})
 
     # Assert
-    assert "unknown key 'colour' (known keys: account_index, adversary, aggregate_on, arch" in str(raised.value)
+    assert "unknown key 'colour' (known keys: account_index, adversary, aggregate_on, arch" in str(
+        raised.value
+    )
 
 
 def test_dash_case_snake_case_and_flag_names_set_the_same_options():
