@@ -107,9 +107,10 @@ class Interval:
             return None
         return self.low > 0 or self.high < 0
 
-    def format(self, scale: float = 1.0, digits: int = 1) -> str:
-        """``"mean ± half-width"`` (``"mean"`` alone for one value), values × ``scale``."""
-        text = f"{self.mean * scale:.{digits}f}"
+    def format(self, scale: float = 1.0, digits: int = 1, signed: bool = False) -> str:
+        """``"mean ± half-width"`` (``"mean"`` alone for one value), values × ``scale``;
+        ``signed`` writes the mean's sign (``+1.2 ± 0.8``)."""
+        text = f"{self.mean * scale:{'+' if signed else ''}.{digits}f}"
         if self.half_width is not None:
             text += f" ± {self.half_width * scale:.{digits}f}"
         return text

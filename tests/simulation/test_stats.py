@@ -55,6 +55,8 @@ def test_mean_interval_by_hand():
     assert interval.excludes_zero is False
     assert interval.format() == "2.0 ± 2.5"
     assert interval.format(scale=100, digits=0) == "200 ± 248"
+    assert interval.format(signed=True) == "+2.0 ± 2.5"
+    assert stats.Interval(-0.5, None, 1).format(signed=True) == "-0.5"
 
 
 def test_mean_interval_edge_cases():
