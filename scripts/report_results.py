@@ -504,7 +504,10 @@ def experiment_section(
             "--seed S`, with `--strategy fedavg|local|ifca` for a baseline).",
             "",
         ]
-        out += methods_table(stem, rows, runs, metric, oracle_note(stem, scenarios, runs))
+        oracle_why = oracle_note(stem, scenarios, runs)
+        out += methods_table(stem, rows, runs, metric, oracle_why)
+        if oracle_why:
+            rows = [r for r in rows if r.method != "oracle"]
         out += differences_table(rows, runs, metric)
         if metric == "MSE":
             out += mse_gains_table(rows, runs)
@@ -522,7 +525,7 @@ def experiment_section(
                     marked(fedavg.mean_diff if fedavg else None, metric),
                     marked(fedavg.worst_diff if fedavg else None, metric),
                     marked(local.mean_diff if local else None, metric),
-                    marked(oracle.mean_diff if oracle else None, metric),
+                    "n/a" if oracle_why else marked(oracle.mean_diff if oracle else None, metric),
                 ]
             )
     discussion = docs / "discussion" / f"{experiment.key}.md"

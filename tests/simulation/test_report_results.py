@@ -181,6 +181,32 @@ def test_the_report_can_be_made_again_from_its_records(campaign_dir, load_script
     assert _section(again, "Ablation") == _section(first, "Ablation")
 
 
+def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer, load_script):
+    # Prepare: IID data has one group, so the oracle is FedAvg itself.
+    runs = tmp_path / "runs"
+    for name in ("iid-mcfl-s0", "iid-fedavg-s0"):
+        config = SimulationConfig(
+            name=name,
+            scenario="iid",
+            **{k: v for k, v in GROUPS.items() if k not in ("scenario", "scenario_params")},
+        )
+        run_writer(runs / name, config, lambda i, r: 0.5, lambda i: "iid")
+
+    # Execute
+    text = (
+        load_script("report_results")
+        .write_report(runs, tmp_path / "docs", tmp_path / "claims.toml")
+        .read_text()
+    )
+
+    # Assert
+    iid = _section(text, "iid")
+    assert "No oracle run for `iid`: a single data group (the oracle is FedAvg)." in iid
+    assert "| oracle |" not in iid and "MCFL − oracle" not in iid
+    assert "| iid | +0.0 ± 0.0 |" not in text  # one seed: no interval
+    assert "| iid | +0.0 | +0.0 | not run | n/a |" in _section(text, "Summary")
+
+
 def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
     # Execute
     path = load_script("report_results").write_report(
