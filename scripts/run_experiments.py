@@ -1,54 +1,75 @@
-"""Run the paper's experiments (scenarios/paper/*.toml) and their FedAvg baselines.
+"""Run the experiment campaign: every paper scenario × method × seed.
 
-Each scenario file is run as written (MCFL) and again with the decentralized FedAvg
-baseline on the same chain code, data and seeds (paper §5.1); scenarios that differ
-only in their MCFL tolerance share one baseline run. Finished runs (a summary.json in
-their directory) are skipped, so an interrupted campaign resumes where it stopped.
-Then `python scripts/report_results.py` turns the run directories into docs/RESULTS.md.
+Each scenario file of ``scenarios/paper/`` is run with MCFL as written and with the
+baselines on the same data, chain code and seeds: decentralized FedAvg, local training
+alone, IFCA and, where the data has true groups, an oracle (FedAvg inside each group);
+on ``groups`` and ``autoencoders`` also the MCFL ablations (each deviation from the
+authors' code toggled alone, and all together). Scenario files differing only in their
+MCFL options share the baselines. See ``mcfl_chain/simulation/campaign.py``.
 
-Usage: python scripts/run_experiments.py [--published-size] [--only NAME ...]
+Run directories are ``<out>/<scenario>-<method>-s<seed>``, made seed by seed (every
+scenario and method at seed 0 before any at seed 1). The campaign resumes: a run with
+a summary.json is skipped, an unfinished one is removed and made again. Then
+``python scripts/report_results.py`` turns the run directories into docs/RESULTS.md.
+
+Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
+       [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
 """
 
 from __future__ import annotations
 
-import shutil
+import re
 import time
-from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from mcfl_chain.cli.simulate import load_config
-from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+from mcfl_chain.simulation import campaign
+from mcfl_chain.simulation.runner import SimulationError
 
 
-def baseline_of(config: SimulationConfig) -> SimulationConfig:
-    """The FedAvg run on the same data: its name ignores the MCFL-only options."""
-    stem = config.name.split("-tol")[0]
-    return replace(config, strategy="fedavg", tolerance=1.0, name=f"{stem}-fedavg")
+def parse_seeds(values: tuple[str, ...]) -> list[int]:
+    """``("0,1", "2")`` or ``("0 1 2",)`` → ``[0, 1, 2]``.
 
-
-def campaign(scenarios: Path, published: bool, only: tuple[str, ...]) -> list[SimulationConfig]:
-    """Every run to make, MCFL first then the baselines, without duplicates."""
-    runs: dict[str, SimulationConfig] = {}
-    for path in sorted(scenarios.glob("*.toml")):
-        config = load_config(path, {})
-        if only and config.name not in only:
-            continue
-        if published:
-            config = config.published_size()
-        for run in (config, baseline_of(config)):
-            previous = runs.get(run.name)
-            if previous is not None and asdict(previous) != asdict(run):
-                raise click.ClickException(
-                    f"two scenarios define different runs named {run.name!r}"
+    Raises
+    ------
+    click.BadParameter
+        For anything but non-negative integers.
+    """
+    seeds = []
+    for value in values:
+        for item in re.split(r"[,\s]+", value.strip()):
+            if not item.isdigit():
+                raise click.BadParameter(
+                    f"{item!r} is not a seed (a whole number >= 0)", param_hint="'--seeds'"
                 )
-            runs[run.name] = run
-    return list(runs.values())
+            seeds.append(int(item))
+    return seeds
 
 
-@click.command()
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def describe(run: campaign.PlannedRun, out: Path) -> str:
+    """One line of ``--list``: the run, its state, and what differs from a finished run."""
+    run_dir = out / run.name
+    state = campaign.state_of(run_dir)
+    line = f"{state:8} {run.name}"
+    if run.parts:
+        line += "  (" + "; ".join(f"{g}: {list(i)}" for g, i in run.parts) + ")"
+    if state == "done":
+        differences = campaign.config_differences(run_dir, run.config)
+        if differences:
+            line += "  [made with other options: " + ", ".join(differences) + "]"
+    return line
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--scenarios",
     type=click.Path(file_okay=False, path_type=Path),
@@ -59,37 +80,142 @@ def campaign(scenarios: Path, published: bool, only: tuple[str, ...]) -> list[Si
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs/experiments"),
+    help="One run directory per run is made here.  "
+    "[default: runs/experiments, or runs/experiments-published with --published-size]",
+)
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this scenario (a file's name, or a shared baselines' name such as "
+    "'gaussian' for all gaussian-tol* files); repeatable.",
+)
+@click.option(
+    "--methods",
+    multiple=True,
+    type=click.Choice(campaign.ALL_METHODS),
+    help="Run only these methods (repeatable).  [default: mcfl fedavg local ifca oracle, "
+    "and the ablations unless --no-ablation]",
+)
+@click.option(
+    "--seeds",
+    "seed_values",
+    multiple=True,
+    metavar="SEEDS",
+    help="Seeds, comma- or space-separated, or repeated: --seeds 0,1,2, --seeds '0 1 2' "
+    "or --seeds 0 --seeds 1.  [default: 0,1,2]",
+)
+@click.option(
+    "--ablation/--no-ablation",
+    default=True,
     show_default=True,
-    help="One run directory per run is made here.",
+    help="MCFL with each deviation from the authors' code toggled alone (mcfl-shared, "
+    "mcfl-all, mcfl-ceil) and all three (mcfl-v1), on groups and autoencoders.",
 )
 @click.option(
     "--published-size",
     is_flag=True,
-    help="38 trainers, 102 rounds, 2 epochs, all samples (days on 2 cores).",
+    help="The paper's size: 38 trainers, all samples, 2 epochs; rounds capped by "
+    "--max-rounds (30 by default; the paper ran 102). Days on 2 cores.",
 )
-@click.option("--only", multiple=True, help="Run only these scenario names (repeatable).")
-def main(scenarios: Path, out: Path, published_size: bool, only: tuple[str, ...]) -> None:
-    """Run every scenario and its FedAvg baseline; skip runs already finished."""
-    console = Console()
-    runs = campaign(scenarios, published_size, only)
-    if not runs:
-        raise click.ClickException(f"no scenario in {scenarios} matches {list(only)}")
-    started = time.monotonic()
-    for index, config in enumerate(runs, 1):
-        run_dir = out / config.name
-        if (run_dir / "summary.json").exists():
-            console.print(f"[{index}/{len(runs)}] {config.name}: done before, skipped")
-            continue
-        if run_dir.exists():
-            # An interrupted run: its trainers' metrics would mix with the new ones.
-            console.print(f"{config.name}: removing the unfinished run in {run_dir}")
-            shutil.rmtree(run_dir)
-        console.rule(f"[{index}/{len(runs)}] {config.name}")
-        summary = run_simulation(config, run_dir, console)
-        console.print(f"{config.name}: {summary['seconds']:.0f} s")
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(min=1),
+    help="Cap every run's rounds.  [default: none; 30 with --published-size]",
+)
+@click.option(
+    "--list",
+    "list_only",
+    is_flag=True,
+    help="Print the planned runs (done, partial or pending) and exit.",
+)
+def main(
+    scenarios: Path,
+    out: Path | None,
+    only: tuple[str, ...],
+    methods: tuple[str, ...],
+    seed_values: tuple[str, ...],
+    ablation: bool,
+    published_size: bool,
+    max_rounds: int | None,
+    list_only: bool,
+) -> None:
+    """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
+    console = Console(highlight=False, soft_wrap=True)
+    seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
+    out = out or Path("runs/experiments-published" if published_size else "runs/experiments")
+    try:
+        plan = campaign.plan(
+            campaign.load_scenarios(scenarios),
+            seeds=seeds,
+            methods=methods,
+            only=only,
+            ablation=ablation,
+            published=published_size,
+            max_rounds=max_rounds,
+        )
+    except campaign.CampaignError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not plan.runs:
+        raise click.ClickException("nothing to run: no planned run matches these options")
+    states = {run.name: campaign.state_of(out / run.name) for run in plan.runs}
+    done = [run for run in plan.runs if states[run.name] == "done"]
+    todo = [run for run in plan.runs if states[run.name] != "done"]
+    finished = [
+        (run, seconds)
+        for run in done
+        if (seconds := campaign.recorded_seconds(out / run.name)) is not None
+    ]
+    if list_only:
+        for index, run in enumerate(plan.runs, 1):
+            console.print(f"{index:4}  {describe(run, out)}")
+        for note in plan.notes:
+            console.print(f"note: {note}")
+        console.print(
+            f"{len(plan.runs)} runs planned in {out}: {len(done)} done, "
+            f"{sum(states[r.name] == 'partial' for r in todo)} partial, "
+            f"{sum(states[r.name] == 'pending' for r in todo)} pending"
+            + (
+                f"; about {duration(campaign.estimate_seconds(todo, finished))} to go"
+                if finished and todo
+                else ""
+            )
+        )
+        return
+    for run in done:
+        differences = campaign.config_differences(out / run.name, run.config)
+        if differences:
+            raise click.ClickException(
+                f"{out / run.name} was made with other options than planned: "
+                + ", ".join(differences)
+                + "; give another --out, or remove that directory to make it again"
+            )
+    for note in plan.notes:
+        console.print(f"note: {note}")
     console.print(
-        f"campaign finished in {time.monotonic() - started:.0f} s; "
+        f"{len(plan.runs)} runs planned in {out}: {len(done)} done before, {len(todo)} to run"
+    )
+    started = time.monotonic()
+    for index, run in enumerate(todo, 1):
+        run_dir = out / run.name
+        if run_dir.exists():
+            console.print(f"{run.name}: removing the unfinished run in {run_dir}")
+            campaign.clear_unfinished(run, run_dir)
+        console.rule(
+            f"[{index}/{len(todo)}] {run.name} · elapsed {duration(time.monotonic() - started)}"
+            f" · ETA {duration(campaign.estimate_seconds(todo[index - 1 :], finished))}"
+        )
+        try:
+            summary = campaign.execute(run, run_dir, console)
+        except SimulationError as exc:
+            raise click.ClickException(
+                f"{run.name} failed: {exc}\n(run directory kept: {run_dir}; run the same "
+                "command again to resume, the unfinished run is made again)"
+            ) from exc
+        finished.append((run, float(summary["seconds"])))
+        console.print(f"{run.name}: {duration(summary['seconds'])}")
+    console.print(
+        f"campaign finished in {duration(time.monotonic() - started)}; "
         f"now run: python scripts/report_results.py --runs {out}"
     )
 

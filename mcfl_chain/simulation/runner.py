@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -54,6 +55,11 @@ class SimulationConfig:
     """iid | groups | gaussian | dirichlet | two-datasets (see learning.scenario)."""
     scenario_params: dict[str, Any] = field(default_factory=dict)
     n_trainers: int = 6
+    trainers: list[int] | None = None
+    """Run only these trainer indices of the scenario (None: all ``n_trainers``). Their
+    data shares are those of the whole scenario, since it still has ``n_trainers``;
+    round 0 opens when these have registered. For the oracle baseline (FedAvg inside
+    each true data group) and other partial networks."""
     rounds: int = 5
     epochs: int = 2
     batch_size: int = 32
@@ -114,6 +120,10 @@ class SimulationConfig:
         if self.round_timeout is not None:
             return self.round_timeout
         return 2 * self.phase_duration + 300.0
+
+    def trainer_indices(self) -> list[int]:
+        """The scenario's trainers this run starts, in order (see :attr:`trainers`)."""
+        return list(range(self.n_trainers)) if self.trainers is None else list(self.trainers)
 
     def tolerances(self) -> list[float]:
         if self.tolerance == "mixed":
@@ -185,6 +195,7 @@ class SimulationConfig:
             raise SimulationError("n_trainers must be at least 1")
         if self.rounds < 1:
             raise SimulationError("rounds must be at least 1")
+        self._validate_trainers()
         if self.storage not in ("local", "ipfs"):
             raise SimulationError(f"storage must be 'local' or 'ipfs', not {self.storage!r}")
         if self.tolerance != "mixed":
@@ -195,10 +206,32 @@ class SimulationConfig:
                     f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
                 ) from exc
         try:
-            for index in range(self.n_trainers):
+            for index in self.trainer_indices():
                 self.trainer_config(index)
         except ConfigError as exc:
             raise SimulationError(f"scenario {self.name!r}: {exc}") from exc
+
+    def _validate_trainers(self) -> None:
+        if self.trainers is None:
+            return
+        where = f"scenario {self.name!r}: trainers"
+        if not isinstance(self.trainers, list | tuple) or not self.trainers:
+            raise SimulationError(
+                f"{where} must be a non-empty list of trainer indices (or absent for all "
+                f"{self.n_trainers}), not {self.trainers!r}"
+            )
+        wrong = [i for i in self.trainers if isinstance(i, bool) or not isinstance(i, int)]
+        if wrong:
+            raise SimulationError(f"{where}: {wrong[0]!r} is not a trainer index (an integer)")
+        outside = [i for i in self.trainers if not 0 <= i < self.n_trainers]
+        if outside:
+            raise SimulationError(
+                f"{where}: {', '.join(map(str, outside))} outside 0..{self.n_trainers - 1} "
+                f"(the scenario has n_trainers = {self.n_trainers})"
+            )
+        twice = sorted(i for i, count in Counter(self.trainers).items() if count > 1)
+        if twice:
+            raise SimulationError(f"{where}: {', '.join(map(str, twice))} given more than once")
 
 
 class Network:
@@ -217,7 +250,7 @@ class Network:
 
     def start(self, min_trainers: int | None = None) -> None:
         """Storage, genesis weights, devnet; round 0 opens at ``min_trainers``
-        registrations (default: every trainer of the scenario)."""
+        registrations (default: every trainer this run starts)."""
         cfg = self.config
         if cfg.storage == "ipfs":
             port = free_port()
@@ -232,7 +265,7 @@ class Network:
             port=free_port(),
             genesis_cid=genesis_cid,
             task=cfg.task,
-            min_trainers=min_trainers or cfg.n_trainers,
+            min_trainers=min_trainers or len(cfg.trainer_indices()),
             phase_duration=cfg.phase_duration,
             accounts=cfg.n_trainers + 2,
         )
@@ -264,8 +297,9 @@ class Network:
         ]
 
     def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
-        """One worker process per trainer; ``extra_args`` adds options to some of them."""
-        for index in range(self.config.n_trainers):
+        """One worker process per trainer of the run (:meth:`SimulationConfig.trainer_indices`,
+        in that order); ``extra_args`` adds options to some of them, by trainer index."""
+        for index in self.config.trainer_indices():
             self.procs.append(self.spawn(index, (extra_args or {}).get(index, [])))
 
     def spawn(self, index: int, extra_args: list[str] | None = None) -> subprocess.Popen[bytes]:
@@ -307,7 +341,7 @@ class Network:
         cfg = self.config
         assert self.deployment is not None
         observer = ChainClient.read_only(self.deployment)
-        total = cfg.rounds * cfg.n_trainers
+        total = cfg.rounds * len(cfg.trainer_indices())
         last_progress, done = time.monotonic(), 0
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -335,7 +369,9 @@ class Network:
                 codes = [p.poll() for p in self.procs]
                 failed = [i for i, c in enumerate(codes) if c not in (None, 0)]
                 if failed:
-                    raise SimulationError(self._failure(failed[0], codes[failed[0]]))
+                    raise SimulationError(
+                        self._failure(self._trainer_of(failed[0]), codes[failed[0]])
+                    )
                 if all(c == 0 for c in codes):
                     return
                 if time.monotonic() - last_progress > cfg.stall_timeout:
@@ -345,6 +381,11 @@ class Network:
                         f"in {self.run_dir / 'trainers'}"
                     )
                 time.sleep(0.5)
+
+    def _trainer_of(self, position: int) -> int:
+        """The trainer index of ``procs[position]`` (procs follow the run's trainers)."""
+        indices = self.config.trainer_indices()
+        return indices[position] if position < len(indices) else position
 
     def _failure(self, index: int, code: int | None) -> str:
         log = self.run_dir / "trainers" / f"{index:03d}" / "worker.log"
@@ -380,7 +421,12 @@ def run_simulation(
             network.start()
         console.print(
             f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
-            f"storage {network.storage_spec}, {config.n_trainers} trainers"
+            f"storage {network.storage_spec}, {len(config.trainer_indices())} trainers"
+            + (
+                f" (indices {', '.join(map(str, config.trainer_indices()))} of {config.n_trainers})"
+                if config.trainers is not None
+                else ""
+            )
         )
         network.spawn_workers()
         network.wait()

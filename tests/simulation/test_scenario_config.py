@@ -48,11 +48,11 @@ def test_a_scenario_file_takes_dash_case_keys_and_command_line_overrides(tmp_pat
 def test_from_mapping_names_every_unknown_key():
     # Execute
     with pytest.raises(ConfigError) as raised:
-        SimulationConfig.from_mapping({"trainers": 4, "tolerence": 2}, source="s.toml")
+        SimulationConfig.from_mapping({"n_trainer": 4, "tolerence": 2}, source="s.toml")
 
     # Assert
     assert str(raised.value) == (
-        "s.toml: unknown key 'trainers' (did you mean 'n_trainers'?); "
+        "s.toml: unknown key 'n_trainer' (did you mean 'n_trainers'?); "
         "unknown key 'tolerence' (did you mean 'tolerance'?)"
     )
 

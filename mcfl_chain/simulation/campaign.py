@@ -1,0 +1,451 @@
+"""The experiment campaign: every scenario × method × seed (``scripts/run_experiments.py``).
+
+Methods, on the same data, chain code and seeds:
+
+- ``mcfl``: the scenario file as written (MCFL as its authors ran it, by default);
+- ``fedavg``: decentralized FedAvg, one global model (the paper's baseline);
+- ``local``: every trainer alone;
+- ``ifca``: IFCA with k = the scenario's ``n_groups`` (3 if it has none);
+- ``oracle``: FedAvg run separately inside each true data group (one network per group,
+  of that group's trainers only, with the data shares of the whole scenario), the parts
+  merged into one run directory; only where the scenario has several groups and some
+  group has more than one trainer (with one trainer per group it is ``local``);
+- ablations, on ``groups`` and ``autoencoders``: MCFL with one of its three readings of
+  the paper switched to the earlier one (``mcfl-shared``: everybody starts on the root,
+  ``mcfl-all``: aggregate on every trained parent, ``mcfl-ceil``: train ⌈√n⌉ parents),
+  and all three together (``mcfl-v1``, this repository's first MCFL).
+
+Scenario files that differ only in MCFL options (``gaussian-tol1`` … ``-tolmixed``,
+``autoencoders`` and ``autoencoders-tol1``) share their baselines, named after the part
+of the name before ``-tol``. A run's directory is ``<scenario>-<method>-s<seed>``; the
+runs are ordered seed by seed, so a partial campaign has every (scenario, method) at
+seed 0 before any at seed 1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.learning.scenario import scenario_specs
+from mcfl_chain.simulation import report
+from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
+
+METHODS = ("mcfl", "fedavg", "local", "ifca", "oracle")
+"""The methods every scenario is run with (``oracle`` where it applies)."""
+BASELINES = ("fedavg", "local", "ifca", "oracle")
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "mcfl-shared": {"start": "shared"},
+    "mcfl-all": {"aggregate_on": "all"},
+    "mcfl-ceil": {"selection": "ceil"},
+    "mcfl-v1": {"start": "shared", "aggregate_on": "all", "selection": "ceil"},
+}
+"""MCFL with one deviation from the authors' code toggled alone, and all of them (v1)."""
+ABLATION_SCENARIOS = ("groups", "autoencoders")
+ALL_METHODS = METHODS + tuple(ABLATIONS)
+MCFL_ONLY = ("tolerance", "divergence", "start", "aggregate_on", "selection", "clusters")
+"""Options the baselines do not use: reset to their defaults so that scenarios differing
+only in these share one baseline run."""
+DEFAULT_SEEDS = (0, 1, 2)
+PUBLISHED_MAX_ROUNDS = 30
+"""Rounds of a ``--published-size`` campaign unless ``--max-rounds`` says otherwise."""
+
+
+class CampaignError(ValueError):
+    """The campaign cannot be planned or resumed as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the campaign.
+
+    Attributes
+    ----------
+    name : str
+        Its directory name, ``<scenario>-<method>-s<seed>``.
+    scenario : str
+        The scenario file's name (MCFL and ablations) or the shared baselines' stem.
+    method : str
+        One of :data:`ALL_METHODS`.
+    seed : int
+    config : SimulationConfig
+        What is run (for the oracle, the FedAvg configuration of the whole scenario).
+    parts : tuple
+        Oracle only: ``(group label, trainer indices)`` of each group, one network each.
+    """
+
+    name: str
+    scenario: str
+    method: str
+    seed: int
+    config: SimulationConfig
+    parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def ablation(self) -> bool:
+        return self.method in ABLATIONS
+
+    def part_configs(self) -> list[tuple[str, SimulationConfig]]:
+        """Oracle: each group's sub-directory name and the configuration of its network."""
+        return [
+            (
+                slug(label),
+                replace(self.config, trainers=list(indices), name=f"{self.name}-{slug(label)}"),
+            )
+            for label, indices in self.parts
+        ]
+
+
+@dataclass
+class Plan:
+    runs: list[PlannedRun]
+    notes: list[str] = field(default_factory=list)
+    """Runs left out of the plan, and why (e.g. no oracle for a one-group scenario)."""
+
+
+def slug(text: str) -> str:
+    """A directory-name form of a group label: ``"classes 0-3"`` → ``"classes-0-3"``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "group"
+
+
+def baseline_stem(config: SimulationConfig) -> str:
+    """The name the scenario's baselines are filed under: its name before ``-tol``."""
+    return config.name.split("-tol")[0]
+
+
+def method_config(config: SimulationConfig, method: str) -> SimulationConfig:
+    """The configuration of ``method`` on ``config``'s scenario (same data and seed).
+
+    Raises
+    ------
+    CampaignError
+        For an unknown method.
+    """
+    if method == "mcfl":
+        return config
+    if method in ABLATIONS:
+        return replace(config, **ABLATIONS[method])
+    defaults = SimulationConfig()
+    base = replace(config, **{k: getattr(defaults, k) for k in MCFL_ONLY})
+    if method in ("fedavg", "oracle"):
+        return replace(base, strategy="fedavg")
+    if method == "local":
+        return replace(base, strategy="local")
+    if method == "ifca":
+        clusters = config.scenario_params.get("n_groups", 3)
+        return replace(base, strategy="ifca", clusters=int(clusters))
+    raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+
+
+def true_groups(config: SimulationConfig) -> dict[str, list[int]]:
+    """Each data group of the scenario (its label in the metrics) and its trainer indices.
+
+    Raises
+    ------
+    CampaignError
+        If the scenario's data specs cannot be made (unknown kind or parameter).
+    """
+    try:
+        specs = scenario_specs(
+            config.scenario,
+            config.n_trainers,
+            config.seed,
+            dataset=config.dataset,
+            samples_per_trainer=config.samples,
+            **config.scenario_params,
+        )
+    except (ValueError, TypeError) as exc:
+        raise CampaignError(f"scenario {config.name!r}: {exc}") from exc
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, spec in enumerate(specs):
+        groups[spec.group].append(index)
+    return dict(groups)
+
+
+def oracle_parts(config: SimulationConfig) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], str]:
+    """The oracle's groups, or ``()`` and the reason there is no oracle for ``config``."""
+    groups = true_groups(config)
+    if len(groups) < 2:
+        return (), "a single data group (the oracle is FedAvg)"
+    if all(len(members) == 1 for members in groups.values()):
+        return (), "one trainer per data group (the oracle is local training)"
+    return tuple((label, tuple(members)) for label, members in groups.items()), ""
+
+
+def load_scenarios(folder: Path) -> list[SimulationConfig]:
+    """The scenario files of ``folder`` (``*.toml``), by file name.
+
+    Raises
+    ------
+    CampaignError
+        If there is none, one cannot be read, or two have the same name.
+    """
+    paths = sorted(folder.glob("*.toml"))
+    if not paths:
+        raise CampaignError(f"no scenario file (*.toml) in {folder}")
+    configs: dict[str, SimulationConfig] = {}
+    for path in paths:
+        try:
+            config = SimulationConfig.load_file(path)
+        except ConfigError as exc:
+            raise CampaignError(str(exc)) from exc
+        if config.name in configs:
+            raise CampaignError(f"two scenario files in {folder} are named {config.name!r}")
+        configs[config.name] = config
+    return list(configs.values())
+
+
+def sized(config: SimulationConfig, published: bool, max_rounds: int | None) -> SimulationConfig:
+    """``config`` at the paper's size (38 trainers, all samples, 2 epochs) if
+    ``published``, its rounds capped at ``max_rounds`` (30 by default at that size)."""
+    if published:
+        config = replace(config.published_size(), name=config.name)
+        max_rounds = max_rounds or PUBLISHED_MAX_ROUNDS
+    if max_rounds is not None:
+        config = replace(config, rounds=min(config.rounds, max_rounds))
+    return config
+
+
+def plan(
+    scenarios: Sequence[SimulationConfig],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    methods: Iterable[str] = (),
+    only: Iterable[str] = (),
+    ablation: bool = True,
+    published: bool = False,
+    max_rounds: int | None = None,
+) -> Plan:
+    """Every run to make, seed by seed: per scenario MCFL then its baselines, then the
+    ablations; a baseline shared by several scenario files appears once.
+
+    ``methods`` (empty: all of :data:`METHODS`, and the ablations if ``ablation``) and
+    ``only`` (scenario names, or a baseline stem such as ``gaussian``; empty: all) filter.
+
+    Raises
+    ------
+    CampaignError
+        For an unknown method or scenario name, a bad seed or round cap, two scenario
+        files giving different runs one name, or a run whose configuration is invalid.
+    """
+    methods, only = tuple(methods), tuple(only)
+    unknown = [m for m in methods if m not in ALL_METHODS]
+    if unknown:
+        raise CampaignError(f"unknown method {unknown[0]!r}; known: {', '.join(ALL_METHODS)}")
+    names = {c.name for c in scenarios} | {baseline_stem(c) for c in scenarios}
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise CampaignError(f"no scenario named {unknown[0]!r}; known: {', '.join(sorted(names))}")
+    if not seeds:
+        raise CampaignError("give at least one seed")
+    twice = [s for s, count in Counter(seeds).items() if count > 1]
+    if twice or any(s < 0 for s in seeds):
+        raise CampaignError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    if max_rounds is not None and max_rounds < 1:
+        raise CampaignError(f"--max-rounds must be at least 1, got {max_rounds}")
+    wanted = set(methods) or set(METHODS) | (set(ABLATIONS) if ablation else set())
+    if not ablation:
+        wanted -= set(ABLATIONS)
+    chosen = [
+        sized(c, published, max_rounds)
+        for c in sorted(scenarios, key=lambda c: (baseline_stem(c), c.name != baseline_stem(c)))
+        if not only or c.name in only or baseline_stem(c) in only
+    ]
+
+    runs: dict[str, PlannedRun] = {}
+    notes: dict[str, str] = {}
+
+    def add(run: PlannedRun) -> None:
+        previous = runs.get(run.name)
+        if previous is not None and (
+            asdict(previous.config) != asdict(run.config) or previous.parts != run.parts
+        ):
+            raise CampaignError(f"two scenario files define different runs named {run.name!r}")
+        runs[run.name] = run
+
+    for seed in seeds:
+        for config in chosen:
+            seeded = replace(config, seed=seed)
+            if "mcfl" in wanted:
+                name = f"{config.name}-mcfl-s{seed}"
+                add(PlannedRun(name, config.name, "mcfl", seed, replace(seeded, name=name)))
+            stem = baseline_stem(config)
+            for method in BASELINES:
+                if method not in wanted:
+                    continue
+                name = f"{stem}-{method}-s{seed}"
+                run_config = replace(method_config(seeded, method), name=name)
+                parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+                if method == "oracle":
+                    parts, why = oracle_parts(run_config)
+                    if not parts:
+                        notes[f"{stem}-oracle"] = f"{stem}: no oracle run, {why}"
+                        continue
+                add(PlannedRun(name, stem, method, seed, run_config, parts))
+        for config in chosen:
+            if config.name not in ABLATION_SCENARIOS:
+                continue
+            for method in ABLATIONS:
+                if method in wanted:
+                    name = f"{config.name}-{method}-s{seed}"
+                    run_config = replace(method_config(config, method), seed=seed, name=name)
+                    add(PlannedRun(name, config.name, method, seed, run_config))
+    out = Plan(list(runs.values()), list(notes.values()))
+    for run in out.runs:
+        try:
+            for config in [run.config] + [c for _, c in run.part_configs()]:
+                config.validate()
+        except SimulationError as exc:
+            raise CampaignError(f"run {run.name}: {exc}") from exc
+    return out
+
+
+# -- the run directories ----------------------------------------------------------------
+
+
+def state_of(run_dir: Path) -> str:
+    """``done`` (a summary.json), ``partial`` (started, unfinished) or ``pending``."""
+    if (run_dir / "summary.json").exists():
+        return "done"
+    return "partial" if run_dir.exists() else "pending"
+
+
+def config_differences(run_dir: Path, config: SimulationConfig) -> list[str]:
+    """The options a finished run was made with that differ from ``config`` (only the
+    keys both know, so an option added since does not count)."""
+    path = run_dir / "config.json"
+    if not path.exists():
+        return []
+    recorded = json.loads(path.read_text())
+    planned = json.loads(json.dumps(asdict(config)))
+    return [
+        f"{key}={recorded[key]!r} (planned {planned[key]!r})"
+        for key in sorted(recorded.keys() & planned.keys())
+        if recorded[key] != planned[key]
+    ]
+
+
+def recorded_seconds(run_dir: Path) -> float | None:
+    """How long a finished run took (its summary's ``seconds``)."""
+    try:
+        return float(json.loads((run_dir / "summary.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def estimate_seconds(
+    pending: Sequence[PlannedRun], finished: Sequence[tuple[PlannedRun, float]]
+) -> float | None:
+    """Time the ``pending`` runs should take, from the ``finished`` runs' durations (in
+    seconds): each like the same scenario and method at other seeds, else the same
+    method, else any run. None before any run finished."""
+    if not finished:
+        return None
+    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_method: dict[str, list[float]] = defaultdict(list)
+    for run, seconds in finished:
+        by_pair[run.scenario, run.method].append(seconds)
+        by_method[run.method].append(seconds)
+    every = statistics.fmean(seconds for _, seconds in finished)
+    total = 0.0
+    for run in pending:
+        same = by_pair.get((run.scenario, run.method)) or by_method.get(run.method)
+        total += statistics.fmean(same) if same else every
+    return total
+
+
+def clear_unfinished(run: PlannedRun, run_dir: Path) -> None:
+    """Remove what an interrupted run left (its trainers' metrics would mix with the new
+    ones); an oracle keeps the groups' networks that finished."""
+    if not run_dir.exists():
+        return
+    if not run.parts:
+        shutil.rmtree(run_dir)
+        return
+    parts = run_dir / "parts"
+    for entry in run_dir.iterdir():
+        if entry != parts:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if parts.exists():
+        for part in parts.iterdir():
+            if not (part / "summary.json").exists():
+                shutil.rmtree(part)
+
+
+def execute(run: PlannedRun, run_dir: Path, console: Console) -> dict[str, Any]:
+    """Make one run (the oracle's networks one after the other, then merged)."""
+    if not run.parts:
+        return run_simulation(run.config, run_dir, console)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(asdict(run.config), indent=1))
+    parts = []
+    for (label, _), (name, config) in zip(run.parts, run.part_configs(), strict=True):
+        part_dir = run_dir / "parts" / name
+        if not (part_dir / "summary.json").exists():
+            console.print(f"oracle group {label!r}: trainers {config.trainers}")
+            run_simulation(config, part_dir, console)
+        parts.append((label, part_dir))
+    return merge_parts(run_dir, run.config, parts)
+
+
+def merge_parts(
+    run_dir: Path, config: SimulationConfig, parts: Sequence[tuple[str, Path]]
+) -> dict[str, Any]:
+    """Write one run directory (metrics.jsonl, rounds.csv, summary.json, plots) from the
+    finished runs of ``parts`` (group label, run directory), so that the report reads the
+    oracle as one run. The parts ran on separate chains, so each line's ``model`` is
+    prefixed with its part's name (``classes-0-3/0x…``) to keep models apart; the run's
+    ``seconds`` are the parts' sum."""
+    lines: list[dict[str, Any]] = []
+    models_per_round: Counter[int] = Counter()
+    totals = {"models_total": 0, "updates_total": 0}
+    seconds = 0.0
+    metric = "accuracy"
+    records = {}
+    for label, part_dir in parts:
+        summary = json.loads((part_dir / "summary.json").read_text())
+        metric = summary["metric"]
+        for line in report.read_metrics([part_dir / "metrics.jsonl"]):
+            if line.get("model"):
+                line["model"] = f"{part_dir.name}/{line['model']}"
+            line["oracle_part"] = label
+            lines.append(line)
+        for row in summary["rounds"]:
+            models_per_round[row["round"]] += row["models"]
+        for key in totals:
+            totals[key] += summary.get(key, 0)
+        seconds += summary["seconds"]
+        records[label] = {
+            "dir": str(part_dir.relative_to(run_dir)),
+            "trainers": summary["config"]["trainers"],
+            "seconds": summary["seconds"],
+        }
+    lines.sort(key=lambda m: (m["round"], int(m.get("trainer_index", 0))))
+    with open(run_dir / "metrics.jsonl", "w") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    summaries = report.summarize(lines, dict(models_per_round))
+    report.write_csv(summaries, run_dir / "rounds.csv")
+    summary = report.write_summary(
+        run_dir,
+        lines,
+        summaries,
+        {
+            "config": asdict(config),
+            "seconds": round(seconds, 2),
+            "metric": metric,
+            **totals,
+            "parts": records,
+        },
+    )
+    report.plot(run_dir, lines, summaries, metric)
+    return summary

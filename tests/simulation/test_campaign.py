@@ -1,0 +1,339 @@
+"""The experiment campaign: its plan, resuming, the oracle's parts merged into one run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from mcfl_chain.simulation import campaign
+from mcfl_chain.simulation.runner import SimulationConfig
+
+PAPER = Path(__file__).resolve().parents[2] / "scenarios" / "paper"
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return campaign.load_scenarios(PAPER)
+
+
+def _scenario(**overrides) -> SimulationConfig:
+    base = dict(
+        name="groups",
+        dataset="digits",
+        scenario="groups",
+        scenario_params={"n_groups": 2},
+        n_trainers=4,
+        rounds=2,
+        samples=300,
+    )
+    base.update(overrides)
+    return SimulationConfig(**base)
+
+
+def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
+    # Execute
+    plan = campaign.plan(paper)
+    no_ablation = campaign.plan(paper, ablation=False)
+
+    # Assert: 11 MCFL files, 7 shared baselines × (fedavg, local, ifca), 3 oracles
+    # (groups, two-datasets, autoencoders), 2 × 4 ablations; all × 3 seeds.
+    assert len(no_ablation.runs) == 3 * (11 + 7 * 3 + 3)
+    assert len(plan.runs) == len(no_ablation.runs) + 3 * 8
+    names = [r.name for r in plan.runs]
+    assert len(set(names)) == len(names)
+    assert [r.seed for r in plan.runs] == sorted(r.seed for r in plan.runs)
+    assert "gaussian-fedavg-s0" in names and "gaussian-tol2-fedavg-s0" not in names
+    assert "autoencoders-mcfl-v1-s2" in names and "iid-mcfl-v1-s0" not in names
+    assert not any(
+        n.startswith(("iid-oracle", "gaussian-oracle", "dirichlet")) and "oracle" in n
+        for n in names
+    )
+    assert any("gaussian" in note and "one trainer per data group" in note for note in plan.notes)
+
+
+def test_methods_are_configured_on_the_same_data(paper):
+    # Prepare
+    runs = {r.name: r for r in campaign.plan(paper, seeds=[1]).runs}
+
+    # Assert: the scenario file as written, seed replaced
+    mcfl = runs["gaussian-tol3-mcfl-s1"].config
+    assert (mcfl.strategy, mcfl.tolerance, mcfl.seed, mcfl.name) == (
+        "mcfl",
+        3.0,
+        1,
+        "gaussian-tol3-mcfl-s1",
+    )
+    # baselines reset the MCFL-only options (so tolerance variants share them)
+    fedavg = runs["gaussian-fedavg-s1"].config
+    assert (fedavg.strategy, fedavg.tolerance, fedavg.n_trainers, fedavg.samples) == (
+        "fedavg",
+        1.0,
+        10,
+        1500,
+    )
+    assert runs["groups-ifca-s1"].config.clusters == 3  # n_groups
+    assert runs["iid-ifca-s1"].config.clusters == 3  # none given
+    assert runs["iid-local-s1"].config.strategy == "local"
+    # ablations toggle one option each, v1 all three
+    shared = runs["groups-mcfl-shared-s1"].config
+    assert (shared.start, shared.aggregate_on, shared.selection) == ("shared", "best", "percentile")
+    v1 = runs["autoencoders-mcfl-v1-s1"].config
+    assert (v1.start, v1.aggregate_on, v1.selection, v1.tolerance) == ("shared", "all", "ceil", 3.0)
+    assert runs["groups-mcfl-ceil-s1"].config.selection == "ceil"
+    assert runs["groups-mcfl-all-s1"].config.aggregate_on == "all"
+
+
+def test_the_oracle_runs_fedavg_inside_each_true_group(paper):
+    # Prepare
+    run = next(r for r in campaign.plan(paper, seeds=[0]).runs if r.name == "groups-oracle-s0")
+
+    # Execute
+    parts = run.part_configs()
+
+    # Assert: the groups of the scenario's data specs (trainer i in group i mod 3)
+    assert run.parts == (
+        ("classes 0-3", (0, 3, 6, 9)),
+        ("classes 4-6", (1, 4, 7, 10)),
+        ("classes 7-9", (2, 5, 8, 11)),
+    )
+    assert [name for name, _ in parts] == ["classes-0-3", "classes-4-6", "classes-7-9"]
+    config = parts[1][1]
+    assert (config.strategy, config.trainers, config.n_trainers) == ("fedavg", [1, 4, 7, 10], 12)
+    assert config.name == "groups-oracle-s0-classes-4-6"
+
+
+def test_filters_and_sizes(paper):
+    # Execute
+    plan = campaign.plan(
+        paper, seeds=[4], methods=["fedavg", "mcfl-v1"], only=["gaussian", "groups"]
+    )
+    published = campaign.plan(paper, seeds=[0], only=["iid"], published=True)
+    capped = campaign.plan(paper, seeds=[0], only=["iid"], published=True, max_rounds=50)
+
+    # Assert
+    assert [r.name for r in plan.runs] == [
+        "gaussian-fedavg-s4",
+        "groups-fedavg-s4",
+        "groups-mcfl-v1-s4",
+    ]
+    config = published.runs[0].config
+    assert (config.n_trainers, config.samples, config.rounds, config.name) == (
+        38,
+        None,
+        30,
+        "iid-mcfl-s0",
+    )
+    assert capped.runs[0].config.rounds == 50
+    assert campaign.plan(paper, seeds=[0], only=["iid"], max_rounds=3).runs[0].config.rounds == 3
+    assert not campaign.plan(paper, seeds=[0], methods=["mcfl-v1"], ablation=False).runs
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"methods": ["krum"]}, "unknown method 'krum'; known: mcfl, fedavg"),
+        ({"only": ["gauss"]}, "no scenario named 'gauss'; known: autoencoders"),
+        ({"seeds": []}, "give at least one seed"),
+        ({"seeds": [0, 0]}, "seeds must be distinct and >= 0"),
+        ({"max_rounds": 0}, "--max-rounds must be at least 1"),
+    ],
+)
+def test_wrong_options_are_refused(paper, kwargs, message):
+    with pytest.raises(campaign.CampaignError, match=message):
+        campaign.plan(paper, **kwargs)
+
+
+def test_scenarios_sharing_a_baseline_must_agree_on_its_data():
+    # Prepare: two tolerance variants whose data differ
+    scenarios = [_scenario(name="g-tol1"), _scenario(name="g-tol2", samples=400)]
+
+    # Execute / Assert
+    with pytest.raises(campaign.CampaignError, match="different runs named 'g-fedavg-s0'"):
+        campaign.plan(scenarios, seeds=[0])
+
+
+def test_a_run_that_cannot_start_is_refused_when_planning():
+    with pytest.raises(campaign.CampaignError, match="run g-mcfl-s0: scenario 'g-mcfl-s0'"):
+        campaign.plan([_scenario(name="g", epochs=0)], seeds=[0])
+
+
+def test_load_scenarios_errors(tmp_path):
+    with pytest.raises(campaign.CampaignError, match="no scenario file"):
+        campaign.load_scenarios(tmp_path)
+    (tmp_path / "a.toml").write_text('name = "x"\n')
+    (tmp_path / "b.toml").write_text('name = "x"\n')
+    with pytest.raises(campaign.CampaignError, match="two scenario files .* named 'x'"):
+        campaign.load_scenarios(tmp_path)
+    (tmp_path / "b.toml").write_text('name = "y"\nepoch = 2\n')
+    with pytest.raises(campaign.CampaignError, match="unknown key 'epoch'"):
+        campaign.load_scenarios(tmp_path)
+
+
+def test_estimate_prefers_the_same_scenario_and_method():
+    # Prepare
+    config = _scenario()
+
+    def run(scenario, method, seed):
+        return campaign.PlannedRun(f"{scenario}-{method}-s{seed}", scenario, method, seed, config)
+
+    finished = [
+        (run("a", "mcfl", 0), 100.0),
+        (run("b", "mcfl", 0), 300.0),
+        (run("a", "fedavg", 0), 20.0),
+    ]
+
+    # Execute / Assert: a-mcfl 100, b-fedavg like fedavg 20, c-local like any (140)
+    assert campaign.estimate_seconds([run("a", "mcfl", 1)], finished) == 100.0
+    assert campaign.estimate_seconds(
+        [run("a", "mcfl", 1), run("b", "fedavg", 1), run("c", "local", 1)], finished
+    ) == pytest.approx(100 + 20 + 140)
+    assert campaign.estimate_seconds([run("a", "mcfl", 1)], []) is None
+
+
+def test_states_and_differences(tmp_path, run_writer):
+    # Prepare
+    config = _scenario()
+    run_writer(tmp_path / "done", config, lambda i, r: 0.5)
+    (tmp_path / "partial").mkdir()
+
+    # Execute / Assert
+    assert campaign.state_of(tmp_path / "done") == "done"
+    assert campaign.state_of(tmp_path / "partial") == "partial"
+    assert campaign.state_of(tmp_path / "none") == "pending"
+    assert campaign.config_differences(tmp_path / "done", config) == []
+    assert campaign.config_differences(tmp_path / "done", replace(config, rounds=9)) == [
+        "rounds=2 (planned 9)"
+    ]
+    assert campaign.recorded_seconds(tmp_path / "done") == 60.0
+
+
+def test_an_unfinished_oracle_keeps_its_finished_groups(tmp_path, run_writer):
+    # Prepare
+    run = campaign.PlannedRun(
+        "g-oracle-s0",
+        "g",
+        "oracle",
+        0,
+        _scenario(strategy="fedavg"),
+        (("a", (0, 2)), ("b", (1, 3))),
+    )
+    run_writer(tmp_path / "parts" / "a", _scenario(trainers=[0, 2]), lambda i, r: 0.5)
+    (tmp_path / "parts" / "b").mkdir(parents=True)
+    (tmp_path / "config.json").write_text("{}")
+
+    # Execute
+    campaign.clear_unfinished(run, tmp_path)
+
+    # Assert
+    assert [p.name for p in tmp_path.rglob("*") if p.parent == tmp_path] == ["parts"]
+    assert [p.name for p in (tmp_path / "parts").iterdir()] == ["a"]
+
+
+def test_the_oracle_runs_each_group_then_merges_them(tmp_path, monkeypatch, run_writer):
+    # Prepare: run_simulation writes a fake run; group "a" finished before.
+    config = _scenario(strategy="fedavg", name="g-oracle-s0")
+    run = campaign.PlannedRun(
+        "g-oracle-s0", "g", "oracle", 0, config, (("a", (0, 2)), ("b", (1, 3)))
+    )
+    started = []
+
+    def fake_simulation(part_config, run_dir, console):
+        started.append(part_config.trainers)
+        return run_writer(run_dir, part_config, lambda i, r: 0.1 * i + 0.1 * r, seconds=10.0)
+
+    monkeypatch.setattr(campaign, "run_simulation", fake_simulation)
+    run_writer(
+        tmp_path / "parts" / "a",
+        replace(config, trainers=[0, 2]),
+        lambda i, r: 0.1 * i + 0.1 * r,
+        lambda i: "a",
+        seconds=5.0,
+    )
+
+    # Execute
+    summary = campaign.execute(run, tmp_path, Console(quiet=True))
+
+    # Assert: one run of trainers 0-3, models of the two chains kept apart
+    assert started == [[1, 3]]
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(x["round"], x["trainer_index"]) for x in lines] == [
+        (r, i) for r in range(2) for i in range(4)
+    ]
+    assert {x["model"].split("/")[0] for x in lines} == {"a", "b"}
+    assert {x["oracle_part"] for x in lines} == {"a", "b"}
+    assert summary["seconds"] == 15.0
+    assert [r["models"] for r in summary["rounds"]] == [4, 4]
+    assert summary["final"]["metric_max"] == pytest.approx(0.4)
+    assert summary["parts"]["b"]["trainers"] == [1, 3]
+    assert json.loads((tmp_path / "config.json").read_text())["trainers"] is None
+    assert (tmp_path / "rounds.csv").exists() and (tmp_path / "accuracy.png").exists()
+
+
+def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
+    tmp_path, monkeypatch, load_script, run_writer
+):
+    # Prepare: a one-scenario folder; execute() writes a fake finished run.
+    script = load_script("run_experiments")
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "iid.toml").write_text(
+        'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 300\n'
+    )
+    out = tmp_path / "out"
+    made = []
+
+    def fake_execute(run, run_dir, console):
+        made.append(run.name)
+        return run_writer(run_dir, run.config, lambda i, r: 0.5)
+
+    monkeypatch.setattr(campaign, "execute", fake_execute)
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--seeds", "0,1"]
+    run_writer(
+        out / "iid-local-s0",
+        campaign.plan(campaign.load_scenarios(scenarios), seeds=[0]).runs[2].config,
+        lambda i, r: 0.5,
+    )
+    (out / "iid-mcfl-s1").mkdir(parents=True)
+    (out / "iid-mcfl-s1" / "junk").write_text("x")
+
+    # Execute
+    listed = CliRunner().invoke(script.main, [*args, "--list"])
+    ran = CliRunner().invoke(script.main, args)
+    made_first, made[:] = list(made), []
+    again = CliRunner().invoke(script.main, [*args, "--seeds", "2"])
+
+    # Assert
+    assert listed.exit_code == 0, listed.output
+    assert "   3  done     iid-local-s0" in listed.output
+    assert "   5  partial  iid-mcfl-s1" in listed.output
+    assert "8 runs planned" in listed.output and "1 done, 1 partial, 6 pending" in listed.output
+    assert "iid: no oracle run" in listed.output
+    assert ran.exit_code == 0, ran.output
+    assert made_first == [
+        "iid-mcfl-s0",
+        "iid-fedavg-s0",
+        "iid-ifca-s0",
+        "iid-mcfl-s1",
+        "iid-fedavg-s1",
+        "iid-local-s1",
+        "iid-ifca-s1",
+    ]
+    assert not (out / "iid-mcfl-s1" / "junk").exists()
+    assert "[7/7] iid-ifca-s1" in ran.output and "ETA" in ran.output
+    assert again.exit_code == 0 and made == [
+        "iid-mcfl-s2",
+        "iid-fedavg-s2",
+        "iid-local-s2",
+        "iid-ifca-s2",
+    ]
+    (scenarios / "iid.toml").write_text(
+        'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 400\n'
+    )
+    changed = CliRunner().invoke(script.main, args)
+    assert changed.exit_code == 1
+    assert "was made with other options than planned: samples=300 (planned 400)" in changed.output

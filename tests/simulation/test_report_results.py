@@ -1,0 +1,235 @@
+"""scripts/report_results.py on a small synthetic campaign: tables, statistics, gaps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mcfl_chain.simulation.runner import SimulationConfig
+
+GROUPS = dict(
+    dataset="digits",
+    scenario="groups",
+    scenario_params={"n_groups": 2},
+    n_trainers=4,
+    rounds=2,
+    samples=300,
+)
+AUTOENCODERS = dict(
+    dataset="fashion-mnist",
+    scenario="two-datasets",
+    scenario_params={"other_dataset": "digits"},
+    n_trainers=4,
+    rounds=2,
+    samples=300,
+    arch="lenet-cae",
+)
+FINAL = {  # each trainer's figure at the last round, by run
+    "groups-mcfl-s0": [0.9, 0.8, 0.7, 0.6],
+    "groups-mcfl-s1": [0.8, 0.8, 0.8, 0.8],
+    "groups-fedavg-s0": [0.5, 0.6, 0.7, 0.4],
+    "groups-fedavg-s1": [0.6, 0.6, 0.6, 0.6],
+    "groups-local-s0": [0.7, 0.7, 0.7, 0.7],
+    "groups-mcfl-v1-s0": [0.5, 0.5, 0.5, 0.5],
+    "autoencoders-mcfl-s0": [0.002, 0.002, 0.008, 0.008],
+    "autoencoders-fedavg-s0": [0.0025, 0.0025, 0.009, 0.009],
+}
+
+
+@pytest.fixture
+def campaign_dir(tmp_path, run_writer):
+    runs = tmp_path / "runs"
+    for name, final in FINAL.items():
+        autoencoder = name.startswith("autoencoders")
+        strategy = "mcfl" if "-mcfl" in name else name.split("-")[1]
+        config = SimulationConfig(
+            name=name,
+            strategy=strategy,
+            tolerance=3.0 if autoencoder else 1.0,
+            **(AUTOENCODERS if autoencoder else GROUPS),
+        )
+        run_writer(
+            runs / name,
+            config,
+            lambda i, r, final=final: final[i] if r == 1 else final[i] / 2,
+            (lambda i: "fashion-mnist" if i < 2 else "digits")  # MSE 0.002 / 0.008
+            if autoencoder
+            else (lambda i: "ab"[i % 2]),
+            metric="MSE" if autoencoder else "accuracy",
+        )
+    (runs / "notes").mkdir()  # not a run: ignored
+    (runs / "iid-mcfl-s0").mkdir()  # unfinished: ignored
+    docs = tmp_path / "docs"
+    (docs / "results").mkdir(parents=True)
+    (docs / "results" / "claims.toml").write_text(
+        '[groups]\ntitle = "Three groups"\nclaim = """\nGroups split.\n"""\nverdict = "supported"\n'
+    )
+    return runs, docs
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def test_run_names_are_parsed_with_methods_containing_dashes(load_script):
+    pattern = load_script("report_results").RUN_NAME
+    assert pattern.match("groups-mcfl-shared-s0").group("scenario", "method", "seed") == (
+        "groups",
+        "mcfl-shared",
+        "0",
+    )
+    assert pattern.match("gaussian-tol1-mcfl-s12").group("scenario", "method") == (
+        "gaussian-tol1",
+        "mcfl",
+    )
+    assert pattern.match("dirichlet-0.1-oracle-s2").group("scenario") == "dirichlet-0.1"
+    assert pattern.match("groups") is None
+
+
+def test_the_report_gives_means_intervals_and_paired_differences(campaign_dir, load_script):
+    # Prepare
+    runs, docs = campaign_dir
+    script = load_script("report_results")
+
+    # Execute
+    result = CliRunner().invoke(script.main, ["--runs", str(runs), "--out", str(docs)])
+
+    # Assert
+    assert result.exit_code == 0, result.output
+    text = (docs / "RESULTS.md").read_text()
+    groups = _section(text, "Three groups")
+    assert "**What the paper claims.** Groups split." in groups
+    assert "**Verdict.** supported" in groups
+    # worst 0.6 / 0.8: mean 70, half-width t(1)·sd/√2 = 12.706·0.1; fair 0.8 / 0.8667
+    assert "| MCFL | 2 | 70.0 ± 127.1 | 77.5 ± 31.8 | 85.0 ± 63.5 | 83.3 ± 42.4 | 2.0 ± 0.0 |" in (
+        groups
+    )
+    assert "| local | 1 | 70.0 | 70.0 | 70.0 | 80.0 | 2.0 |" in groups
+    assert "| IFCA | 0 | not run | not run |" in groups
+    assert "| oracle | 0 | not run |" in groups  # the scenario has two groups
+    # paired: +0.2 per trainer and for the worst trainer in both seeds
+    assert "| MCFL − FedAvg | 2 | +20.0 ± 0.0 | yes, better | +20.0 ± 0.0 | yes, better |" in groups
+    assert "| MCFL − local | 1 | +5.0 | – (1 seed) | -10.0 | – (1 seed) |" in groups
+    assert "| MCFL − oracle | 0 | not run | – | not run | – |" in groups
+    assert "![groups](results/groups.png)" in groups
+    assert (docs / "results" / "groups.png").exists()
+
+    autoencoders = _section(text, "autoencoders")
+    assert "_No claim recorded in docs/results/claims.toml._" in autoencoders
+    assert "**Verdict.** pending" in autoencoders
+    assert "| method | seeds | worst | average | best | MSE digits | MSE fashion-mnist |" in (
+        autoencoders
+    )
+    assert "| MCFL, tolerance 3.0 | 1 | 0.0080 | 0.0050 | 0.0020 | 0.0080 | 0.0020 | 2.0 |" in (
+        autoencoders
+    )
+    assert "| MCFL, tolerance 1.0 | 0 | not run |" in autoencoders  # from its scenario file
+    assert "| MCFL, tolerance 3.0 | digits | 0.0080 | 0.0090 | +12.5 % | +11.1 % |" in (
+        autoencoders
+    )
+    assert "| MCFL, tolerance 3.0 | fashion-mnist | 0.0020 | 0.0025 | +25.0 % | +20.0 % |" in (
+        autoencoders
+    )
+    # (−0.0005 − 0.0005 − 0.001 − 0.001)/4 and 0.008 − 0.009
+    assert "| MCFL, tolerance 3.0 − FedAvg | 1 | -0.0007 | – (1 seed) | -0.0010 |" in (autoencoders)
+    assert "MCFL, tolerance 1.0 − FedAvg" not in autoencoders
+
+    ablation = _section(text, "Ablation")
+    # v1 − MCFL on seed 0: (−0.4 − 0.3 − 0.2 − 0.1)/4
+    assert "| v1: all three | start = shared, aggregate_on = all, selection = ceil | 1 |" in (
+        ablation
+    )
+    assert "| 50.0 | 50.0 | 2.0 | -25.0 |" in ablation
+    assert "| MCFL (authors' defaults) | – | 1 | 0.0080 | 0.0050 | 0.0080 | 0.0020 | 2.0 | – |" in (
+        ablation
+    )
+    assert "| ⌈√n⌉ parents | selection = ceil | 0 | not run |" in ablation
+
+    summary = _section(text, "Summary")
+    assert "| groups | +20.0 ± 0.0 * | +20.0 ± 0.0 * | +5.0 | not run |" in summary
+    assert "| iid | not run | not run | not run | not run |" in summary
+    assert "Not run yet (`python scripts/run_experiments.py --only iid`)." in text
+    assert "| groups mcfl | 2 | 4 |" in _section(text, "Performance")
+
+    record = docs / "results" / "runs" / "groups-mcfl-s0"
+    lines = [json.loads(x) for x in (record / "metrics.jsonl").read_text().splitlines()]
+    assert [(x["round"], x["trainer_index"], x["accuracy"]) for x in lines] == [
+        (1, i, v) for i, v in enumerate(FINAL["groups-mcfl-s0"])
+    ]
+    assert "aggregations" not in lines[0]
+    assert (record / "summary.json").exists() and (record / "config.json").exists()
+    assert not (docs / "results" / "runs" / "iid-mcfl-s0").exists()
+
+
+def test_the_report_can_be_made_again_from_its_records(campaign_dir, load_script):
+    # Prepare
+    runs, docs = campaign_dir
+    script = load_script("report_results")
+    script.write_report(runs, docs, docs / "results" / "claims.toml")
+    first = (docs / "RESULTS.md").read_text()
+
+    # Execute
+    script.write_report(docs / "results" / "runs", docs, docs / "results" / "claims.toml")
+
+    # Assert: the same tables (the records hold the final-round lines)
+    again = (docs / "RESULTS.md").read_text()
+    assert _section(again, "Summary") == _section(first, "Summary")
+    assert _section(again, "Ablation") == _section(first, "Ablation")
+
+
+def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer, load_script):
+    # Prepare: IID data has one group, so the oracle is FedAvg itself.
+    runs = tmp_path / "runs"
+    for name in ("iid-mcfl-s0", "iid-fedavg-s0"):
+        config = SimulationConfig(
+            name=name,
+            scenario="iid",
+            **{k: v for k, v in GROUPS.items() if k not in ("scenario", "scenario_params")},
+        )
+        run_writer(runs / name, config, lambda i, r: 0.5, lambda i: "iid")
+
+    # Execute
+    text = (
+        load_script("report_results")
+        .write_report(runs, tmp_path / "docs", tmp_path / "claims.toml")
+        .read_text()
+    )
+
+    # Assert
+    iid = _section(text, "iid")
+    assert "No oracle run for `iid`: a single data group (the oracle is FedAvg)." in iid
+    assert "| oracle |" not in iid and "MCFL − oracle" not in iid
+    assert "| iid | +0.0 ± 0.0 |" not in text  # one seed: no interval
+    assert "| iid | +0.0 | +0.0 | not run | n/a |" in _section(text, "Summary")
+
+
+def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
+    # Execute
+    path = load_script("report_results").write_report(
+        tmp_path / "none", tmp_path / "docs", tmp_path / "claims.toml"
+    )
+
+    # Assert
+    text = path.read_text()
+    assert text.count("Not run yet") == 7 + 2  # 7 tables, 2 ablation scenarios
+    assert "_No run finished yet._" in text
+
+
+def test_a_broken_claims_file_is_named(tmp_path, load_script):
+    (tmp_path / "claims.toml").write_text("[groups\n")
+    result = CliRunner().invoke(
+        load_script("report_results").main,
+        [
+            "--runs",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "docs"),
+            "--claims",
+            str(tmp_path / "claims.toml"),
+        ],
+    )
+    assert result.exit_code == 1 and "claims.toml" in result.output
