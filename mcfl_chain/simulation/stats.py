@@ -22,62 +22,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scipy.stats import t
+
 from mcfl_chain.simulation.report import fair_accuracy
 
 CONFIDENCE = 0.95
-
-# Two-sided 95 % quantiles of Student's t (t_{0.975, df}), for when scipy is absent.
-_T95 = {
-    1: 12.706204736,
-    2: 4.302652730,
-    3: 3.182446305,
-    4: 2.776445105,
-    5: 2.570581836,
-    6: 2.446911851,
-    7: 2.364624252,
-    8: 2.306004135,
-    9: 2.262157163,
-    10: 2.228138852,
-    11: 2.200985160,
-    12: 2.178812830,
-    13: 2.160368656,
-    14: 2.144786688,
-    15: 2.131449546,
-    16: 2.119905299,
-    17: 2.109815578,
-    18: 2.100922040,
-    19: 2.093024054,
-    20: 2.085963447,
-    25: 2.059538553,
-    30: 2.042272456,
-    40: 2.021075390,
-    60: 2.000297822,
-    120: 1.979930405,
-}
 
 
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
     """Two-sided Student-t quantile: ``t`` such that P(|T| <= t) = ``confidence``.
 
-    Uses ``scipy.stats.t.ppf`` when scipy is importable (it comes with scikit-learn);
-    otherwise a table for 95 % (the next smaller tabulated degrees of freedom, which
-    errs on the wide side; the normal quantile past 120).
-
     Raises
     ------
     ValueError
-        If ``df < 1``, or without scipy for a confidence other than 95 %.
+        If ``df < 1``.
     """
     if df < 1:
         raise ValueError(f"a t interval needs at least 1 degree of freedom, got {df}")
-    try:
-        from scipy.stats import t
-    except ImportError:
-        if not math.isclose(confidence, 0.95):
-            raise ValueError("without scipy only 95 % intervals are available") from None
-        if df > 120:
-            return 1.959963985
-        return _T95[max(k for k in _T95 if k <= df)]
     return float(t.ppf(0.5 + confidence / 2, df))
 
 
