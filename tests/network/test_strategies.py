@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.simulation.campaign import PlannedRun, execute, method_config, oracle_parts, slug
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 
 pytestmark = pytest.mark.slow
@@ -118,3 +119,44 @@ def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
             if round_ > 0:
                 assert set(m.update_ids) == on_parent
     assert all(len(line["trained"]) == 1 for line in lines)
+
+
+def test_the_oracle_runs_fedavg_inside_each_true_group(tmp_path):
+    # Prepare: the oracle run of the 4-trainer, 2-group scenario
+    config = SimulationConfig(
+        name="groups",
+        dataset="digits",
+        scenario="groups",
+        scenario_params={"n_groups": 2},
+        n_trainers=4,
+        rounds=2,
+        samples=440,
+        epochs=5,
+        round_timeout=240,
+    )
+    run = PlannedRun(
+        name="groups-oracle-s0",
+        scenario="groups",
+        method="oracle",
+        seed=0,
+        config=method_config(config, "oracle"),
+        parts=oracle_parts(config)[0],
+    )
+    assert [indices for _, indices in run.parts] == [(0, 2), (1, 3)]
+    # Execute
+    summary = execute(run, tmp_path, Console(quiet=True))
+    # Assert: one network per group; each model is FedAvg of its group's updates only
+    for label, indices in run.parts:
+        part = tmp_path / "parts" / slug(label)
+        dag = ModelDAG.from_json(json.loads((part / "dag.json").read_text()))
+        for round_ in range(2):
+            (model,) = dag.models_of_round(round_)
+            assert len(model.update_ids) == len(indices)
+    # the merged run reads as one run of the four trainers
+    assert [(r["round"], r["trainers"], r["models"]) for r in summary["rounds"]] == [
+        (0, 4, 2),
+        (1, 4, 2),
+    ]
+    lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(line["trainer_index"] for line in lines if line["round"] == 1) == [0, 1, 2, 3]
+    assert all(line["strategy"] == "fedavg" for line in lines)
