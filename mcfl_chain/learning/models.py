@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -92,12 +92,26 @@ class LeNetAutoencoder(nn.Module):
 
 @dataclass(frozen=True)
 class Architecture:
-    """A registered architecture: its name, kind, a factory and a one-line description."""
+    """A registered architecture: its name, kind, a factory and a one-line description.
+
+    The built-in LeNets need nothing more. A task of one's own
+    (:meth:`mcfl_chain.learning.tasks.LearningTask.register`) also brings how its model
+    is initialised, trained and scored; :func:`create_model`,
+    :func:`~mcfl_chain.learning.training.train` and
+    :func:`~mcfl_chain.learning.training.evaluate` then use them for models built here.
+    """
 
     name: str
     kind: ModelKind
     build: Callable[[], nn.Module]
     description: str
+    create: Callable[[int], nn.Module] | None = None
+    """``create(seed) -> model``: the seeded model; None: ``build()`` then :func:`initialise`."""
+    train: Callable[..., Any] | None = None
+    """Own training, ``train(model, data, *, epochs, batch_size, lr, momentum, weight_decay,
+    seed) -> TrainReport``; None: the package's SGD."""
+    evaluate: Callable[..., Any] | None = None
+    """Own scoring, ``evaluate(model, x, y) -> Evaluation``; None: the package's."""
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -112,7 +126,36 @@ ARCHITECTURES: dict[str, Architecture] = {
         ),
     )
 }
-"""Registry: architecture name → :class:`Architecture`."""
+"""Registry: architecture name → :class:`Architecture` (the built-ins, then any task's
+model registered with :func:`register_architecture`)."""
+
+BUILTIN_ARCHITECTURES = frozenset(ARCHITECTURES)
+"""Names of the architectures this package defines; no task may take one of them."""
+
+ARCH_ATTRIBUTE = "mcfl_arch"
+"""Attribute :func:`create_model` sets on a model: the name of its architecture."""
+
+
+def register_architecture(architecture: Architecture) -> None:
+    """Add (or replace) a task's architecture in :data:`ARCHITECTURES`.
+
+    Raises
+    ------
+    ValueError
+        The name is one of :data:`BUILTIN_ARCHITECTURES`.
+    """
+    if architecture.name in BUILTIN_ARCHITECTURES:
+        raise ValueError(
+            f"{architecture.name!r} is a built-in architecture; a task's model needs a name "
+            f"of its own"
+        )
+    ARCHITECTURES[architecture.name] = architecture
+
+
+def architecture_of(model: nn.Module) -> Architecture | None:
+    """The registered architecture :func:`create_model` built ``model`` from, if any."""
+    name = getattr(model, ARCH_ATTRIBUTE, None)
+    return ARCHITECTURES.get(name) if isinstance(name, str) else None
 
 
 def get_architecture(arch: str) -> Architecture:
@@ -177,14 +220,19 @@ def create_model(arch: str, seed: int) -> nn.Module:
     -------
     torch.nn.Module
         The model in training mode; its ``kind`` attribute is ``"classifier"`` or
-        ``"autoencoder"``.
+        ``"autoencoder"``, its ``mcfl_arch`` attribute the architecture's name.
     """
     architecture = get_architecture(arch)
-    # Building a module runs PyTorch's default initialisers, which draw from the global
-    # generator: fork it so that creating a model never changes the caller's random stream.
-    with torch.random.fork_rng(devices=[]):
-        model = architecture.build()
-    return initialise(model, seed)
+    if architecture.create is not None:
+        model = architecture.create(seed)
+    else:
+        # Building a module runs PyTorch's default initialisers, which draw from the global
+        # generator: fork it so that creating a model never changes the caller's stream.
+        with torch.random.fork_rng(devices=[]):
+            model = architecture.build()
+        model = initialise(model, seed)
+    model.__dict__[ARCH_ATTRIBUTE] = architecture.name
+    return model
 
 
 def model_kind(model: nn.Module) -> ModelKind:

@@ -52,11 +52,19 @@ from mcfl_chain.learning.codec import (
     Layout,
     decode_weights,
     encode_weights,
+    expected_layout,
     read_layout,
 )
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
 from mcfl_chain.learning.local_data import load_trainer_data
-from mcfl_chain.learning.models import ModelKind, get_architecture, initialise
+from mcfl_chain.learning.models import (
+    BUILTIN_ARCHITECTURES,
+    Architecture,
+    ModelKind,
+    get_architecture,
+    initialise,
+    register_architecture,
+)
 from mcfl_chain.learning.scenario import (
     DEFAULT_SPLIT,
     TrainerData,
@@ -64,7 +72,13 @@ from mcfl_chain.learning.scenario import (
     build_trainer_data,
 )
 from mcfl_chain.learning.task import Task, TaskError, canonical_arch, format_task, parse_task
-from mcfl_chain.learning.training import Evaluation, TrainReport, evaluate, selection_metric
+from mcfl_chain.learning.training import (
+    Evaluation,
+    TrainReport,
+    evaluate,
+    selection_metric,
+    task_code,
+)
 from mcfl_chain.learning.training import train as sgd_train
 
 ENTRY_POINT_GROUP = "mcfl_chain.tasks"
@@ -204,7 +218,8 @@ class LearningTask:
         """Train ``model`` in place on ``data``'s train split (own ``train_fn`` or SGD)."""
         config = config or TrainConfig()
         if self.train_fn is not None:
-            report = self.train_fn(model, data, config)
+            with task_code():
+                report = self.train_fn(model, data, config)
             if not isinstance(report, TrainReport):
                 raise TaskError(
                     f"task {self.arch!r}: train_fn returned {type(report).__name__}, "
@@ -227,7 +242,8 @@ class LearningTask:
         """Score ``model`` on samples ``x`` with labels ``y`` (own ``evaluate_fn`` or default)."""
         if self.evaluate_fn is None:
             return evaluate(model, x, y, self.kind)
-        result = self.evaluate_fn(model, x, y)
+        with task_code():
+            result = self.evaluate_fn(model, x, y)
         if not isinstance(result, Evaluation):
             raise TaskError(
                 f"task {self.arch!r}: evaluate_fn returned {type(result).__name__}, not Evaluation"
@@ -237,6 +253,49 @@ class LearningTask:
     def score(self, model: nn.Module, data: TrainerData) -> float:
         """The model-selection metric (Algorithm 1) on the test split: higher is better."""
         return selection_metric(self.evaluate(model, data.test_x, data.test_y), self.kind)
+
+    def register(self) -> None:
+        """Make this task's model one the whole package knows by its name.
+
+        After this, :func:`~mcfl_chain.learning.models.create_model` builds it (seeded
+        as :meth:`create_model` does), the weights codec encodes and checks it, and
+        :func:`~mcfl_chain.learning.training.train` and
+        :func:`~mcfl_chain.learning.training.evaluate` run its own ``train_fn`` and
+        ``evaluate_fn`` on such models: the worker runs the task without knowing of it.
+        A built-in task (:func:`builtin_task`) registers nothing; registering another
+        task under the same name replaces it.
+
+        Raises
+        ------
+        TaskError
+            The task takes a built-in architecture's name with another model.
+        """
+        if self.arch in BUILTIN_ARCHITECTURES:
+            if self.layout != expected_layout(self.arch):
+                raise TaskError(
+                    f"task {self.arch!r}: {self.arch!r} names a built-in architecture and "
+                    f"this task's model differs from it; give the model a name of its own"
+                )
+            return
+        train = None
+        if self.train_fn is not None:
+            train_fn = self.train_fn
+
+            def train(model: nn.Module, data: TrainerData, **options: Any) -> TrainReport:
+                return train_fn(model, data, TrainConfig(**options))
+
+        register_architecture(
+            Architecture(
+                name=self.arch,
+                kind=self.kind,
+                build=self.model,
+                description=self.description or f"task {self.arch}",
+                create=self.create_model,
+                train=train,
+                evaluate=self.evaluate_fn,
+            )
+        )
+        expected_layout.cache_clear()
 
     @cached_property
     def layout(self) -> Layout:

@@ -5,20 +5,51 @@ round starts from a new parent model): cross-entropy for classifiers, MSE betwee
 input and its reconstruction for autoencoders. The batches are index slices of the
 preloaded tensors in an order drawn from ``seed``, so there is no per-sample work in
 the loop. The number of CPU threads is the caller's choice (``torch.set_num_threads``).
+
+A model built by :func:`~mcfl_chain.learning.models.create_model` from a task of one's
+own that brings its own training or scoring (:mod:`mcfl_chain.learning.tasks`) is
+trained and scored by those instead: :func:`train` and :func:`evaluate` hand it over,
+so every caller (the worker among them) runs the task's code without knowing of it.
+Inside that code, these functions are the package's own again (a task's training may
+call :func:`train` for plain SGD).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from mcfl_chain.learning.models import ModelKind, model_kind
+from mcfl_chain.learning.models import ModelKind, architecture_of, model_kind
 from mcfl_chain.learning.scenario import TrainerData
+
+_IN_OWN_CODE: ContextVar[bool] = ContextVar("mcfl_in_own_code", default=False)
+
+
+def _own(model: nn.Module, what: str) -> Callable[..., Any] | None:
+    """The task's own ``train`` or ``evaluate`` for ``model``, unless already inside one."""
+    if _IN_OWN_CODE.get():
+        return None
+    architecture = architecture_of(model)
+    return None if architecture is None else getattr(architecture, what)
+
+
+@contextmanager
+def task_code() -> Iterator[None]:
+    """Run a task's own training or scoring: :func:`train` and :func:`evaluate` called
+    inside are the package's own, never the task's again."""
+    token = _IN_OWN_CODE.set(True)
+    try:
+        yield
+    finally:
+        _IN_OWN_CODE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -112,6 +143,22 @@ def train(
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
+    own = _own(model, "train")
+    if own is not None:
+        with task_code():
+            report = own(
+                model,
+                data,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                momentum=momentum,
+                weight_decay=weight_decay,
+                seed=seed,
+            )
+        if not isinstance(report, TrainReport):
+            raise TypeError(f"a task's training returned {type(report).__name__}, not TrainReport")
+        return report
     kind = model_kind(model)
     loss_function = _loss_function(kind)
     optimiser = torch.optim.SGD(
@@ -178,6 +225,13 @@ def evaluate(
     """
     if x.shape[0] == 0:
         raise ValueError("cannot evaluate on an empty set: the trainer's split has no sample")
+    own = _own(model, "evaluate")
+    if own is not None:
+        with task_code():
+            result = own(model, x, y)
+        if not isinstance(result, Evaluation):
+            raise TypeError(f"a task's evaluation returned {type(result).__name__}, not Evaluation")
+        return result
     kind = kind or model_kind(model)
     was_training = model.training
     model.eval()
