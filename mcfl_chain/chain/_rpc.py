@@ -9,8 +9,10 @@ time raises :class:`~mcfl_chain.chain.errors.ChainUnavailable` with one line to 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from eth_typing import URI
@@ -28,6 +30,26 @@ REQUEST_TIMEOUT = 15.0
 """Seconds one request may take: a node silent for longer counts as a failed try."""
 
 _TRANSIENT = (requests.ConnectionError, requests.Timeout)
+
+_SECRET_SEGMENT = re.compile(r"[A-Za-z0-9_-]{20,}")
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for logs, messages and published files: a password in it, the query
+    and any long path segment (providers put API keys there, e.g. ``/v3/<key>``) are
+    replaced by ``***``. Local URLs come out unchanged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else f"***@{host}"
+    path = "/".join(
+        "***" if _SECRET_SEGMENT.fullmatch(part) else part for part in parts.path.split("/")
+    )
+    return urlunsplit((parts.scheme, netloc, path, "***" if parts.query else "", ""))
 
 
 def _retryable(exc: Exception) -> bool:
@@ -77,6 +99,11 @@ class PatientHTTPProvider(HTTPProvider):
         self._sleep = sleep
         self._clock = clock
 
+    @property
+    def shown_uri(self) -> str:
+        """The endpoint as messages show it (:func:`redact_url`)."""
+        return redact_url(str(self.endpoint_uri))
+
     def _make_request(self, method: RPCEndpoint, request_data: bytes) -> bytes:
         start = self._clock()
         delay = self.initial_delay
@@ -87,19 +114,24 @@ class PatientHTTPProvider(HTTPProvider):
                     URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
                 )
             except Exception as exc:
+                if isinstance(exc, requests.HTTPError) and not _retryable(exc):
+                    raise ChainUnavailable(
+                        f"the chain node at {self.shown_uri} refused the request "
+                        f"({short_reason(exc)}); check --rpc and any API key it needs"
+                    ) from None
                 if not _retryable(exc):
                     raise
                 reason = short_reason(exc)
                 waited = self._clock() - start
                 if waited + delay > self.give_up_after:
                     raise ChainUnavailable(
-                        f"the chain node at {self.endpoint_uri} has not answered for "
+                        f"the chain node at {self.shown_uri} has not answered for "
                         f"{waited:.0f} s ({reason}, {attempt} tries); start it again or "
                         f"check --rpc"
                     ) from exc
                 log.warning(
                     "chain node at %s: %s (%s); retry %d in %.1f s, giving up after %g s",
-                    self.endpoint_uri,
+                    self.shown_uri,
                     reason,
                     method,
                     attempt,
@@ -111,4 +143,4 @@ class PatientHTTPProvider(HTTPProvider):
                 attempt += 1
 
     def __repr__(self) -> str:
-        return f"<PatientHTTPProvider {self.endpoint_uri} give_up_after={self.give_up_after}>"
+        return f"<PatientHTTPProvider {self.shown_uri} give_up_after={self.give_up_after}>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, cast
 
 from eth_account import Account
@@ -18,13 +19,16 @@ from web3.exceptions import (
 )
 from web3.types import TxParams, TxReceipt
 
-from mcfl_chain.chain.errors import AccountUnfunded, ChainError
+from mcfl_chain.chain.errors import AccountUnfunded, ChainError, FeeCapExceeded
 
 # Anvil's default dev accounts derive from this mnemonic (path m/44'/60'/0'/0/i).
 ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
 
 FEE_REFRESH = 30.0
 """Seconds a base-fee reading is trusted for new transactions."""
+DROPPED_AFTER = 5.0
+"""Seconds a sent transaction may stay unknown to the node (neither mined nor pending)
+before it counts as dropped."""
 
 _REASON = re.compile(r"execution reverted(?::\s*(.*))?", re.S)
 _UNFUNDED = re.compile(r"insufficient funds|not enough funds|lack of funds", re.I)
@@ -32,6 +36,52 @@ _UNFUNDED = re.compile(r"insufficient funds|not enough funds|lack of funds", re.
 # answer did not reach us).
 _ALREADY_SENT = re.compile(r"already known|already imported|known transaction", re.I)
 _NONCE_USED = re.compile(r"nonce too low", re.I)
+
+
+GWEI = 10**9
+
+
+@dataclass(frozen=True)
+class FeePolicy:
+    """How the fees of a transaction are set (EIP-1559, or a gas price on older chains).
+
+    ``maxFeePerGas`` is twice the latest base fee plus the tip (so a transaction stays
+    valid while the base fee rises for a few blocks), never above ``max_fee_per_gas``;
+    while the base fee itself is above that cap, transactions are refused with
+    :class:`~mcfl_chain.chain.errors.FeeCapExceeded` instead of being sent.
+
+    Attributes
+    ----------
+    max_fee_per_gas
+        Cap on the fee per gas, in wei; None: no cap.
+    priority_fee_per_gas
+        Tip per gas for the block producer, in wei (1 wei by default: enough where
+        blocks are not full, as on devnets; raise it on a congested chain).
+    """
+
+    max_fee_per_gas: int | None = None
+    priority_fee_per_gas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_fee_per_gas is not None and self.max_fee_per_gas < 1:
+            raise ValueError(f"the fee cap must be above 0 wei, got {self.max_fee_per_gas}")
+        if self.priority_fee_per_gas < 0:
+            raise ValueError(f"the tip must be >= 0 wei, got {self.priority_fee_per_gas}")
+
+    @classmethod
+    def from_gwei(
+        cls, max_fee: float | None = None, priority_fee: float | None = None
+    ) -> FeePolicy:
+        """A policy from amounts in gwei (None: no cap / the default tip)."""
+        return cls(
+            max_fee_per_gas=None if max_fee is None else round(max_fee * GWEI),
+            priority_fee_per_gas=1 if priority_fee is None else round(priority_fee * GWEI),
+        )
+
+
+def gwei(wei: int) -> str:
+    """``wei`` in gwei, for messages: ``"12.5"``."""
+    return f"{wei / GWEI:.9g}"
 
 
 def dev_account(index: int, mnemonic: str = ANVIL_MNEMONIC) -> LocalAccount:
@@ -74,13 +124,20 @@ class Transactor:
     failed send, so concurrent callers of the same instance never reuse a nonce.
     """
 
-    def __init__(self, w3: Web3, account: LocalAccount, receipt_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        w3: Web3,
+        account: LocalAccount,
+        receipt_timeout: float = 120.0,
+        fees: FeePolicy | None = None,
+    ) -> None:
         self.w3 = w3
         self.account = account
         self.receipt_timeout = receipt_timeout
+        self.fees = fees or FeePolicy()
         self._lock = threading.Lock()
         self._nonce: int | None = None
-        self._fee_bound = 0
+        self._base_fee: int | None = 0
         self._fee_checked = 0.0
         self._chain_id = w3.eth.chain_id
 
@@ -93,6 +150,8 @@ class Transactor:
 
         Raises
         ------
+        FeeCapExceeded
+            The network's base fee is above the policy's cap: nothing was sent.
         ChainError
             With the contract's revert reason when the call reverts (at estimation or
             on chain), or with the node's error when sending fails.
@@ -116,8 +175,7 @@ class Transactor:
                 self._nonce = self.w3.eth.get_transaction_count(self.account.address, "pending")
             tx["nonce"] = self._nonce
             if "maxFeePerGas" not in tx and "gasPrice" not in tx:
-                tx["maxPriorityFeePerGas"] = 1
-                tx["maxFeePerGas"] = self._max_fee()
+                tx.update(self._fee_fields(description))
             try:
                 tx_hash = self._send_signed(tx)
             except (Web3RPCError, ValueError) as exc:
@@ -129,7 +187,9 @@ class Transactor:
                     ) from exc
                 # The base fee rose past the cached bound: read it again, retry once.
                 self._fee_checked = 0.0
-                tx["maxFeePerGas"] = self._max_fee()
+                for key in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice"):
+                    tx.pop(key, None)
+                tx.update(self._fee_fields(description))
                 try:
                     tx_hash = self._send_signed(tx)
                 except (Web3RPCError, ValueError) as exc2:
@@ -138,7 +198,7 @@ class Transactor:
                         f"{description} from {self.address} could not be sent: {exc2}"
                     ) from exc2
             self._nonce += 1
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout)
+        receipt = self._wait_for_receipt(tx_hash, description)
         if receipt["status"] != 1:
             reason = self._replay_reason(tx, receipt["blockNumber"])
             raise ChainError(
@@ -147,6 +207,52 @@ class Transactor:
                 reason,
             )
         return receipt
+
+    def _wait_for_receipt(self, tx_hash: Any, description: str) -> TxReceipt:
+        """The receipt of ``tx_hash`` once mined.
+
+        Raises
+        ------
+        ChainError
+            The node stopped knowing the transaction (neither mined nor pending for
+            ``DROPPED_AFTER`` s: a reorg dropped it, or the pool evicted it), or it was
+            not mined within ``receipt_timeout`` s. The nonce is read again next time.
+        """
+        started = time.monotonic()
+        unknown_since: float | None = None
+        delay = 0.05
+        while True:
+            try:
+                return self.w3.eth.get_transaction_receipt(tx_hash)
+            except TransactionNotFound:
+                pass
+            now = time.monotonic()
+            if self._known(tx_hash):
+                unknown_since = None
+            elif unknown_since is None:
+                unknown_since = now
+            elif now - unknown_since >= DROPPED_AFTER:
+                self.forget_nonce()
+                raise ChainError(
+                    f"{description} from {self.address} was dropped before it was mined "
+                    f"(transaction {Web3.to_hex(tx_hash)}: a reorg, or the node's pool "
+                    f"evicted it); it was not carried out"
+                )
+            if now - started > self.receipt_timeout:
+                self.forget_nonce()  # it may be gone: let the node say what comes next
+                raise ChainError(
+                    f"{description} from {self.address} was not mined within "
+                    f"{self.receipt_timeout:g} s (transaction {Web3.to_hex(tx_hash)}); fees "
+                    f"too low for the network, or the node dropped it"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def forget_nonce(self) -> None:
+        """Read the next nonce from the node again before the next transaction (after a
+        transaction was dropped, e.g. by a reorg, the one kept here is too high)."""
+        with self._lock:
+            self._nonce = None
 
     def _send_signed(self, tx: dict[str, Any]) -> Any:
         signed = self.account.sign_transaction(tx)
@@ -175,18 +281,45 @@ class Transactor:
                 f"of {description}: send it some (or use a funded account)"
             ) from exc
 
-    def _max_fee(self) -> int:
-        """Twice the base fee, read at most every ``FEE_REFRESH`` seconds.
+    def _fee_fields(self, description: str) -> dict[str, int]:
+        """The fee fields of a transaction under :attr:`fees`.
 
-        Saves one request per transaction; a base fee that outgrew the bound makes the
-        node refuse the transaction, and ``send`` then reads it again.
+        The base fee is read at most every ``FEE_REFRESH`` seconds (one request saved per
+        transaction); a base fee that outgrew the bound makes the node refuse the
+        transaction, and ``send`` then reads it again.
+
+        Raises
+        ------
+        FeeCapExceeded
+            The base fee (or, on a chain without one, the gas price) is above the cap.
         """
         now = time.monotonic()
         if now - self._fee_checked > FEE_REFRESH:
-            base = int(self.w3.eth.get_block("latest").get("baseFeePerGas", 0))
-            self._fee_bound = 2 * base + 1
+            read = self.w3.eth.get_block("latest").get("baseFeePerGas")
+            self._base_fee = None if read is None else int(read)
             self._fee_checked = now
-        return self._fee_bound
+        cap = self.fees.max_fee_per_gas
+        tip = self.fees.priority_fee_per_gas
+        if self._base_fee is None:  # a chain before EIP-1559 (London): a gas price
+            price = int(self.w3.eth.gas_price)
+            if cap is not None and price > cap:
+                raise self._over_cap(description, "gas price", price, cap)
+            return {"gasPrice": price}
+        base: int = self._base_fee
+        if cap is not None and base > cap:
+            raise self._over_cap(description, "base fee", base, cap)
+        max_fee = 2 * base + tip
+        if cap is not None and max_fee > cap:
+            max_fee = cap
+            tip = min(tip, cap - base)
+        return {"maxPriorityFeePerGas": tip, "maxFeePerGas": max_fee}
+
+    def _over_cap(self, description: str, what: str, fee: int, cap: int) -> FeeCapExceeded:
+        return FeeCapExceeded(
+            f"{description} from {self.address} not sent: the network's {what} is "
+            f"{gwei(fee)} gwei per gas, above the cap of {gwei(cap)} gwei (--max-fee-gwei); "
+            f"raise the cap or wait for fees to fall"
+        )
 
     def _replay_reason(self, tx: dict[str, Any], block: int) -> str | None:
         call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}

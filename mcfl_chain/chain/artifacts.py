@@ -20,11 +20,21 @@ CONTRACT_NAMES = ("Trainers", "Models", "Updates")
 
 @dataclass(frozen=True)
 class Artifact:
-    """A compiled contract."""
+    """A compiled contract: its ABI, deployment bytecode and runtime bytecode (0x-hex).
+
+    The code a node holds for a deployed contract is the runtime bytecode followed by
+    the contract's immutable values (Vyper appends them), so it starts with
+    ``runtime``.
+    """
 
     name: str
     abi: list[dict]
     bytecode: str
+    runtime: str
+
+
+_CACHE_FORMAT = "v2"
+"""Bumped when :class:`Artifact` changes, so that older cache files are not read."""
 
 
 def contracts_dir() -> Path:
@@ -63,9 +73,11 @@ def _compile(folder: Path) -> dict[str, Artifact]:
     for name in CONTRACT_NAMES:
         file_input = bundle.load_file(folder / f"{name}.vy")
         out = compile_from_file_input(
-            file_input, input_bundle=bundle, output_formats=["abi", "bytecode"]
+            file_input, input_bundle=bundle, output_formats=["abi", "bytecode", "bytecode_runtime"]
         )
-        compiled[name] = Artifact(name=name, abi=out["abi"], bytecode=out["bytecode"])
+        compiled[name] = Artifact(
+            name=name, abi=out["abi"], bytecode=out["bytecode"], runtime=out["bytecode_runtime"]
+        )
     return compiled
 
 
@@ -83,7 +95,7 @@ def load_artifacts(folder: Path | None = None) -> dict[str, Artifact]:
         Keyed by "Trainers", "Models", "Updates".
     """
     folder = folder or contracts_dir()
-    cache = _cache_dir() / f"{sources_hash(folder)}.json"
+    cache = _cache_dir() / f"{sources_hash(folder)}-{_CACHE_FORMAT}.json"
     if cache.is_file():
         data = json.loads(cache.read_text())
         return {name: Artifact(**data[name]) for name in CONTRACT_NAMES}

@@ -10,6 +10,8 @@ a gas cost) is refused here first, with :class:`ProtocolLimitError`.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -21,16 +23,22 @@ from eth_typing import ChecksumAddress
 from eth_utils import event_abi_to_log_topic
 from multiformats import CID
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+from web3.exceptions import (
+    ContractCustomError,
+    ContractLogicError,
+    TransactionNotFound,
+    Web3Exception,
+    Web3RPCError,
+)
 from web3.logs import DISCARD
 from web3.types import BlockIdentifier, FilterParams, TxReceipt
 
-from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider
-from mcfl_chain.chain._tx import Transactor, as_account, revert_reason
+from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider, redact_url
+from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.errors import ChainError, ChainUnavailable, ProtocolLimitError
-from mcfl_chain.chain.events import EVENT_SOURCES, ChainEvent
+from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE, EVENT_SOURCES, ChainEvent
 
 _VOTE_GAS = 300_000
 """Gas limit of an empty call ending a phase (one uses ~50k-90k). Sent without
@@ -38,6 +46,15 @@ estimate: nodes estimate against the latest block, whose timestamp may still be 
 the deadline that the new block will be past."""
 
 _UINT256 = 2**256
+
+# How nodes and providers say a log query spans too much: the range is then halved.
+_RANGE_REFUSED = re.compile(
+    r"block range|range (is )?too (large|wide|big)|too many|more than \d+ results|"
+    r"exceed|limit|response size",
+    re.I,
+)
+
+log = logging.getLogger("mcfl_chain.chain")
 
 
 def _proposals_gas(count: int) -> int:
@@ -162,6 +179,9 @@ __all__ = [
     "connect",
 ]
 
+_NOT_STARTED = TrainerStatus(False, 0, Phase.PROPOSE, False, False, 0, 0, 0, 0)
+"""The status of a network whose contracts are not (yet, at that block) deployed."""
+
 
 def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | None = None) -> Web3:
     """A web3 instance on ``rpc_url`` (HTTP), checked to answer.
@@ -188,7 +208,7 @@ def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | N
     w3 = Web3(provider)
     if not w3.is_connected():
         raise ChainError(
-            f"no JSON-RPC node answers at {rpc_url}: start one with "
+            f"no JSON-RPC node answers at {redact_url(rpc_url)}: start one with "
             f"`mcfl-chain devnet up` or check the URL"
         )
     return w3
@@ -213,6 +233,22 @@ class ChainClient:
         JSON-RPC endpoint; by default ``deployment.rpc_url``.
     w3
         A connected web3 instance to use instead of ``rpc_url``.
+    confirmations
+        Blocks a block must have on top of it before this client acts on it: views
+        (:meth:`status`, :meth:`round_state`) are read at :meth:`block_number`, the
+        latest block minus this, and a reader syncing events up to :meth:`block_number`
+        never sees an event that a shallower reorg removes. This account's own vote is
+        reported as soon as it is mined (or pending), so that it is not sent twice
+        while it gets deep enough; a vote a reorg dropped is reported missing, to be
+        sent again. 0 (the default) acts on the latest block, right for a local devnet
+        that mines a block per transaction (with confirmations, it would wait for
+        blocks that never come).
+    max_log_range
+        Most blocks one ``eth_getLogs`` request spans; :meth:`events` reads longer
+        ranges in several requests (and halves the span when a provider refuses one).
+    fees
+        How transaction fees are set (cap, tip); see
+        :class:`~mcfl_chain.chain._tx.FeePolicy`.
     """
 
     def __init__(
@@ -224,20 +260,32 @@ class ChainClient:
         account_index: int | None = None,
         rpc_url: str | None = None,
         w3: Web3 | None = None,
+        confirmations: int = 0,
+        max_log_range: int = DEFAULT_MAX_LOG_RANGE,
+        fees: FeePolicy | None = None,
     ) -> None:
         given = [a for a in (account, private_key, account_index) if a is not None]
         if len(given) > 1:
             raise ValueError("give one of account, private_key and account_index, not several")
+        if confirmations < 0:
+            raise ValueError(f"confirmations must be >= 0, got {confirmations}")
+        if max_log_range < 1:
+            raise ValueError(f"max_log_range must be >= 1 block, got {max_log_range}")
+        self.confirmations = confirmations
+        self.max_log_range = max_log_range
         self.deployment = deployment
         self.w3 = w3 or connect(rpc_url or deployment.rpc_url)
         chain_id = self.w3.eth.chain_id
         if chain_id != deployment.chain_id:
             raise ChainError(
-                f"the node at {rpc_url or deployment.rpc_url} runs chain "
+                f"the node at {redact_url(rpc_url or deployment.rpc_url)} runs chain "
                 f"{chain_id}, the deployment was made on chain "
                 f"{deployment.chain_id}: wrong deployment file or node"
             )
-        self._tx = Transactor(self.w3, as_account(given[0])) if given else None
+        self._tx = Transactor(self.w3, as_account(given[0]), fees=fees) if given else None
+        self._my_trainer_id = 0
+        self._my_votes: dict[tuple[int, Phase], bytes] = {}
+        """Transactions of this account that carried its vote, by (round, phase)."""
         self.trainers = self._contract("Trainers")
         self.models = self._contract("Models")
         self.updates = self._contract("Updates")
@@ -250,6 +298,7 @@ class ChainClient:
                 e for e in deployment.abis[source] if e.get("type") == "event" and e["name"] == name
             )
             self._topics[event_abi_to_log_topic(abi)] = (name, contract.events[name]())
+        self._voted_topic = next(t for t, (n, _) in self._topics.items() if n == "TrainerVoted")
 
     @classmethod
     def read_only(cls, deployment: Deployment, rpc_url: str | None = None) -> ChainClient:
@@ -286,7 +335,25 @@ class ChainClient:
         }
         if gas is not None:
             tx["gas"] = gas
+            if self.confirmations:
+                # Acting on blocks a few deep, the phase may have moved on at the latest
+                # block: find out before paying for a transaction that would revert.
+                self._dry_run(description, tx)
         return self._sender().send(description, tx)
+
+    def _dry_run(self, description: str, tx: dict[str, Any]) -> None:
+        """Refuse ``tx`` if it reverts against the latest block (nothing is sent)."""
+        call = {**tx, "from": self.address}
+        call.pop("gas", None)
+        try:
+            self.w3.eth.call(call, "latest")  # type: ignore[arg-type]
+        except (ContractLogicError, ContractCustomError, Web3RPCError) as exc:
+            reason = revert_reason(exc)
+            raise ChainError(
+                f"{description} from {self.address} not sent: it reverts at the latest "
+                f"block ({reason or exc})",
+                reason,
+            ) from exc
 
     def register(self, value: int | None = None) -> int:
         """Register this account as a trainer; returns its trainer id.
@@ -372,6 +439,7 @@ class ChainClient:
             self.models.functions.submitProposals(encoded),
             gas=_proposals_gas(len(encoded)),
         )
+        self._remember_vote(receipt)
         events = self.updates.events.UpdateProposed().process_receipt(receipt, errors=DISCARD)
         return {bytes(e["args"]["parent"]): int(e["args"]["updateId"]) for e in events}
 
@@ -469,6 +537,7 @@ class ChainClient:
             self.models.functions.submitAggregations(heads, flat_parents, flat_ids),
             gas=_aggregations_gas(len(heads), len(flat_parents), len(flat_ids)),
         )
+        self._remember_vote(receipt)
         events = self.models.events.ModelAppended().process_receipt(receipt, errors=DISCARD)
         return [bytes(e["args"]["modelId"]) for e in events]
 
@@ -483,16 +552,27 @@ class ChainClient:
         without a gas estimate (see ``_VOTE_GAS``).
         """
         if phase is Phase.PROPOSE:
-            return self._send(
+            receipt = self._send(
                 "Models.submitProposals([]) (end of phase)",
                 self.models.functions.submitProposals([]),
                 gas=_VOTE_GAS,
             )
-        return self._send(
-            "Models.submitAggregations([], [], []) (end of phase)",
-            self.models.functions.submitAggregations([], [], []),
-            gas=_VOTE_GAS,
-        )
+        else:
+            receipt = self._send(
+                "Models.submitAggregations([], [], []) (end of phase)",
+                self.models.functions.submitAggregations([], [], []),
+                gas=_VOTE_GAS,
+            )
+        self._remember_vote(receipt)
+        return receipt
+
+    def _remember_vote(self, receipt: TxReceipt) -> None:
+        """Keep the hash of a transaction that carried this account's vote (by its
+        TrainerVoted event), so that :meth:`status` knows of it before it is deep."""
+        events = self.models.events.TrainerVoted().process_receipt(receipt, errors=DISCARD)
+        for event in events:
+            key = (int(event["args"]["round"]), Phase(int(event["args"]["phase"])))
+            self._my_votes[key] = bytes(receipt["transactionHash"])
 
     def _cid_arg(self, cid: str, what: str) -> bytes:
         """Binary form of ``cid`` as the contracts take it, else ProtocolLimitError."""
@@ -564,20 +644,47 @@ class ChainClient:
     def round_state(self, block: int | None = None) -> tuple[bool, int, Phase]:
         """Whether rounds started, the current round and its phase.
 
-        All three are read at one block (the latest unless ``block`` is given): read
-        separately, a phase change in between would pair a round with another's phase.
+        All three are read at one block (:meth:`block_number` unless ``block`` is
+        given): read separately, a phase change in between would pair a round with
+        another's phase.
         """
         at = self.block_number() if block is None else block
-        started, round_, phase, *_ = self._view(self.models.functions.statusOf(_NOBODY), at)
-        return bool(started), int(round_), Phase(phase)
+        status = self._status_at(_NOBODY, at)
+        return status.started, status.round, status.phase
 
     def status(self, trainer: str | None = None) -> TrainerStatus:
         """The round state and ``trainer``'s vote (default: this account, else nobody),
-        all read in one call, hence at one block."""
+        all read in one call, hence at one block.
+
+        With ``confirmations``, read at :meth:`block_number`; this account's vote in
+        that phase counts as cast as soon as its transaction is mined or pending (see
+        the class docstring).
+        """
         who = trainer or (self.address if self._tx is not None else _NOBODY)
-        started, round_, phase, voted, member, deadline, votes, quorum, voters = self._view(
-            self.models.functions.statusOf(who)
-        )
+        if self.confirmations == 0:
+            return self._status_at(who, None)
+        latest = self.latest_block()
+        at = max(0, latest - self.confirmations)
+        status = self._status_at(who, at)
+        if (
+            status.started
+            and not status.voted
+            and self._tx is not None
+            and who == self.address
+            and self._vote_on_its_way(status.round, status.phase, at, latest)
+        ):
+            status = status._replace(voted=True)
+        return status
+
+    def _status_at(self, who: str, block: int | None) -> TrainerStatus:
+        try:
+            values = self._view(self.models.functions.statusOf(who), block)
+        except (ChainError, Web3Exception):
+            # Before (or amid) the deployment, the confirmed block has no contracts yet.
+            if block is not None and not self.w3.eth.get_code(self.models.address, block):
+                return _NOT_STARTED
+            raise
+        started, round_, phase, voted, member, deadline, votes, quorum, voters = values
         return TrainerStatus(
             bool(started),
             int(round_),
@@ -589,6 +696,50 @@ class ChainClient:
             int(quorum),
             int(voters),
         )
+
+    def _vote_on_its_way(self, round_: int, phase: Phase, confirmed: int, latest: int) -> bool:
+        """Whether this account voted in (round, phase) in a block not yet confirmed, or
+        has such a vote pending. A remembered vote the node no longer knows (a reorg
+        dropped it) is forgotten, and the nonce read again, so that it is sent anew."""
+        if not self._my_trainer_id:
+            self._my_trainer_id = self.trainer_id()
+        if self._my_trainer_id and latest > confirmed:
+            logs = self.w3.eth.get_logs(
+                {
+                    "fromBlock": confirmed + 1,
+                    "toBlock": latest,
+                    "address": self.models.address,
+                    "topics": [
+                        "0x" + self._voted_topic.hex(),
+                        "0x" + round_.to_bytes(32, "big").hex(),
+                        "0x" + self._my_trainer_id.to_bytes(32, "big").hex(),
+                    ],
+                }
+            )
+            for entry in logs:
+                event = self._topics[self._voted_topic][1].process_log(entry)
+                if int(event["args"]["phase"]) == phase:
+                    return True
+        tx_hash = self._my_votes.get((round_, phase))
+        if tx_hash is None:
+            return False
+        try:
+            found = self.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+        except TransactionNotFound:
+            found = None
+        if found is not None and found.get("blockNumber") is None:
+            return True  # pending: it will be mined
+        if found is None:
+            log.warning(
+                "my %s vote of round %d (transaction 0x%s) is no longer on chain (a reorg "
+                "dropped it): sending it again",
+                phase.name.lower(),
+                round_,
+                tx_hash.hex(),
+            )
+            del self._my_votes[(round_, phase)]
+            self._sender().forget_nonce()
+        return False
 
     def votes_and_quorum(self) -> tuple[int, int]:
         """Counted votes in the current phase, and the votes needed to end it."""
@@ -655,9 +806,56 @@ class ChainClient:
         """The network's task descriptor."""
         return str(self._view(self.models.functions.task()))
 
-    def block_number(self) -> int:
+    def network_parameters(self) -> dict[str, Any]:
+        """The network's settings as its contracts hold them, under the names of the
+        deployment file's fields (``task``, ``genesis_cid``, ``min_trainers``,
+        ``phase_duration``, ``registration``, ``deposit``, ``cooldown``,
+        ``max_samples``), and ``links``: whether the three contracts point at each other.
+        """
+        trainers, models, updates = (self.trainers, self.models, self.updates)
+        policy = int(self._view(trainers.functions.policy()))
+        names = {code: name for name, code in REGISTRATION_POLICIES.items()}
+        links = (
+            self._view(trainers.functions.models()) == models.address
+            and self._view(models.functions.trainers()) == trainers.address
+            and self._view(models.functions.updates()) == updates.address
+            and self._view(updates.functions.models()) == models.address
+        )
+        return {
+            "task": self.task(),
+            "genesis_cid": self.genesis_cid(),
+            "min_trainers": int(self._view(models.functions.minTrainers())),
+            "phase_duration": int(self._view(models.functions.phaseDuration())),
+            "registration": names.get(policy, f"unknown policy {policy}"),
+            "deposit": int(self._view(trainers.functions.deposit())),
+            "cooldown": int(self._view(trainers.functions.cooldown())),
+            "max_samples": self.max_samples(),
+            "links": bool(links),
+        }
+
+    def foreign_code(self) -> list[str]:
+        """The contracts of the deployment whose code on chain is not this package's
+        (none deployed there, or another contract or version), as "Name (address)"."""
+        from mcfl_chain.chain.artifacts import load_artifacts
+
+        artifacts = load_artifacts()
+        foreign = []
+        for name, address in self.deployment.addresses.items():
+            code = bytes(self.w3.eth.get_code(Web3.to_checksum_address(address)))
+            expected = bytes.fromhex(artifacts[name].runtime.removeprefix("0x"))
+            if not code.startswith(expected):
+                foreign.append(f"{name} ({address})")
+        return foreign
+
+    def latest_block(self) -> int:
         """The latest block number."""
         return int(self.w3.eth.block_number)
+
+    def block_number(self) -> int:
+        """The newest block this client acts on: the latest one less ``confirmations``
+        (the latest one without them). Sync events up to it."""
+        latest = self.latest_block()
+        return max(0, latest - self.confirmations) if self.confirmations else latest
 
     # -- events --------------------------------------------------------------------
 
@@ -666,29 +864,53 @@ class ChainClient:
 
         The events of :data:`~mcfl_chain.chain.events.EVENT_SOURCES`: UpdateProposed,
         ModelCreated, ModelAppended, PhaseChanged, NewRound and TrainerVoted; ERC-721
-        events are left out.
+        events are left out. Read in requests of at most ``max_log_range`` blocks; a
+        request the node refuses as too large is made again over half the range.
         """
         addresses: list[ChecksumAddress] = [
             Web3.to_checksum_address(self.deployment.addresses[name])
             for name in ("Models", "Updates")
         ]
-        params: FilterParams = {"fromBlock": from_block, "toBlock": to_block, "address": addresses}
+        end = (
+            to_block
+            if isinstance(to_block, int) and not isinstance(to_block, bool)
+            else int(self.w3.eth.get_block(to_block)["number"])
+        )
         records = []
-        for log in self.w3.eth.get_logs(params):
-            known = self._topics.get(bytes(log["topics"][0])) if log["topics"] else None
-            if known is None:
-                continue
-            name, decoder = known
-            event = decoder.process_log(log)
-            records.append(
-                ChainEvent(
-                    name=name,
-                    block_number=int(event["blockNumber"]),
-                    log_index=int(event["logIndex"]),
-                    tx_hash=event["transactionHash"].to_0x_hex(),
-                    args=_plain_args(event["args"]),
+        start, span = int(from_block), self.max_log_range
+        while start <= end:
+            stop = min(end, start + span - 1)
+            params: FilterParams = {"fromBlock": start, "toBlock": stop, "address": addresses}
+            try:
+                logs = self.w3.eth.get_logs(params)
+            except Web3RPCError as exc:
+                if span == 1 or not _RANGE_REFUSED.search(str(exc)):
+                    raise
+                span = max(1, span // 2)
+                log.info(
+                    "the node refused the logs of blocks %d-%d (%s); reading %d blocks at a time",
+                    start,
+                    stop,
+                    str(exc)[:120],
+                    span,
                 )
-            )
+                continue
+            for entry in logs:
+                known = self._topics.get(bytes(entry["topics"][0])) if entry["topics"] else None
+                if known is None:
+                    continue
+                name, decoder = known
+                event = decoder.process_log(entry)
+                records.append(
+                    ChainEvent(
+                        name=name,
+                        block_number=int(event["blockNumber"]),
+                        log_index=int(event["logIndex"]),
+                        tx_hash=event["transactionHash"].to_0x_hex(),
+                        args=_plain_args(event["args"]),
+                    )
+                )
+            start = stop + 1
         records.sort(key=lambda r: (r.block_number, r.log_index))
         return records
 

@@ -7,7 +7,8 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
-from mcfl_chain.chain._tx import Transactor, as_account
+from mcfl_chain.chain._rpc import redact_url
+from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
@@ -40,6 +41,7 @@ def deploy_network(
     deposit: int = 0,
     cooldown: int = 0,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    fees: FeePolicy | None = None,
 ) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
 
@@ -75,6 +77,8 @@ def deploy_network(
     max_samples
         Cap on the sample count an update may declare (1 to 2**32 - 1), so that
         no trainer outweighs the others in FedAvg by declaring a huge count.
+    fees
+        Fee cap and tip of the deployment's transactions (default: no cap, 1 wei tip).
 
     Returns
     -------
@@ -100,7 +104,7 @@ def deploy_network(
     if admin is not None:
         admin = Web3.to_checksum_address(admin)
     cid = cid_to_bytes(genesis_cid)
-    sender = Transactor(w3, as_account(deployer))
+    sender = Transactor(w3, as_account(deployer), fees=fees)
     artifacts = load_artifacts()
     first_block = w3.eth.block_number + 1
 
@@ -200,4 +204,6 @@ def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: 
 
 
 def _endpoint(w3: Web3) -> str:
-    return str(getattr(w3.provider, "endpoint_uri", "") or "")
+    """The node's URL as the deployment file records it: without API keys (the file is
+    published), see :func:`~mcfl_chain.chain._rpc.redact_url`."""
+    return redact_url(str(getattr(w3.provider, "endpoint_uri", "") or ""))

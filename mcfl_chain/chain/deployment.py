@@ -74,12 +74,16 @@ class Deployment:
     cooldown: int = 0
     max_samples: int = DEFAULT_MAX_SAMPLES
 
+    def to_json(self) -> str:
+        """The deployment file's text (what :meth:`save` writes and publishing stores)."""
+        return json.dumps(asdict(self), indent=2)
+
     def save(self, path: str | Path) -> Path:
         """Write the deployment as JSON atomically (readers never see half a file)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.write_text(self.to_json())
         tmp.replace(path)
         return path
 
@@ -94,28 +98,48 @@ class Deployment:
         """
         path = Path(path)
         try:
-            data = json.loads(path.read_text())
+            text = path.read_text()
         except FileNotFoundError:
             raise DeploymentError(
                 f"no deployment file at {path}: start a network with "
                 f"`mcfl-chain devnet up` or pass the file it wrote"
             ) from None
-        except (OSError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise DeploymentError(f"cannot read deployment file {path}: {exc}") from exc
+        return cls.from_json(text, str(path))
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "the deployment") -> Deployment:
+        """Read a deployment from its JSON text; ``where`` names it in errors.
+
+        Raises
+        ------
+        DeploymentError
+            Not JSON, or a field or a contract missing or of the wrong kind.
+        """
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DeploymentError(f"cannot read deployment file {where}: {exc}") from exc
         required = {f.name for f in fields(cls) if f.default is MISSING}
         if not isinstance(data, dict) or not required <= data.keys():
             missing = sorted(required - set(data)) if isinstance(data, dict) else sorted(required)
             raise DeploymentError(
-                f"{path} is not an mcfl-chain deployment file (missing {', '.join(missing)})"
+                f"{where} is not an mcfl-chain deployment file (missing {', '.join(missing)})"
             )
         for key in ("addresses", "abis"):
+            if not isinstance(data[key], dict):
+                raise DeploymentError(f"{where}: '{key}' is not an object")
             absent = [c for c in CONTRACT_KEYS if c not in data[key]]
             if absent:
-                raise DeploymentError(f"{path}: '{key}' lacks {', '.join(absent)}")
+                raise DeploymentError(f"{where}: '{key}' lacks {', '.join(absent)}")
         if data.get("registration", "open") not in REGISTRATION_POLICIES:
             raise DeploymentError(
-                f"{path}: unknown registration policy {data['registration']!r} (expected "
+                f"{where}: unknown registration policy {data['registration']!r} (expected "
                 f"{', '.join(REGISTRATION_POLICIES)})"
             )
+        for key in ("chain_id", "deployment_block", "min_trainers", "phase_duration"):
+            if isinstance(data[key], bool) or not isinstance(data[key], int):
+                raise DeploymentError(f"{where}: '{key}' is not an integer")
         known = {f.name for f in fields(cls)}
         return cls(**{name: value for name, value in data.items() if name in known})

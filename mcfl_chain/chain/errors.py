@@ -26,6 +26,10 @@ class ProtocolLimitError(ChainError):
         self.limit = limit
 
 
+class FeeCapExceeded(ChainError):
+    """The network's base fee is above the fee cap the user set; nothing was sent."""
+
+
 class DeploymentError(RuntimeError):
     """A deployment file is missing, unreadable or inconsistent."""
 

@@ -6,6 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+DEFAULT_MAX_LOG_RANGE = 2_000
+"""Most blocks one ``eth_getLogs`` request spans by default: public providers cap the
+range (often at 1,000 to 10,000 blocks) or the number of results."""
+
 # The protocol events a client decodes, and the contract that emits each
 # (docs/PROTOCOL.md §8); ERC-721 and Trainers events are left out.
 EVENT_SOURCES = {
