@@ -42,6 +42,11 @@ def _prompt(question: str) -> str:
     return str(click.prompt(question, hide_input=True, err=True))
 
 
+def password_prompt() -> Callable[[str], str] | None:
+    """A hidden-input password prompt when a person is at the terminal, else None."""
+    return _prompt if _interactive() else None
+
+
 def _prompt_new(question: str) -> str:
     return str(click.prompt(question, hide_input=True, confirmation_prompt=True, err=True))
 

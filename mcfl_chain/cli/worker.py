@@ -36,7 +36,11 @@ def _click_type(option: Option) -> click.ParamType:
     if option.choices:
         return click.Choice(option.choices)
     if option.kind is Path:
-        return click.Path(file_okay=not option.directory, dir_okay=option.directory, path_type=Path)
+        return click.Path(
+            file_okay=option.directory is not True,
+            dir_okay=option.directory is not False,
+            path_type=Path,
+        )
     if option.kind is dict:
         return _JsonObject(option)
     if option.minimum is not None:
@@ -70,6 +74,17 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     ctx.default_map = {option.name: getattr(config, option.name) for option in OPTIONS}
 
 
+def _refuse_key_flag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``--key`` is gone: a key on a command line is readable by every user (``ps``)."""
+    if value is not None:
+        raise click.UsageError(
+            "--key is no longer accepted: a private key on the command line is visible to "
+            "every user of the machine. Use --keystore FILE (`mcfl-chain account new`) or "
+            "--account ALIAS, or, in CI only, put the key in the environment variable "
+            "MCFL_PRIVATE_KEY."
+        )
+
+
 def _setup_logging(verbose: int) -> None:
     """-v: this worker's debug lines; -vv: also every JSON-RPC and HTTP request."""
     logging.basicConfig(
@@ -94,22 +109,36 @@ def _setup_logging(verbose: int) -> None:
 )
 @_worker_options
 @click.option(
+    "--key",
+    hidden=True,
+    expose_value=False,
+    allow_from_autoenv=False,
+    callback=_refuse_key_flag,
+    help="Removed: use --keystore, --account or MCFL_PRIVATE_KEY.",
+)
+@click.option(
     "-v", "--verbose", count=True, help="-v: the worker's debug lines; -vv: also every RPC request."
 )
 def worker(verbose: int, **values: Any) -> None:
     """Run one sovereign MCFL trainer against a deployed network.
 
-    The worker registers its account if needed, checks that the network's task names
-    its model, then plays rounds as the contracts dictate, two transactions each: score
-    the candidate models on its own test split and train the best (paper Algorithm 1),
-    then propose every update with its vote in one transaction; keep the peers' updates
-    that diverge little from its own (Algorithm 2), FedAvg them, then submit every
-    aggregation with its vote in one transaction. Past a phase deadline it ends the
-    phase without the trainers that stayed silent. It follows contract events, persists
-    its position in --state-dir, and after a crash or restart resumes without proposing
-    or aggregating twice. Peers' data is untrusted: unreachable or malformed updates are
-    excluded with a logged reason.
+    The worker signs with --keystore FILE, --account ALIAS (ape) or --account-index N
+    (Anvil's dev accounts), or with the key in MCFL_PRIVATE_KEY (CI only). It trains the
+    scenario's share of a built-in dataset, its own data (--data FILE.npz|DIR), or a task
+    of its own (--task module:attribute). It joins the network of --deployment (a file,
+    or ipfs://CID fetched from --storage) once the chain holds that network and the
+    network's model is its own, registers its account if needed, then plays rounds as
+    the contracts dictate, two transactions each: score the candidate models on its
+    validation split and train the best (paper Algorithm 1), then propose every update
+    with its vote in one transaction; keep the peers' updates that diverge little from
+    its own (Algorithm 2), FedAvg them, then submit every aggregation with its vote in
+    one transaction. Past a phase deadline it ends the phase without the trainers that
+    stayed silent. It follows contract events, persists its position in --state-dir,
+    and after a crash or restart resumes without proposing or aggregating twice. Peers'
+    data is untrusted: unreachable or malformed updates are excluded with a logged
+    reason.
     """
+    from mcfl_chain.cli.account import password_prompt
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
     from mcfl_chain.worker.rounds import WorkerHalted
 
@@ -119,7 +148,7 @@ def worker(verbose: int, **values: Any) -> None:
         raise click.UsageError(str(exc)) from exc
     _setup_logging(verbose)
     try:
-        node = build_worker(config)
+        node = build_worker(config, prompt=password_prompt())
     except WorkerSetupError as exc:
         raise click.ClickException(str(exc)) from exc
     signal.signal(signal.SIGTERM, lambda *_: node.stop())

@@ -280,7 +280,7 @@ class Network:
             self.config.trainer_config(index),
             rpc=self.deployment.rpc_url,
             account_index=index + 1,
-            deployment=self.deployment_path,
+            deployment=str(self.deployment_path),
             storage=self.storage_spec,
             state_dir=trainer_dir / "state",
             metrics=trainer_dir / "metrics.jsonl",

@@ -21,6 +21,7 @@ from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain.adversaries import ADVERSARIES
 from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
+from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
@@ -38,7 +39,7 @@ def _option(
     flag: str | None = None,
     choices: Iterable[str] = (),
     minimum: int | None = None,
-    directory: bool = False,
+    directory: bool | None = False,
     secret: bool = False,
 ) -> Any:
     """A :class:`WorkerConfig` field; the keywords are those of :class:`Option`."""
@@ -66,17 +67,43 @@ class WorkerConfig:
     """
 
     rpc: str = _option("http://127.0.0.1:8545", "JSON-RPC URL of the chain node.")
-    key: str | None = _option(
-        None, "Hex private key of this trainer's account (or MCFL_KEY).", secret=True
+    keystore: Path | None = _option(
+        None,
+        "Encrypted JSON keystore of this trainer's account (`mcfl-chain account new` writes "
+        "one). Without --keystore, --account or --account-index the key is read from "
+        "MCFL_PRIVATE_KEY (CI only; never on the command line).",
+    )
+    account: str | None = _option(
+        None, "An ape account alias (`ape accounts generate ALIAS`), read from ape's key file."
+    )
+    password_file: Path | None = _option(
+        None,
+        "File whose first line is the password of --keystore or --account (else "
+        "MCFL_KEYSTORE_PASSWORD, else a prompt on a terminal).",
     )
     account_index: int | None = _option(
-        None, "Use Anvil's dev account N instead of --key (local devnets only).", minimum=0
+        None, "Use Anvil's dev account N (local devnets only).", minimum=0
     )
-    deployment: Path = _option(
-        DEFAULT_DEPLOYMENT, "Deployment file written by `mcfl-chain devnet up`."
+    deployment: str = _option(
+        str(DEFAULT_DEPLOYMENT),
+        "The network's deployment file (written by `mcfl-chain deploy` or `devnet up`), or "
+        "ipfs://CID of one published in --storage (then checked against the chain).",
     )
     storage: str = _option(
         DEFAULT_STORAGE, "Blob store: local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT."
+    )
+    task: str | None = _option(
+        None,
+        "A task of one's own (model, data, training): module:attribute, "
+        "path/to/file.py:attribute or an entry point of mcfl_chain.tasks (see examples/). "
+        "Replaces --data and the scenario's share.",
+    )
+    data: Path | None = _option(
+        None,
+        "This trainer's own data for a built-in architecture: FILE.npz (x_train, y_train, "
+        "x_test, y_test, optionally x_val, y_val) or DIR with a sub-folder of images per "
+        "class. Replaces the scenario's share.",
+        directory=None,
     )
     dataset: str | None = _option(
         None, "fashion-mnist, mnist or digits. Default: the network task's dataset."
@@ -168,6 +195,32 @@ class WorkerConfig:
     )
     threads: int = _option(1, "Torch CPU threads for this worker.", minimum=1)
     poll_interval: float = _option(0.1, "Seconds between two looks at the chain.")
+    max_log_range: int = _option(
+        DEFAULT_MAX_LOG_RANGE,
+        "Most blocks one eth_getLogs request spans (providers cap it); longer histories are "
+        "read in several requests.",
+        minimum=1,
+    )
+    confirmations: int = _option(
+        0,
+        "Act on chain events only once they are this many blocks deep, so that a shorter "
+        "reorg never makes the worker act on what vanished (on a public chain e.g. 2-12). "
+        "Needs a chain that keeps making blocks: keep 0 on a devnet mining per transaction.",
+        minimum=0,
+    )
+    max_fee_gwei: float | None = _option(
+        None,
+        "Cap on the fee per gas (EIP-1559 maxFeePerGas), in gwei: while the network's base "
+        "fee is above it, transactions are refused with an error. Default: no cap (twice "
+        "the base fee plus the tip).",
+        minimum=0,
+    )
+    priority_fee_gwei: float | None = _option(
+        None,
+        "Tip per gas for the block producer, in gwei. Default: 1 wei, enough where blocks "
+        "are not full (devnets); raise it on a congested chain.",
+        minimum=0,
+    )
     adversary: str | None = _option(
         None,
         "Play a misbehaving trainer (tests and benchmarks): corrupt what it publishes.",
@@ -213,9 +266,10 @@ class WorkerConfig:
         """Command-line arguments of ``mcfl-chain worker`` that rebuild this configuration.
 
         Every option that is set is written, so that the command line alone decides (no
-        ``MCFL_*`` variable can change an option it names). The private key is never
-        written, since command lines are visible to every user of the machine: give it to
-        the worker's process as ``MCFL_KEY``.
+        ``MCFL_*`` variable can change an option it names). No option holds a secret: a
+        raw private key is only ever read from ``MCFL_PRIVATE_KEY``, since command lines
+        are visible to every user of the machine; options marked secret would not be
+        written.
         """
         args: list[str] = []
         for option in OPTIONS:
@@ -247,8 +301,8 @@ class Option:
         The accepted values, if the option is one of a few names.
     minimum : int or None
         The smallest accepted number.
-    directory : bool
-        For a path: it names a directory rather than a file.
+    directory : bool or None
+        For a path: it names a directory (True), a file (False) or either (None).
     secret : bool
         Never written on a command line (:meth:`WorkerConfig.to_args`).
     """
@@ -261,7 +315,7 @@ class Option:
     optional: bool
     choices: tuple[str, ...] = ()
     minimum: int | None = None
-    directory: bool = False
+    directory: bool | None = False
     secret: bool = False
 
     def convert(self, value: Any) -> Any:
@@ -280,6 +334,8 @@ class Option:
             value = float(value)
         elif self.kind is Path and isinstance(value, str):
             value = Path(value)
+        elif self.kind is str and isinstance(value, Path):
+            value = str(value)
         elif self.kind is dict and isinstance(value, str):
             value = self._json_object(value)
         if not isinstance(value, self.kind) or isinstance(value, bool):

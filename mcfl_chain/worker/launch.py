@@ -1,79 +1,94 @@
-"""Assemble a worker from its configuration: chain, storage, data, strategy, state."""
+"""Assemble a worker from its configuration: account, chain, storage, task, data, state.
+
+What the trainer trains, in order of precedence:
+
+- ``--task REF``: a task of its own (:mod:`mcfl_chain.learning.tasks`), whose model,
+  data and training it brings; the task is registered so that the whole package (the
+  round state machine, the weights codec) runs it by its name;
+- ``--data PATH``: its own data (:mod:`mcfl_chain.learning.local_data`) for the
+  network's built-in architecture;
+- otherwise its share of a built-in dataset under ``--scenario`` (simulations).
+
+Whatever the source, the trainer's model must be the network's: the same architecture
+name and, when the task descriptor carries one, the same fingerprint (tensor names,
+shapes, dtypes). When they differ, the network's genesis weights say exactly how, and
+the worker refuses to join before it registers.
+"""
 
 from __future__ import annotations
 
+import os
+
 import torch
+from eth_account.signers.local import LocalAccount
 
 from mcfl_chain.adversaries import make_adversary
-from mcfl_chain.chain.deployment import Deployment, DeploymentError
+from mcfl_chain.chain._tx import FeePolicy
+from mcfl_chain.chain.accounts import PRIVATE_KEY_ENV, AccountError, Prompt, load_signing_account
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.learning.codec import MalformedWeightsError, read_layout
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
-from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
+from mcfl_chain.learning.local_data import DataError
+from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.scenario import TrainerData, build_trainer_data, scenario_specs
 from mcfl_chain.learning.task import Task, TaskError, canonical_arch
+from mcfl_chain.learning.tasks import LearningTask, builtin_task, load_task
+from mcfl_chain.storage.base import Storage
+from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import make_strategy
 from mcfl_chain.worker.config import WorkerConfig
-from mcfl_chain.worker.preflight import WorkerSetupError, prepare
+from mcfl_chain.worker.preflight import ChainOptions, WorkerSetupError, load_deployment, prepare
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
 
+LEGACY_KEY_ENV = "MCFL_KEY"
+"""The variable that held a raw key before :data:`PRIVATE_KEY_ENV`; no longer read."""
 
-def build_worker(config: WorkerConfig) -> Worker:
+
+def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
     """Check ``config`` against the network and build a ready-to-run :class:`Worker`.
+
+    Parameters
+    ----------
+    config
+        The worker's options.
+    prompt
+        Asks a person for the keystore's password when no file or variable gives it.
 
     Raises
     ------
     WorkerSetupError
-        If the network, its task, the chain, the storage or the state directory do not
-        fit ``config``; the message says what to change.
+        If the account, the network, its task, the data, the chain, the storage or the
+        state directory do not fit ``config``; the message says what to change.
     """
+    account = signing_account(config, prompt)
+    dep = load_deployment(config.deployment, config.storage, config.give_up_after)
     try:
-        dep = Deployment.load(config.deployment)
-    except DeploymentError as exc:
-        raise WorkerSetupError(str(exc)) from exc
-    try:
-        task = Task.parse(dep.task)
-        arch = canonical_arch(config.arch) if config.arch else task.arch
+        network = Task.parse(dep.task, registered_only=False)
     except TaskError as exc:
-        raise WorkerSetupError(str(exc)) from exc
-    if arch != task.arch:
-        raise WorkerSetupError(
-            f"this network trains {task.arch} (task {dep.task!r}); --model {arch} cannot take part"
-        )
-    dataset = config.dataset or task.datasets[0]
-    if config.trainer_index >= config.n_trainers:
-        raise WorkerSetupError(
-            f"--trainer-index {config.trainer_index} must be below --n-trainers {config.n_trainers}"
-        )
-    if (config.key is None) == (config.account_index is None):
-        raise WorkerSetupError("give exactly one of --key (or MCFL_KEY) and --account-index")
-
+        raise WorkerSetupError(f"{config.deployment}: {exc}") from exc
     torch.set_num_threads(config.threads)
-    try:
-        spec = scenario_specs(
-            config.scenario,
-            config.n_trainers,
-            config.seed,
-            dataset=dataset,
-            samples_per_trainer=config.samples,
-            **config.scenario_params,
-        )[config.trainer_index]
-        data = build_trainer_data(spec)
-    except (DatasetError, ValueError, TypeError) as exc:
-        raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
-    finally:
-        release_datasets()
-    if spec.dataset not in task.datasets:
-        raise WorkerSetupError(
-            f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
-        )
+    own_task, data, group = _trainer_task_and_data(config, dep, network)
+    arch = network.arch if own_task is None else own_task.arch
     chain, store, state, dag = prepare(
         dep,
         config.deployment,
         rpc=config.rpc,
-        key=config.key,
-        account_index=config.account_index,
+        account=account,
         storage=config.storage,
         state_dir=config.state_dir,
-        give_up_after=config.give_up_after,
+        options=ChainOptions(
+            give_up_after=config.give_up_after,
+            confirmations=config.confirmations,
+            max_log_range=config.max_log_range,
+            fees=_fees(config),
+        ),
     )
+    try:
+        check_model(network, arch, dep, store, custom=own_task is not None)
+    except BaseException:
+        store.close()
+        raise
     folder = state.path.parent
 
     training = TrainingOptions(
@@ -89,7 +104,7 @@ def build_worker(config: WorkerConfig) -> Worker:
         metrics_path=config.metrics or folder / "metrics.jsonl",
         labels={
             "trainer_index": config.trainer_index,
-            "group": spec.group,
+            "group": group,
             "strategy": config.strategy,
             "tolerance": config.tolerance,
             "samples": data.num_samples,
@@ -114,3 +129,196 @@ def build_worker(config: WorkerConfig) -> Worker:
         dag,
         make_adversary(config.adversary) if config.adversary else None,
     )
+
+
+def signing_account(config: WorkerConfig, prompt: Prompt | None = None) -> LocalAccount | int:
+    """The trainer's account: a keystore, an ape account, an Anvil dev-account index, or
+    the key in ``MCFL_PRIVATE_KEY``; never shown in a message.
+
+    Raises
+    ------
+    WorkerSetupError
+        Several sources or none, or the chosen one fails (wrong password, ...).
+    """
+    given = [
+        flag
+        for flag, value in (
+            ("--keystore", config.keystore),
+            ("--account", config.account),
+            ("--account-index", config.account_index),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise WorkerSetupError(
+            f"give one of --keystore, --account and --account-index, not {' and '.join(given)}"
+        )
+    if config.account_index is not None:
+        if config.password_file is not None:
+            raise WorkerSetupError("--password-file goes with --keystore or --account")
+        return config.account_index
+    if not given and not os.environ.get(PRIVATE_KEY_ENV):
+        renamed = (
+            f" ({LEGACY_KEY_ENV} is no longer read: name it {PRIVATE_KEY_ENV})"
+            if os.environ.get(LEGACY_KEY_ENV)
+            else ""
+        )
+        raise WorkerSetupError(
+            f"no signing account: give --keystore FILE (create one with `mcfl-chain account "
+            f"new`), --account ALIAS (an ape account), --account-index N (Anvil's dev "
+            f"accounts, local devnets only), or set {PRIVATE_KEY_ENV} (CI only){renamed}"
+        )
+    try:
+        return load_signing_account(
+            keystore=config.keystore,
+            account=config.account,
+            password_file=config.password_file,
+            prompt=prompt,
+        )
+    except AccountError as exc:
+        raise WorkerSetupError(str(exc)) from None
+
+
+def _fees(config: WorkerConfig) -> FeePolicy:
+    try:
+        return FeePolicy.from_gwei(config.max_fee_gwei, config.priority_fee_gwei)
+    except ValueError as exc:
+        raise WorkerSetupError(f"--max-fee-gwei / --priority-fee-gwei: {exc}") from exc
+
+
+def _trainer_task_and_data(
+    config: WorkerConfig, dep: Deployment, network: Task
+) -> tuple[LearningTask | None, TrainerData, str]:
+    """The task of one's own (None for a built-in architecture), the trainer's data and
+    the group its metrics are labelled with."""
+    if config.task is not None:
+        clash = [
+            flag
+            for flag, value in (
+                ("--data", config.data),
+                ("--model", config.arch),
+                ("--dataset", config.dataset),
+            )
+            if value is not None
+        ]
+        if clash:
+            raise WorkerSetupError(f"--task brings its own model and data: drop {', '.join(clash)}")
+        own = _own_task(config.task, network)
+        return own, _checked_data(own, f"the task {config.task}"), "own data"
+    if not network.registered:
+        raise WorkerSetupError(
+            f"this network trains a model of its own ({dep.task!r}), not a built-in "
+            f"architecture: run its task with --task module:attribute (ask the network for it)"
+        )
+    try:
+        arch = canonical_arch(config.arch) if config.arch else network.arch
+    except TaskError as exc:
+        raise WorkerSetupError(str(exc)) from exc
+    if arch != network.arch:
+        raise WorkerSetupError(
+            f"this network trains {network.arch} (task {dep.task!r}); --model {arch} "
+            f"cannot take part"
+        )
+    if config.data is not None:
+        if config.dataset is not None:
+            raise WorkerSetupError("--data is this trainer's dataset: drop --dataset")
+        builtin = builtin_task(arch, config.data, seed=config.seed)
+        return None, _checked_data(builtin, f"--data {config.data}"), "own data"
+    dataset = config.dataset or network.datasets[0]
+    if config.trainer_index >= config.n_trainers:
+        raise WorkerSetupError(
+            f"--trainer-index {config.trainer_index} must be below --n-trainers {config.n_trainers}"
+        )
+    try:
+        spec = scenario_specs(
+            config.scenario,
+            config.n_trainers,
+            config.seed,
+            dataset=dataset,
+            samples_per_trainer=config.samples,
+            **config.scenario_params,
+        )[config.trainer_index]
+        data = build_trainer_data(spec)
+    except (DatasetError, ValueError, TypeError) as exc:
+        raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
+    finally:
+        release_datasets()
+    if spec.dataset not in network.datasets:
+        raise WorkerSetupError(
+            f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"
+        )
+    return None, data, spec.group
+
+
+def _own_task(reference: str, network: Task) -> LearningTask:
+    """Load and register the task ``reference`` names; refuse another architecture."""
+    try:
+        own = load_task(reference)
+    except TaskError as exc:
+        raise WorkerSetupError(str(exc)) from exc
+    if own.arch != network.arch:
+        raise WorkerSetupError(
+            f"the network trains {network.arch!r} (task {network}), the task {reference} "
+            f"is {own.arch!r}: run a task for {network.arch!r}"
+        )
+    try:
+        own.register()
+    except TaskError as exc:
+        raise WorkerSetupError(str(exc)) from exc
+    return own
+
+
+def _checked_data(task: LearningTask, what: str) -> TrainerData:
+    """``task``'s data, checked to fit its model (features, number of classes)."""
+    try:
+        data = task.load_data()
+        task.check_data(data)
+    except (DataError, TaskError) as exc:
+        raise WorkerSetupError(f"{what}: {exc}") from exc
+    except Exception as exc:  # the task's own code may fail in any way: one line
+        raise WorkerSetupError(
+            f"{what}: loading its data failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return data
+
+
+def check_model(network: Task, arch: str, dep: Deployment, store: Storage, *, custom: bool) -> None:
+    """Refuse to join when this trainer's model is not the network's.
+
+    The descriptor's fingerprint decides; when it differs (or, for a task of one's own,
+    when the descriptor has none) the network's genesis weights are read to say which
+    tensors differ.
+
+    Raises
+    ------
+    WorkerSetupError
+        The layouts differ (every difference named), or the genesis weights needed for
+        the comparison cannot be read.
+    """
+    layout = model_layout(create_model(arch, seed=0))
+    fingerprint = layout_fingerprint(layout)
+    if network.fingerprint_matches(fingerprint) and (network.fingerprint or not custom):
+        return
+    what = f"the network's model (its genesis weights {dep.genesis_cid})"
+    try:
+        found = read_layout(store.get(dep.genesis_cid))
+    except (StorageError, MalformedWeightsError) as exc:
+        if network.fingerprint is not None:
+            raise WorkerSetupError(
+                f"this trainer's {arch!r} model has fingerprint {fingerprint}, the network's "
+                f"(task {dep.task!r}) {network.fingerprint}: the model definitions differ "
+                f"(its genesis weights, which would say how, cannot be read: {exc})"
+            ) from exc
+        raise WorkerSetupError(
+            f"cannot read {what} to check this trainer's model against it: {exc}"
+        ) from exc
+    difference = compare_layouts(found, layout)
+    if difference:
+        mine = f"this trainer's {arch!r} model"
+        raise WorkerSetupError(f"refusing to join: {difference.message(what, mine)}")
+    if network.fingerprint is not None:
+        raise WorkerSetupError(
+            f"this trainer's {arch!r} model has fingerprint {fingerprint}, the network's task "
+            f"{dep.task!r} says {network.fingerprint}, though its genesis weights have this "
+            f"model's layout: the descriptor was written for another model"
+        )

@@ -1,11 +1,16 @@
 """Checks a worker makes before its first round, each failing with one line to act on.
 
+- The deployment: a file, or ``ipfs://CID`` fetched from the worker's storage (which
+  verifies the bytes against the CID) — :func:`load_deployment`.
 - The chain: the RPC URL is well formed and answers (retried for ``give_up_after`` s),
-  the contracts of the deployment file hold code there, and the chain's task and
-  genesis CID are the file's: fresh devnets deploy to the same addresses, so a worker
-  given another devnet's URL would otherwise join it without a word.
-- The account: the key parses, and the account can pay for gas (an Anvil account index
-  past the devnet's funded accounts is named as such).
+  its chain id is the deployment's, the addresses hold this package's contracts (their
+  runtime code, not just any code), linked to each other, and the network's settings
+  on chain (task, genesis CID, quorum, deadline, registration, sample cap) are the
+  file's: fresh devnets deploy to the same addresses, so a worker given another
+  devnet's URL would otherwise join it without a word, and a deployment file from
+  storage is only trusted once the chain confirms it.
+- The account: it can pay for gas (an Anvil account index past the devnet's funded
+  accounts is named as such).
 - The storage: a small probe blob can be written and read back (an IPFS node is
   retried for ``give_up_after`` s, as it is later during the rounds).
 - The state: the local state is a cache of the chain, checked against it. A state of
@@ -17,18 +22,23 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from eth_account.signers.local import LocalAccount
 from web3.exceptions import Web3Exception
 
+from mcfl_chain.chain._rpc import redact_url
+from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import Deployment, DeploymentError
 from mcfl_chain.chain.errors import ChainUnusable
+from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.dag.events import apply_events
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.storage import IpfsStorage, RetryPolicy, Storage, open_storage
-from mcfl_chain.storage.errors import StorageError
+from mcfl_chain.storage.errors import BlobNotFound, CorruptBlob, InvalidCID, StorageError
 from mcfl_chain.worker.state import StateError, WorkerState
 
 log = logging.getLogger("mcfl_chain.worker")
@@ -39,8 +49,82 @@ DEFAULT_STATE_ROOT = Path(".mcfl") / "workers"
 """Where a worker keeps its state without --state-dir (one folder per address)."""
 
 
+DEPLOYMENT_URI = "ipfs://"
+"""Prefix of a deployment published in storage: ``ipfs://<CID>``."""
+MAX_DEPLOYMENT_BYTES = 4 * 1024 * 1024
+"""Largest deployment file fetched from storage (ABIs included, they take ~100 KB)."""
+
+
 class WorkerSetupError(RuntimeError):
     """The worker cannot start; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ChainOptions:
+    """How the worker talks to its chain node (see ``mcfl-chain worker --help``)."""
+
+    give_up_after: float = 120.0
+    confirmations: int = 0
+    max_log_range: int = DEFAULT_MAX_LOG_RANGE
+    fees: FeePolicy = FeePolicy()
+
+
+def deployment_uri(cid: str) -> str:
+    """How a deployment stored under ``cid`` is named: ``ipfs://<cid>``."""
+    return f"{DEPLOYMENT_URI}{cid}"
+
+
+def publish_deployment(deployment: Deployment, storage: Storage) -> str:
+    """Put the deployment file in ``storage``; its ``ipfs://CID``."""
+    return deployment_uri(storage.put(deployment.to_json().encode("utf-8")))
+
+
+def load_deployment(source: str | Path, storage: str, give_up_after: float) -> Deployment:
+    """The deployment a worker is given: a file, or ``ipfs://CID`` fetched from ``storage``.
+
+    A fetched file is verified against its CID by the store; what it says is trusted only
+    once :func:`check_network` found it on the chain.
+
+    Raises
+    ------
+    WorkerSetupError
+        Missing or malformed file, a CID not in the store, bytes not matching the CID,
+        an unreachable store.
+    """
+    text = str(source)
+    if not text.startswith(DEPLOYMENT_URI):
+        try:
+            return Deployment.load(text)
+        except DeploymentError as exc:
+            raise WorkerSetupError(str(exc)) from exc
+    cid = text.removeprefix(DEPLOYMENT_URI).strip("/")
+    try:
+        store = open_storage(storage)
+    except StorageError as exc:
+        raise WorkerSetupError(f"cannot open storage {storage!r}: {exc}") from exc
+    if isinstance(store, IpfsStorage):
+        store.retry = RetryPolicy.for_duration(give_up_after)
+    try:
+        blob = store.get(cid, max_bytes=MAX_DEPLOYMENT_BYTES)
+    except InvalidCID as exc:
+        raise WorkerSetupError(f"--deployment {text}: {cid!r} is not a CID ({exc})") from exc
+    except BlobNotFound as exc:
+        raise WorkerSetupError(
+            f"the deployment {text} is not in storage {storage}: publish it there "
+            f"(`mcfl-chain deploy --publish`), or check the CID and --storage ({exc})"
+        ) from exc
+    except CorruptBlob as exc:
+        raise WorkerSetupError(
+            f"storage {storage} returned bytes that do not match {text}: refused ({exc})"
+        ) from exc
+    except StorageError as exc:
+        raise WorkerSetupError(f"cannot fetch the deployment {text}: {exc}") from exc
+    finally:
+        store.close()
+    try:
+        return Deployment.from_json(blob, text)
+    except DeploymentError as exc:
+        raise WorkerSetupError(str(exc)) from exc
 
 
 class Prepared(NamedTuple):
@@ -56,34 +140,48 @@ def connect_chain(
     dep: Deployment,
     rpc: str,
     *,
-    key: str | None,
-    account_index: int | None,
-    give_up_after: float,
+    account: LocalAccount | int,
+    options: ChainOptions | None = None,
 ) -> ChainClient:
-    """A client for this trainer's account on ``rpc``, every request retried for
-    ``give_up_after`` s while the node does not answer."""
+    """A client for this trainer's account (a signing account or an Anvil dev-account
+    index) on ``rpc``, every request retried for ``options.give_up_after`` s while the
+    node does not answer."""
+    options = options or ChainOptions()
     try:
-        w3 = connect(rpc, give_up_after=give_up_after)
+        w3 = connect(rpc, give_up_after=options.give_up_after)
     except ChainError as exc:
         raise WorkerSetupError(f"cannot reach the chain: {exc}") from exc
     try:
-        return ChainClient(dep, private_key=key, account_index=account_index, rpc_url=rpc, w3=w3)
-    except ValueError:
-        if key is not None:
-            # Never echo the key, not even in a chained exception.
-            raise WorkerSetupError(
-                "--key (or MCFL_KEY) is not a private key: expected 64 hex digits, "
-                "with or without 0x"
-            ) from None
-        raise
+        return ChainClient(
+            dep,
+            account,
+            rpc_url=rpc,
+            w3=w3,
+            confirmations=options.confirmations,
+            max_log_range=options.max_log_range,
+            fees=options.fees,
+        )
     except ChainError as exc:
         raise WorkerSetupError(str(exc)) from exc
 
 
+_SETTINGS = {
+    "task": "task",
+    "genesis_cid": "genesis weights",
+    "min_trainers": "min trainers",
+    "phase_duration": "phase duration",
+    "registration": "registration",
+    "deposit": "deposit",
+    "cooldown": "cooldown",
+    "max_samples": "max samples",
+}
+"""Deployment fields checked against the contracts, and how messages name them."""
+
+
 def check_network(chain: ChainClient, deployment_path: str | Path, rpc: str) -> None:
-    """Refuse a chain that does not hold the network the deployment file describes."""
+    """Refuse a chain that does not hold the network the deployment describes."""
     dep = chain.deployment
-    head = chain.block_number()
+    head = chain.latest_block()
     if head < dep.deployment_block:
         raise WorkerSetupError(
             f"the chain at {rpc} is at block {head}, but {deployment_path} was deployed at "
@@ -102,17 +200,34 @@ def check_network(chain: ChainClient, deployment_path: str | Path, rpc: str) -> 
             f"--deployment (or start the network again)"
         )
     try:
-        task, genesis = chain.task(), chain.genesis_cid()
+        foreign = chain.foreign_code()
+    except (FileNotFoundError, ImportError) as exc:  # no contract sources to compare with
+        log.warning("cannot compare the contracts' code with this package's: %s", exc)
+        foreign = []
+    if foreign:
+        raise WorkerSetupError(
+            f"the code at {', '.join(foreign)} on the chain at {rpc} is not this "
+            f"mcfl-chain's contract (another contract, or another version of the protocol): "
+            f"{deployment_path} does not describe a network this worker can join"
+        )
+    try:
+        found = chain.network_parameters()
     except (ChainError, Web3Exception, ValueError) as exc:
         raise WorkerSetupError(
             f"the contracts at {rpc} are not the MCFL network of {deployment_path} "
             f"({exc}); pass the matching --rpc and --deployment"
         ) from exc
-    if (task, genesis) != (dep.task, dep.genesis_cid):
+    differences = [
+        f"{label} {found[field]!r} there, {getattr(dep, field)!r} in the file"
+        for field, label in _SETTINGS.items()
+        if found[field] != getattr(dep, field)
+    ]
+    if not found["links"]:
+        differences.append("the three contracts are not linked to each other there")
+    if differences:
         raise WorkerSetupError(
-            f"the chain at {rpc} runs another network than {deployment_path}: task "
-            f"{task!r} and genesis weights {genesis} there, {dep.task!r} and "
-            f"{dep.genesis_cid} in the file; pass the matching --rpc and --deployment"
+            f"the chain at {rpc} runs another network than {deployment_path}: "
+            f"{'; '.join(differences)}; pass the matching --rpc and --deployment"
         )
 
 
@@ -211,11 +326,10 @@ def prepare(
     deployment_path: str | Path,
     *,
     rpc: str,
-    key: str | None,
-    account_index: int | None,
+    account: LocalAccount | int,
     storage: str,
     state_dir: str | Path | None,
-    give_up_after: float,
+    options: ChainOptions | None = None,
 ) -> Prepared:
     """Every check above, in order; the services and state of a worker ready to run.
 
@@ -224,13 +338,13 @@ def prepare(
     WorkerSetupError
         With one line saying what is wrong and what to do.
     """
+    options = options or ChainOptions()
     try:
-        chain = connect_chain(
-            dep, rpc, key=key, account_index=account_index, give_up_after=give_up_after
-        )
-        check_network(chain, deployment_path, rpc)
-        check_account(chain, account_index, rpc)
-        store = open_store(storage, give_up_after)
+        chain = connect_chain(dep, rpc, account=account, options=options)
+        shown = redact_url(rpc)  # messages never show an API key the URL may hold
+        check_network(chain, deployment_path, shown)
+        check_account(chain, account if isinstance(account, int) else None, shown)
+        store = open_store(storage, options.give_up_after)
         try:
             state, dag = open_state(chain, state_dir)
         except BaseException:
