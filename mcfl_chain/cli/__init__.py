@@ -11,6 +11,7 @@ import click
 from mcfl_chain import __version__
 from mcfl_chain.cli.account import account
 from mcfl_chain.cli.dag import dag
+from mcfl_chain.cli.deploy import deploy
 from mcfl_chain.cli.devnet import devnet
 from mcfl_chain.cli.explorer import explorer
 from mcfl_chain.cli.ipfs import ipfs
@@ -26,9 +27,11 @@ def main() -> None:
     Sovereign trainers train many models at once; model versions form a DAG recorded by
     smart contracts; each trainer aggregates only the peers' updates whose weights diverge
     little from its own. Start with `mcfl-chain demo`, or `mcfl-chain devnet up` then one
-    `mcfl-chain worker` per trainer, or `mcfl-chain simulate` for a whole network.
+    `mcfl-chain worker` per trainer, or `mcfl-chain simulate` for a whole network; on a
+    real chain, `mcfl-chain deploy --rpc URL` then one worker per organisation
+    (docs/DEPLOY.md).
     """
 
 
-for command in (devnet, ipfs, account, worker, simulate, demo, dag, explorer):
+for command in (devnet, deploy, ipfs, account, worker, simulate, demo, dag, explorer):
     main.add_command(command)
