@@ -1,6 +1,7 @@
 """Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``,
-``FakeClock``."""
+``FakeClock``; the ``restore_architectures`` fixture."""
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from mcfl_chain.storage.cid import cid_for_bytes
@@ -39,3 +40,16 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
         self.now += seconds
+
+
+@pytest.fixture
+def restore_architectures():
+    """Undo the registrations of tasks' models a test makes (the registry is global)."""
+    from mcfl_chain.learning.codec import expected_layout
+    from mcfl_chain.learning.models import ARCHITECTURES
+
+    saved = dict(ARCHITECTURES)
+    yield
+    ARCHITECTURES.clear()
+    ARCHITECTURES.update(saved)
+    expected_layout.cache_clear()

@@ -12,7 +12,7 @@ from eth_account import Account
 from web3 import Web3
 
 from mcfl_chain._utils.process import free_port
-from mcfl_chain.chain._rpc import PatientHTTPProvider
+from mcfl_chain.chain._rpc import PatientHTTPProvider, redact_url
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.errors import AccountUnfunded, ChainUnavailable
 
@@ -114,3 +114,70 @@ def test_a_transaction_resent_after_its_answer_was_lost_counts_as_sent(devnet, m
 
     # Assert: registered once, no error.
     assert trainer_id >= 1 and client.is_registered()
+
+
+def _http_error(status: int) -> requests.HTTPError:
+    response = requests.Response()
+    response.status_code = status
+    response.reason = {429: "Too Many Requests", 503: "Service Unavailable"}.get(status, "No")
+    return requests.HTTPError(f"{status} Client Error", response=response)
+
+
+def test_a_provider_rate_limiting_or_overloaded_is_retried_with_backoff(monkeypatch, caplog):
+    # Prepare: a public provider answers 429, then 503, then the result.
+    clock = FakeClock()
+    provider = PatientHTTPProvider("https://rpc.example", sleep=clock.sleep, clock=clock)
+    answers = [_http_error(429), _http_error(503), b'{"jsonrpc": "2.0", "id": 0, "result": "0x7"}']
+
+    def post(*_args, **_kwargs):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        block = Web3(provider).eth.block_number
+
+    # Assert
+    assert block == 7 and clock.waits == [0.5, 1.0] and len(caplog.records) == 2
+
+
+def test_a_provider_refusing_the_request_is_one_line_at_once_without_its_api_key(monkeypatch):
+    # Prepare: the URL carries an API key, as public providers' do; the answer is 401.
+    clock = FakeClock()
+    api_key = "0123456789abcdef0123456789abcdef"
+    provider = PatientHTTPProvider(
+        f"https://sepolia.provider.example/v3/{api_key}", sleep=clock.sleep, clock=clock
+    )
+
+    def post(*_args, **_kwargs):
+        raise _http_error(401)
+
+    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+
+    # Execute
+    with pytest.raises(ChainUnavailable) as caught:
+        Web3(provider).eth.block_number  # noqa: B018 - the request is the point
+
+    # Assert: not retried; the message names the host, not the key.
+    message = str(caught.value)
+    assert clock.waits == [] and "\n" not in message
+    assert "refused the request" in message and "401" in message
+    assert "https://sepolia.provider.example/v3/***" in message and api_key not in message
+    assert caught.value.__cause__ is None
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://127.0.0.1:8545", "http://127.0.0.1:8545"),
+        ("https://eth.example/v2/abcdefghijklmnopqrstuvwxyz012345", "https://eth.example/v2/***"),
+        ("https://user:secret@node.example/rpc", "https://user:***@node.example/rpc"),
+        ("https://node.example/rpc?apikey=s3cr3t", "https://node.example/rpc?***"),
+    ],
+)
+def test_rpc_urls_are_shown_without_credentials(url, shown):
+    assert redact_url(url) == shown

@@ -249,15 +249,18 @@ def network(tmp_path_factory):
     net.stop()
 
 
-def run_worker(net: Network, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Trainer 0's command with ``args`` added (``--key`` replaces ``--account-index``)."""
+def run_worker(
+    net: Network, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Trainer 0's command with ``args`` added; with a key in ``env`` (MCFL_PRIVATE_KEY)
+    instead of ``--account-index``."""
     command = net.worker_command(0)
-    if "--key" in args:
+    if env and "MCFL_PRIVATE_KEY" in env:
         at = command.index("--account-index")
         del command[at : at + 2]
     command += ["--give-up-after", "2", *args]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 def test_a_worker_given_another_networks_node_refuses_to_join(network, tmp_path):
@@ -294,16 +297,16 @@ def _blocked_store(path) -> list[str]:
     return ["--storage", f"local:{path}"]
 
 
+KEYS = {
+    "unfunded key": {"MCFL_PRIVATE_KEY": "0x" + "5a" * 32},
+    "malformed key": {"MCFL_PRIVATE_KEY": "0x1234" + "5a" * 20},
+}
+"""Mistakes made through the environment (the key is never on the command line)."""
+
 MISTAKES = {
-    "unfunded key": (
-        lambda net, tmp: ["--key", "0x" + "5a" * 32],
-        "has no native currency to pay for gas",
-    ),
+    "unfunded key": (lambda net, tmp: [], "has no native currency to pay for gas"),
     "account index": (lambda net, tmp: ["--account-index", "9"], "--account-index 9 is past"),
-    "malformed key": (
-        lambda net, tmp: ["--key", "0x1234"],
-        "is not a private key",
-    ),
+    "malformed key": (lambda net, tmp: [], "MCFL_PRIVATE_KEY is not a private key"),
     "no contract code": (
         lambda net, tmp: _no_code_deployment(net, tmp / "d.json"),
         "no contract code at Trainers",
@@ -331,14 +334,14 @@ def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
     args = ["--state-dir", str(tmp_path / "state"), *make_args(network, tmp_path)]
 
     # Execute
-    result = run_worker(network, *args, timeout=40)
+    result = run_worker(network, *args, timeout=40, env=KEYS.get(mistake))
 
     # Assert: exit 1, one line saying what to change, no traceback, no key, hint once.
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1, result.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr[-2000:]
     assert expected in lines[0]
-    assert "5a" * 32 not in result.stderr
+    assert "5a" * 20 not in result.stderr
     assert lines[0].count("mcfl-chain devnet up") <= 1
 
 

@@ -33,7 +33,7 @@ def parse(monkeypatch):
     monkeypatch.setattr(worker_cli, "_setup_logging", lambda verbose: None)
     received: list[WorkerConfig] = []
 
-    def build_worker(config: WorkerConfig) -> None:
+    def build_worker(config: WorkerConfig, prompt=None) -> None:
         received.append(config)
         raise launch.WorkerSetupError(STOPPED)
 
@@ -95,8 +95,9 @@ def test_a_key_like_no_option_lists_the_valid_ones():
         WorkerConfig.from_mapping({"colour": "blue"})
 
     # Assert
-    assert "unknown key 'colour' (known keys: account_index, adversary, aggregate_on, arch" in str(
-        raised.value
+    assert (
+        "unknown key 'colour' (known keys: account, account_index, adversary, aggregate_on"
+        in str(raised.value)
     )
 
 
@@ -242,15 +243,45 @@ def test_to_args_round_trips_through_the_command_line(parse, tmp_path):
     assert parsed == config
 
 
-def test_to_args_never_writes_the_private_key():
+def test_no_option_takes_a_private_key():
+    # Execute
+    names = {option.name for option in OPTIONS}
+    flags = {option.flag for option in OPTIONS}
+
+    # Assert: keys come from keystores, ape accounts or MCFL_PRIVATE_KEY only.
+    assert {"keystore", "account", "password_file", "account_index"} <= names
+    assert "key" not in names and "--key" not in flags
+
+
+def test_the_removed_key_flag_is_refused_without_echoing_the_key(parse):
     # Prepare
     key = "0x" + "ab" * 32
 
     # Execute
-    args = WorkerConfig(key=key).to_args()
+    result = CliRunner().invoke(worker_cli.worker, ["--key", key])
+
+    # Assert: a usage error naming what to use instead; the key is not repeated.
+    assert result.exit_code == 2
+    assert "--key is no longer accepted" in result.output
+    assert "MCFL_PRIVATE_KEY" in result.output and "--keystore" in result.output
+    assert "ab" * 32 not in result.output and STOPPED not in result.output
+
+
+def test_help_names_the_key_sources_and_no_secret(monkeypatch):
+    # Prepare: secrets in the environment must never reach the help text.
+    key, password = "0x" + "cd" * 32, "hunter2-correct-horse"
+    monkeypatch.setenv("MCFL_PRIVATE_KEY", key)
+    monkeypatch.setenv("MCFL_KEYSTORE_PASSWORD", password)
+
+    # Execute
+    result = CliRunner().invoke(worker_cli.worker, ["--help"])
 
     # Assert
-    assert "--key" not in args and key not in args
+    assert result.exit_code == 0
+    for flag in ("--keystore", "--account", "--password-file", "MCFL_PRIVATE_KEY"):
+        assert flag in result.output
+    assert "--key " not in result.output
+    assert "cd" * 32 not in result.output and password not in result.output
 
 
 def test_the_simulators_command_for_a_trainer_names_its_share_and_services(parse, tmp_path):
