@@ -239,7 +239,7 @@ def load_keystore(path: str | os.PathLike[str], password: str) -> LocalAccount:
     """
     file = Path(path).expanduser()
     account = _decrypt(_read_keystore(file), password, f"the keystore {file}")
-    log.info("signing as %s (keystore %s)", account.address, file)
+    log.debug("signing as %s (keystore %s)", account.address, file)
     return account
 
 
@@ -255,7 +255,7 @@ def load_ape_account(
     """
     path = ape_keyfile(alias, env)
     account = _decrypt(_read_keystore(path), password, f"ape account {alias!r} ({path})")
-    log.info("signing as %s (ape account %r)", account.address, alias)
+    log.debug("signing as %s (ape account %r)", account.address, alias)
     return account
 
 
@@ -285,7 +285,7 @@ def account_from_env(env: Mapping[str, str] | None = None) -> LocalAccount:
         raise AccountError(
             f"{PRIVATE_KEY_ENV} is not a valid secp256k1 private key (zero or too large)"
         ) from None
-    log.info("signing as %s (key from %s)", account.address, PRIVATE_KEY_ENV)
+    log.debug("signing as %s (key from %s)", account.address, PRIVATE_KEY_ENV)
     return account
 
 
