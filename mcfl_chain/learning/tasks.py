@@ -130,8 +130,9 @@ class LearningTask:
     data : callable
         ``data() -> TrainerData``: the trainer's train / validation / test split
         (:func:`~mcfl_chain.learning.local_data.trainer_data_from_arrays` builds one).
-        Only the test split chooses models (paper Algorithm 1); the validation split
-        may be empty.
+        The worker chooses models (paper Algorithm 1) on the validation split and
+        reports on the test split; the validation split may be empty (the test split
+        then does both).
     kind : {"classifier", "autoencoder"}
         Chooses the default loss (cross-entropy or MSE) and the selection metric
         (accuracy or 1/MSE).
