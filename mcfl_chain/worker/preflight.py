@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,6 +31,7 @@ from web3.exceptions import Web3Exception
 
 from mcfl_chain.chain._rpc import redact_url
 from mcfl_chain.chain._tx import FeePolicy
+from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
 from mcfl_chain.chain.errors import ChainUnusable
@@ -94,7 +95,7 @@ def load_deployment(source: str | Path, storage: str, give_up_after: float) -> D
     text = str(source)
     if not text.startswith(DEPLOYMENT_URI):
         try:
-            return Deployment.load(text)
+            return _own_abis(Deployment.load(text))
         except DeploymentError as exc:
             raise WorkerSetupError(str(exc)) from exc
     cid = text.removeprefix(DEPLOYMENT_URI).strip("/")
@@ -122,9 +123,24 @@ def load_deployment(source: str | Path, storage: str, give_up_after: float) -> D
     finally:
         store.close()
     try:
-        return Deployment.from_json(blob, text)
+        return _own_abis(Deployment.from_json(blob, text))
     except DeploymentError as exc:
         raise WorkerSetupError(str(exc)) from exc
+
+
+def _own_abis(deployment: Deployment) -> Deployment:
+    """The deployment with this package's ABIs instead of the file's.
+
+    A file from elsewhere could pair the right addresses with a doctored ABI (a
+    function's name on another's selector); :func:`check_network` verifies that the code
+    at the addresses is this package's, whose ABIs are therefore the right ones.
+    """
+    try:
+        artifacts = load_artifacts()
+    except (FileNotFoundError, ImportError) as exc:  # no contract sources: keep the file's
+        log.warning("cannot load this package's contract ABIs (%s): using the file's", exc)
+        return deployment
+    return replace(deployment, abis={name: list(a.abi) for name, a in artifacts.items()})
 
 
 class Prepared(NamedTuple):

@@ -15,6 +15,7 @@ from web3 import Web3
 from mcfl_chain._utils.process import LOOPBACK, free_port, start_service, stop_service
 from mcfl_chain.chain._tx import GWEI, dev_account
 from mcfl_chain.chain.accounts import PASSWORD_ENV, PRIVATE_KEY_ENV, create_keystore
+from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import find_anvil
@@ -217,6 +218,26 @@ def _join(node: str, uri: str, storage: str) -> None:
 
 def test_the_published_deployment_joins(node, deployed):
     uri, storage = _tampered(deployed)
+    _join(node, uri, storage)
+
+
+def test_a_published_deployment_is_read_with_this_versions_abis(node, deployed):
+    # Prepare: the file's ABI calls Models' submitProposals what is Trainers' exit
+    # (a doctored file could make a worker sign something else than it means).
+    deployment = deployed[0]
+    doctored = [
+        {**entry, "name": "submitProposals"} if entry.get("name") == "exit" else entry
+        for entry in deployment.abis["Trainers"]
+    ]
+    abis = {**deployment.abis, "Models": doctored}
+    uri, storage = _tampered(deployed, abis=abis)
+
+    # Execute
+    fetched = load_deployment(uri, storage, give_up_after=1.0)
+
+    # Assert: the ABIs are the ones compiled here, whatever the file says.
+    assert fetched.abis == {name: a.abi for name, a in load_artifacts().items()}
+    assert fetched.abis["Models"] != doctored
     _join(node, uri, storage)
 
 
