@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from mcfl_chain.adversaries import make_adversary
+from mcfl_chain.adversaries import parse_adversary, parse_adversary_spec
+from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.chain.deployment import Deployment, DeploymentError
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
@@ -93,6 +94,9 @@ def build_worker(config: WorkerConfig) -> Worker:
             "strategy": config.strategy,
             "tolerance": config.tolerance,
             "samples": data.num_samples,
+            # Reports tell honest trainers (None) from adversaries by this name.
+            "adversary": parse_adversary_spec(config.adversary).name if config.adversary else None,
+            "defence": config.defence,
         },
     )
     strategy = make_strategy(
@@ -103,14 +107,18 @@ def build_worker(config: WorkerConfig) -> Worker:
         aggregate_on=config.aggregate_on,
         selection=config.selection,
         clusters=config.clusters,
+        defence=parse_defence(config.defence) if config.defence else None,
     )
-    return Worker(
-        chain,
-        store,
-        data,
-        strategy,
-        options,
-        state,
-        dag,
-        make_adversary(config.adversary) if config.adversary else None,
-    )
+    try:
+        return Worker(
+            chain,
+            store,
+            data,
+            strategy,
+            options,
+            state,
+            dag,
+            parse_adversary(config.adversary) if config.adversary else None,
+        )
+    except ValueError as exc:  # an adversary that cannot poison this trainer's data
+        raise WorkerSetupError(f"--adversary {config.adversary}: {exc}") from exc
