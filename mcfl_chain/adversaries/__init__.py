@@ -10,7 +10,9 @@
 
 ``make_adversary(name, **params)`` or ``parse_adversary("name:key=value")`` builds one;
 ``assign_adversaries("label-flip:0.2,backdoor:0.2", n)`` spreads them over a network's
-trainers. The worker runs honestly without one.
+trainers, and ``with_coalitions`` writes each one's spec as its worker is told it
+(``--adversary TEXT``, colluders' coalition included). The worker runs honestly without
+one.
 """
 
 from mcfl_chain.adversaries import (
@@ -38,6 +40,7 @@ from mcfl_chain.adversaries.spec import (
     parse_adversary,
     parse_adversary_shares,
     parse_adversary_spec,
+    with_coalitions,
 )
 
 __all__ = [
@@ -61,4 +64,5 @@ __all__ = [
     "sample_inflation",
     "sign_flip",
     "sybil",
+    "with_coalitions",
 ]

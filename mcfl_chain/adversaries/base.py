@@ -10,24 +10,25 @@ hook                   when the worker calls it, and with what
 ``training_data``      once, before the first round:
                        ``data = adversary.training_data(data, rng)`` with
                        ``rng = numpy.random.default_rng(data.spec.seed)``; the
-                       result is trained on (poisoning touches only the train
-                       split, so evaluation on the test split stays honest).
+                       result is trained on; models are still scored and
+                       reported on the honest validation and test splits.
 ``trains``             before training a parent: when False, skip the training
-                       and pass the parent's weights as ``Publication.weights``.
+                       and pass the parent's weights (the strategy's starting
+                       weights on the root) as ``Publication.weights``.
 ``publish_update``     after training, instead of storing the weights: returns the
                        CID to ``propose`` (:class:`Publication`).
 ``declared_samples``   before ``propose``:
                        ``num_samples = adversary.declared_samples(honest, cap)``
-                       with ``cap`` the contract's bound (``Updates.vy``
-                       ``MAX_SAMPLES`` = 2**30 − 1).
+                       with ``cap`` the network's bound (``Updates.maxSamples``,
+                       set at deployment); the result is cut to ``1 … cap``.
 ``choose_models``      after the strategy's Algorithm 1:
                        ``chosen = adversary.choose_models(views, chosen)``, one
                        :class:`CandidateView` per scored candidate.
-``choose_updates``     after the strategy's Algorithm 2:
+``choose_updates``     after the strategy's Algorithm 2 (and its defence):
                        ``selected = adversary.choose_updates(own, selected,
                        proposers)`` with ``proposers`` = {usable update id →
-                       proposer address}; the worker submits the result (it must
-                       hold ``own`` and only usable ids).
+                       proposer address}; the worker submits the result, cut
+                       to usable ids with ``own`` added if left out.
 =====================  ==========================================================
 
 Adding an adversary means adding a module that subclasses :class:`Adversary` and
@@ -94,7 +95,7 @@ class CandidateView(Generic[K]):
     key : K
         The model's id.
     metric : float
-        Its selection metric on the trainer's test split.
+        Its selection metric on the trainer's selection (validation) split.
     popularity : int
         How many times aggregators submitted it.
     proposers : frozenset[str]

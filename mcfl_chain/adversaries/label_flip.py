@@ -4,8 +4,8 @@ trainer trains honestly on wrongly labelled data.
 Every training label ``y`` becomes ``(y + shift) mod C`` for ``C`` classes: a fixed
 cyclic shift, which is a derangement (no class keeps its label) for any ``shift`` not a
 multiple of ``C``. With the default ``shift = 1`` on ten classes: 0→1, 1→2, …, 8→9, 9→0.
-Only the train split is flipped; the test split, on which the trainer scores models, and
-the validation split stay as they are.
+Only the train split is flipped; the validation split, on which the trainer scores
+models, and the test split, on which it reports, stay as they are.
 """
 
 from __future__ import annotations

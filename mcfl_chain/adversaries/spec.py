@@ -186,3 +186,30 @@ def build_adversaries(
         else:
             result[index] = spec.build()
     return result
+
+
+def with_coalitions(
+    assignment: Mapping[int, AdversarySpec], addresses: Mapping[int, str] | Sequence[str]
+) -> dict[int, AdversarySpec]:
+    """``assignment`` as each trainer's worker is told it (``--adversary TEXT``): a
+    colluding adversary's spec (one whose constructor takes a ``coalition``) gains
+    ``coalition=ADDRESS+ADDRESS…``, the addresses of every trainer assigned the same
+    spec, itself included, as :func:`build_adversaries` gives them; a coalition already
+    written in the spec is kept.
+
+    Parameters
+    ----------
+    assignment : Mapping[int, AdversarySpec]
+        From :func:`assign_adversaries`.
+    addresses : Mapping[int, str] or Sequence[str]
+        Each trainer's address, by trainer index.
+    """
+    result: dict[int, AdversarySpec] = {}
+    for index, spec in assignment.items():
+        params = dict(spec.params)
+        if "coalition" in adversary_parameters(spec.name) and "coalition" not in params:
+            members = [addresses[i] for i, other in sorted(assignment.items()) if other == spec]
+            params["coalition"] = "+".join(members)
+            spec = AdversarySpec(spec.name, tuple(sorted(params.items())))
+        result[index] = spec
+    return result

@@ -41,14 +41,18 @@ class Sybil(Adversary):
 
     Parameters
     ----------
-    coalition : Iterable[str], default ()
-        Addresses of every identity of the coalition (this one's included); the
-        simulator fills it (:func:`~mcfl_chain.adversaries.spec.build_adversaries`).
+    coalition : Iterable[str] or str, default ()
+        Addresses of every identity of the coalition (this one's included), or one text
+        of them joined by ``+`` (as written in ``sybil:coalition=0xA…+0xB…``); the
+        simulator fills it (:func:`~mcfl_chain.adversaries.spec.build_adversaries`,
+        :func:`~mcfl_chain.adversaries.spec.with_coalitions`).
     payload : str, optional
         Name of a registered adversary whose data, training and publication hooks to use.
     """
 
-    def __init__(self, coalition: Iterable[str] = (), payload: str | None = None) -> None:
+    def __init__(self, coalition: Iterable[str] | str = (), payload: str | None = None) -> None:
+        if isinstance(coalition, str):
+            coalition = [address.strip() for address in coalition.split("+") if address.strip()]
         self.coalition = frozenset(address.lower() for address in coalition)
         if payload == "sybil":
             raise ValueError("a sybil's payload must be another adversary, not 'sybil'")

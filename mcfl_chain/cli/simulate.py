@@ -12,7 +12,9 @@ import click
 from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.adversaries import ADVERSARIES
 from mcfl_chain.algorithms.model_selection import SELECTION_RULES
+from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 from mcfl_chain.strategies import STRATEGIES
@@ -127,6 +129,17 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "(1, 2, 3 in turn).  [default: 1]",
 )
 @click.option("--divergence", type=click.Choice(["l2", "cosine"]), help="[default: l2]")
+@click.option(
+    "--adversaries",
+    help="Misbehaving trainers as shares of the network, NAME:SHARE[:KEY=VALUE...] "
+    "separated by commas, e.g. 'label-flip:0.2' or 'sign-flip:0.25:scale=10'; which "
+    "trainers is drawn from --seed. Adversaries: " + ", ".join(sorted(ADVERSARIES)) + ".",
+)
+@click.option(
+    "--defence",
+    help="The honest trainers' robust update selection, NAME[:KEY=VALUE...], over the "
+    "updates their strategy keeps: " + ", ".join(defence_names()) + " (e.g. 'multi-krum:f=1').",
+)
 @click.option(
     "--storage",
     type=click.Choice(["local", "ipfs"]),

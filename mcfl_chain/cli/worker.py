@@ -16,13 +16,13 @@ from mcfl_chain.worker.config import OPTIONS, ConfigError, Option, WorkerConfig
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _JsonObject(click.ParamType):
-    """A JSON object given as text (flag, environment) or as a table (configuration file)."""
+class _Converted(click.ParamType):
+    """A value the option itself parses and checks: a JSON object given as text (flag,
+    environment) or as a table (configuration file), or a ``NAME[:KEY=VALUE...]`` text."""
 
-    name = "json"
-
-    def __init__(self, option: Option) -> None:
+    def __init__(self, option: Option, name: str) -> None:
         self.option = option
+        self.name = name
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -42,7 +42,9 @@ def _click_type(option: Option) -> click.ParamType:
             path_type=Path,
         )
     if option.kind is dict:
-        return _JsonObject(option)
+        return _Converted(option, "json")
+    if option.check is not None:
+        return _Converted(option, "text")
     if option.minimum is not None:
         bounded = click.IntRange if option.kind is int else click.FloatRange
         return bounded(min=option.minimum)

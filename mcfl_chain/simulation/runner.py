@@ -26,6 +26,8 @@ from rich.table import Table
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain._utils.process import free_port
+from mcfl_chain.adversaries import AdversarySpec, assign_adversaries, with_coalitions
+from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
@@ -91,6 +93,14 @@ class SimulationConfig:
     """Give up when no trainer finishes a round for this long (a worker is stuck).
     None: two phase deadlines and 5 minutes, the longest a round can take while one
     trainer is alive (docs/PROTOCOL.md §4)."""
+    adversaries: str | None = None
+    """Shares of misbehaving trainers, ``NAME:SHARE[:KEY=VALUE...]`` separated by commas
+    (``"label-flip:0.2,sign-flip:0.1:scale=4"``): which trainers play which is drawn
+    from the scenario's seed (:func:`~mcfl_chain.adversaries.assign_adversaries`).
+    None: every trainer is honest."""
+    defence: str | None = None
+    """The honest trainers' robust update selection, ``NAME[:KEY=VALUE...]`` (``krum``,
+    ``multi-krum``); adversaries play without it. None: none."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
@@ -130,8 +140,23 @@ class SimulationConfig:
             return [MIXED_TOLERANCES[i % len(MIXED_TOLERANCES)] for i in range(self.n_trainers)]
         return [float(self.tolerance)] * self.n_trainers
 
-    def trainer_config(self, index: int) -> WorkerConfig:
-        """Trainer ``index``'s worker options in this scenario: its data share and rules.
+    def adversary_assignment(self) -> dict[int, AdversarySpec]:
+        """Trainer index → the adversary it plays (honest trainers are absent), drawn
+        from :attr:`seed` over all ``n_trainers`` of the scenario.
+
+        Raises
+        ------
+        ValueError
+            If :attr:`adversaries` is refused or needs more trainers than there are.
+        """
+        if not self.adversaries:
+            return {}
+        return assign_adversaries(self.adversaries, self.n_trainers, seed=self.seed)
+
+    def trainer_config(self, index: int, adversary: AdversarySpec | None = None) -> WorkerConfig:
+        """Trainer ``index``'s worker options in this scenario: its data share and rules,
+        and its adversary (``adversary``, else the one :meth:`adversary_assignment`
+        gives it) or, if honest, the network's defence.
 
         Where the chain and storage are is the running network's to add
         (:meth:`Network.worker_config`).
@@ -141,6 +166,8 @@ class SimulationConfig:
         ConfigError
             If a value is not one a worker accepts.
         """
+        if adversary is None:
+            adversary = self.adversary_assignment().get(index)
         return WorkerConfig(
             dataset=self.dataset,
             scenario=self.scenario,
@@ -161,6 +188,8 @@ class SimulationConfig:
             batch_size=self.batch_size,
             lr=self.lr,
             rounds=self.rounds,
+            adversary=None if adversary is None else str(adversary),
+            defence=None if adversary is not None else self.defence,
         )
 
     @property
@@ -205,6 +234,10 @@ class SimulationConfig:
                 raise SimulationError(
                     f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
                 ) from exc
+        try:
+            self.adversary_assignment()
+        except ValueError as exc:
+            raise SimulationError(f"scenario {self.name!r}: adversaries: {exc}") from exc
         try:
             for index in self.trainer_indices():
                 self.trainer_config(index)
@@ -272,14 +305,27 @@ class Network:
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")
 
+    def account_index(self, index: int) -> int:
+        """The devnet account trainer ``index`` signs with."""
+        return index + 1
+
+    def adversaries(self) -> dict[int, AdversarySpec]:
+        """Trainer index → its adversary as its worker is told it: colluders (Sybils)
+        learn their coalition's addresses (the devnet accounts they sign with)."""
+        assignment = self.config.adversary_assignment()
+        addresses = {
+            index: str(dev_account(self.account_index(index)).address) for index in assignment
+        }
+        return with_coalitions(assignment, addresses)
+
     def worker_config(self, index: int) -> WorkerConfig:
         """Trainer ``index``'s scenario share, plus where this run's services are."""
         assert self.deployment is not None
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
         return replace(
-            self.config.trainer_config(index),
+            self.config.trainer_config(index, self.adversaries().get(index)),
             rpc=self.deployment.rpc_url,
-            account_index=index + 1,
+            account_index=self.account_index(index),
             deployment=str(self.deployment_path),
             storage=self.storage_spec,
             state_dir=trainer_dir / "state",
@@ -428,6 +474,9 @@ def run_simulation(
                 else ""
             )
         )
+        for index, spec in sorted(config.adversary_assignment().items()):
+            if index in config.trainer_indices():
+                console.print(f"trainer {index} plays the adversary {spec}")
         network.spawn_workers()
         network.wait()
         dag = network.dag()

@@ -8,6 +8,12 @@ subclasses :class:`Strategy` and decorates it with :func:`register_strategy`.
 
 Strategies see weights only as opaque state dicts and flattened vectors: they build
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
+
+A trainer may add a **defence** to any strategy: a robust selection rule
+(:mod:`mcfl_chain.algorithms.robust`, e.g. Multi-Krum) that :meth:`Strategy.select_updates`
+applies to the updates the strategy's own rule kept. Each strategy's module says what
+that means for it. Only selection rules qualify, since the model must stay the FedAvg of
+the ids submitted (its on-chain id commits to nothing else).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+
+from mcfl_chain.algorithms.robust.base import SelectionRule as Defence
 
 K = TypeVar("K", bound=Hashable)
 
@@ -32,7 +40,8 @@ class Candidate(Generic[K]):
     key : K
         The model's id.
     metric : float
-        Its selection metric on the trainer's test split (higher is better).
+        Its selection metric on the trainer's selection (validation) split (higher is
+        better).
     popularity : int
         How many trainers' aggregations produced it.
     loss : float
@@ -83,6 +92,9 @@ class Strategy(ABC):
 
     name: str = ""
     context: StrategyContext | None = None
+    defence: Defence | None = None
+    """A robust selection rule applied to the updates :meth:`choose_updates` keeps
+    (None: none); :func:`make_strategy` sets it."""
 
     def bind(self, context: StrategyContext) -> None:
         """Receive the trainer's context (the worker calls this once, before any round)."""
@@ -132,6 +144,22 @@ class Strategy(ABC):
             than the parent's: :meth:`starting_weights`).
         """
 
+    def select_updates(
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
+    ) -> list[K]:
+        """The updates this trainer aggregates: :meth:`choose_updates`, then the
+        :attr:`defence` (if any) over the updates it kept; sorted ascending, ``own``
+        among them. The worker calls this one."""
+        kept = self.choose_updates(own, vectors, parent, first_round=first_round)
+        if self.defence is None or len(kept) <= 1:
+            return kept
+        return self.defence.select(own, {key: vectors[key] for key in kept}, parent)
+
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 """Registry: strategy name → class."""
@@ -156,8 +184,8 @@ def _accepted_options(cls: type[Strategy]) -> set[str]:
     return {p.name for p in parameters if p.kind in named and p.name != "self"}
 
 
-def make_strategy(name: str, **options: Any) -> Strategy:
-    """Instantiate a registered strategy by name.
+def make_strategy(name: str, defence: Defence | None = None, **options: Any) -> Strategy:
+    """Instantiate a registered strategy by name, with a defence if given.
 
     Options that another registered strategy accepts but this one does not (e.g.
     ``tolerance`` for ``"fedavg"``) are dropped, so a command line can pass its strategy
@@ -167,6 +195,9 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     ----------
     name : str
         ``"mcfl"`` or ``"fedavg"`` (or any registered name).
+    defence : SelectionRule, optional
+        A robust selection rule over the updates the strategy keeps
+        (:meth:`Strategy.select_updates`), e.g. ``parse_defence("multi-krum")``.
     **options
         Constructor options, e.g. ``tolerance=2.0, divergence="cosine"`` for MCFL.
 
@@ -186,4 +217,6 @@ def make_strategy(name: str, **options: Any) -> Strategy:
         )
     cls = STRATEGIES[name]
     accepted = _accepted_options(cls)
-    return cls(**{key: value for key, value in options.items() if key in accepted})
+    strategy = cls(**{key: value for key, value in options.items() if key in accepted})
+    strategy.defence = defence
+    return strategy

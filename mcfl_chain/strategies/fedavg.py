@@ -2,6 +2,11 @@
 
 Every trainer trains the single most popular model and aggregates every update, so all
 trainers submit the same update set and the DAG stays a chain.
+
+With a defence (``--defence``, e.g. Multi-Krum) a trainer aggregates the updates the
+rule keeps out of every usable update on the parent, instead of all of them: the
+classic robust FedAvg. Trainers with the same rule and the same updates keep the same
+set, so the DAG still stays a chain among them.
 """
 
 from __future__ import annotations

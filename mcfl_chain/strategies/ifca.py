@@ -18,6 +18,9 @@ of the trainers that chose it. Here the k models are not held by a server:
 One difference with the server version: a model no trainer chose in a round is not
 carried forward (the DAG's candidates are the previous round's models), so a cluster
 that loses all its members is gone for good.
+
+A defence (``--defence``) runs on the updates IFCA keeps: every update on the trained
+model, or in the first round those of the own cluster.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Each trainer starts from its own initialisation (as MCFL's own-branch start), trains only
 the model its own aggregation produced in the previous round, and aggregates only its
 own update. It runs on the same chain as the others, so its rounds, data, seeds and
-reporting are theirs; only the collaboration is missing.
+reporting are theirs; only the collaboration is missing. A defence has nothing to do:
+the own update is the only one kept.
 """
 
 from __future__ import annotations

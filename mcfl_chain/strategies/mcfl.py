@@ -22,6 +22,19 @@ of the paper, kept for ablation (docs/RESULTS.md, "Ablation"):
     How many ranked models to train: ``"percentile"`` (default, the authors'
     ``select_cluster.py``), ``"ceil"`` (⌈√n⌉) or ``"floor"`` (the pseudo-code's
     ``ranked[0:sqrt(n)]``); see :mod:`mcfl_chain.algorithms.model_selection`.
+
+**A defence** (``--defence``, e.g. Multi-Krum) runs on the updates Algorithm 2 kept,
+not instead of it. Algorithm 2 is what lets the network fork by data: it drops the
+updates far from the trainer's own, honest ones of another data group included. Krum
+and its kin assume the honest updates they see are alike; over every update on a parent
+they would take a minority group's honest updates for outliers and drop them, pulling
+every trainer back to the majority's model, which MCFL exists to avoid. After Algorithm
+2 they look only at updates near the trainer's own, where that assumption holds, and
+catch what Algorithm 2 lets through: an attacker's update inflates the spread of the
+divergences, so the ``median + tolerance·std`` threshold rises, and with one peer on a
+parent Algorithm 2 keeps it whatever it is. The price: a rule needs enough updates left
+(Krum: ``2f + 3``) or it keeps the own update alone. In the first round of the ``own``
+start every trainer keeps its own update only, so there is nothing to defend.
 """
 
 from __future__ import annotations

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
-from mcfl_chain.adversaries import ADVERSARIES
+from mcfl_chain.adversaries import ADVERSARIES, parse_adversary_spec
 from mcfl_chain.algorithms.model_selection import SELECTION_RULES
+from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.learning.scenario import SCENARIOS
@@ -41,6 +42,7 @@ def _option(
     minimum: int | None = None,
     directory: bool | None = False,
     secret: bool = False,
+    check: Callable[[str], object] | None = None,
 ) -> Any:
     """A :class:`WorkerConfig` field; the keywords are those of :class:`Option`."""
     metadata = {
@@ -50,6 +52,7 @@ def _option(
         "minimum": minimum,
         "directory": directory,
         "secret": secret,
+        "check": check,
     }
     if isinstance(default, dict):
         # Tables are compared but not hashed: the frozen config stays hashable.
@@ -223,8 +226,16 @@ class WorkerConfig:
     )
     adversary: str | None = _option(
         None,
-        "Play a misbehaving trainer (tests and benchmarks): corrupt what it publishes.",
-        choices=sorted(ADVERSARIES),
+        "Play a misbehaving trainer (tests and benchmarks): NAME[:KEY=VALUE...], e.g. "
+        "sign-flip:scale=4; NAME one of " + ", ".join(sorted(ADVERSARIES)) + ".",
+        check=parse_adversary_spec,
+    )
+    defence: str | None = _option(
+        None,
+        "Robust update selection over the updates the strategy keeps: NAME[:KEY=VALUE...], "
+        "e.g. multi-krum:f=1; NAME one of " + ", ".join(defence_names()) + ". Median, "
+        "trimmed mean and norm clipping need protocol support not yet deployed.",
+        check=parse_defence,
     )
 
     def __post_init__(self) -> None:
@@ -305,6 +316,9 @@ class Option:
         For a path: it names a directory (True), a file (False) or either (None).
     secret : bool
         Never written on a command line (:meth:`WorkerConfig.to_args`).
+    check : Callable[[str], object] or None
+        For a text whose form choices cannot list (``NAME[:KEY=VALUE...]``): parses
+        it, raising ``ValueError`` with the reason when it is refused.
     """
 
     name: str
@@ -317,6 +331,7 @@ class Option:
     minimum: int | None = None
     directory: bool | None = False
     secret: bool = False
+    check: Callable[[str], object] | None = None
 
     def convert(self, value: Any) -> Any:
         """``value`` checked for this option, with a number, path or JSON text converted.
@@ -346,6 +361,11 @@ class Option:
             )
         if self.minimum is not None and isinstance(value, int | float) and value < self.minimum:
             raise ConfigError(f"{self.name} must be at least {self.minimum}, not {value!r}")
+        if self.check is not None and isinstance(value, str):
+            try:
+                self.check(value)
+            except ValueError as exc:
+                raise ConfigError(f"{self.name}: {exc}") from None
         return dict(value) if isinstance(value, dict) else value
 
     def format(self, value: Any) -> str:
@@ -387,6 +407,7 @@ def _options() -> tuple[Option, ...]:
                 minimum=meta["minimum"],
                 directory=meta["directory"],
                 secret=meta["secret"],
+                check=meta["check"],
             )
         )
     return tuple(options)

@@ -22,7 +22,8 @@ import os
 import torch
 from eth_account.signers.local import LocalAccount
 
-from mcfl_chain.adversaries import make_adversary
+from mcfl_chain.adversaries import parse_adversary, parse_adversary_spec
+from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.accounts import PRIVATE_KEY_ENV, AccountError, Prompt, load_signing_account
 from mcfl_chain.chain.deployment import Deployment
@@ -108,6 +109,9 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
             "strategy": config.strategy,
             "tolerance": config.tolerance,
             "samples": data.num_samples,
+            # Reports tell honest trainers (None) from adversaries by this name.
+            "adversary": parse_adversary_spec(config.adversary).name if config.adversary else None,
+            "defence": config.defence,
         },
     )
     strategy = make_strategy(
@@ -118,17 +122,22 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
         aggregate_on=config.aggregate_on,
         selection=config.selection,
         clusters=config.clusters,
+        defence=parse_defence(config.defence) if config.defence else None,
     )
-    return Worker(
-        chain,
-        store,
-        data,
-        strategy,
-        options,
-        state,
-        dag,
-        make_adversary(config.adversary) if config.adversary else None,
-    )
+    try:
+        return Worker(
+            chain,
+            store,
+            data,
+            strategy,
+            options,
+            state,
+            dag,
+            parse_adversary(config.adversary) if config.adversary else None,
+        )
+    except ValueError as exc:  # an adversary that cannot poison this trainer's data
+        store.close()
+        raise WorkerSetupError(f"--adversary {config.adversary}: {exc}") from exc
 
 
 def signing_account(config: WorkerConfig, prompt: Prompt | None = None) -> LocalAccount | int:

@@ -35,6 +35,14 @@ says now and then whom it waits for.
 A chain node or a store that stays unreachable past the retries, or a state directory
 that cannot be written, stops the worker with :class:`WorkerHalted`: one line naming
 the service.
+
+An adversary (tests and benchmarks; :mod:`mcfl_chain.adversaries`) replaces the steps it
+corrupts through its hooks, each called where the table of
+:mod:`mcfl_chain.adversaries.base` says: ``training_data`` once when the worker is built
+(the poisoned data is trained on; selection and test splits stay honest), ``trains`` and
+``publish_update`` for every update, ``declared_samples`` before proposing (within the
+network's cap), ``choose_models`` after Algorithm 1 and ``choose_updates`` after
+Algorithm 2 (and the defence). Without an adversary none of this runs.
 """
 
 from __future__ import annotations
@@ -46,13 +54,15 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from mcfl_chain.adversaries import Adversary, Publication
+from mcfl_chain.adversaries import Adversary, CandidateView, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.chain.client import (
     AggregationArg,
@@ -153,6 +163,11 @@ class Worker:
         """None for an honest trainer; otherwise what it corrupts (tests, benchmarks)."""
         self.storage = storage
         self.data = data
+        """The trainer's data: its selection and test splits are what models are judged on."""
+        self.train_data = data
+        """What it trains on: ``data``, or the adversary's poisoned version of it."""
+        if adversary is not None:
+            self.train_data = adversary.training_data(data, np.random.default_rng(data.spec.seed))
         self.strategy = strategy
         self.options = options
         self.state = state
@@ -515,24 +530,37 @@ class Worker:
             log.warning("%s vote refused: %s", phase.name.lower(), exc)
 
     def _declared_samples(self) -> int:
-        """The training samples behind each update, within the network's cap."""
+        """The training samples behind each update (or the adversary's claim), within
+        the network's cap."""
         if self._samples is None:
             honest = len(self.data.train_y)
             cap = self.chain.max_samples()
-            if honest > cap:
+            declared = honest
+            if self.adversary is not None:
+                declared = self.adversary.declared_samples(honest, cap)
+                if declared != honest:
+                    log.info(
+                        "adversary %s: declaring %d samples for my %d",
+                        self.adversary.name,
+                        declared,
+                        honest,
+                    )
+            if declared > cap:
                 log.warning(
                     "this trainer has %d training samples; the network weighs an update "
                     "by at most %d (maxSamples): declaring %d",
-                    honest,
+                    declared,
                     cap,
                     cap,
                 )
-            self._samples = max(1, min(honest, cap))
+            self._samples = max(1, min(declared, cap))
         return self._samples
 
     def _choose_models(self, round_: int) -> list[bytes]:
-        """Paper Algorithm 1 over the round's candidates, scored on the test split."""
+        """Paper Algorithm 1 over the round's candidates, scored on the selection split
+        (then the adversary's choice, if any)."""
         candidates: list[Candidate[bytes]] = []
+        records: dict[bytes, ModelRecord] = {}
         for model in self.dag.candidates(round_):
             try:
                 metric, loss = self._score(model)
@@ -550,10 +578,13 @@ class Worker:
                     mine=self.trainer_id in model.aggregator_ids,
                 )
             )
+            records[model.model_id] = model
         if not candidates:
             log.error("round %d: no candidate model is usable; sitting this round out", round_)
             return []
         chosen = list(self.strategy.choose_models(candidates))
+        if self.adversary is not None:
+            chosen = self._adversarys_models(round_, candidates, records, chosen)
         cap = self.chain.limits().max_proposals
         if len(chosen) > cap:
             log.warning(
@@ -572,6 +603,52 @@ class Worker:
             ", ".join(short_id(m) for m in chosen),
         )
         return chosen
+
+    def _adversarys_models(
+        self,
+        round_: int,
+        candidates: list[Candidate[bytes]],
+        records: dict[bytes, ModelRecord],
+        honest: list[bytes],
+    ) -> list[bytes]:
+        """The adversary's ``choose_models`` given Algorithm 1's choice, with what the
+        chain shows of each scored candidate; only candidates are kept."""
+        assert self.adversary is not None
+        views = [
+            CandidateView(
+                key=c.key,
+                metric=c.metric,
+                popularity=records[c.key].popularity,
+                proposers=self._proposers(records[c.key]),
+            )
+            for c in candidates
+        ]
+        chosen = self.adversary.choose_models(views, honest)
+        known = {c.key for c in candidates}
+        kept = [key for key in dict.fromkeys(chosen) if key in known]
+        if len(kept) != len(chosen):
+            log.warning(
+                "round %d: adversary %s chose models that are not candidates; ignoring them",
+                round_,
+                self.adversary.name,
+            )
+        if kept != honest:
+            log.info(
+                "round %d: adversary %s trains %s instead of %s",
+                round_,
+                self.adversary.name,
+                ", ".join(short_id(m) for m in kept) or "nothing",
+                ", ".join(short_id(m) for m in honest) or "nothing",
+            )
+        return kept
+
+    def _proposers(self, model: ModelRecord) -> frozenset[str]:
+        """Lower-case addresses of the proposers of a model's updates (none for the root)."""
+        return frozenset(
+            self.dag.updates[uid].proposer.lower()
+            for uid in model.update_ids
+            if uid in self.dag.updates
+        )
 
     def _evaluate(self, weights: StateDict, split: str = "selection") -> Evaluation:
         """The model's performance on the selection split, or on the held-out test split."""
@@ -611,21 +688,29 @@ class Worker:
             start = self.strategy.starting_weights() or start
         net = self._load(start)
         opts = self.options.training
-        with self.clock.measure("training"):
-            train(
-                net,
-                self.data,
-                epochs=opts.epochs,
-                batch_size=opts.batch_size,
-                lr=opts.lr,
-                momentum=opts.momentum,
-                seed=opts.seed * 1_000_003 + round_,
+        if self.adversary is None or self.adversary.trains:
+            with self.clock.measure("training"):
+                train(
+                    net,
+                    self.train_data,
+                    epochs=opts.epochs,
+                    batch_size=opts.batch_size,
+                    lr=opts.lr,
+                    momentum=opts.momentum,
+                    seed=opts.seed * 1_000_003 + round_,
+                )
+        else:
+            log.info(
+                "round %d: adversary %s does not train %s",
+                round_,
+                self.adversary.name,
+                short_id(parent),
             )
-        cid = self._publish_update(net, start)
+        cid = self._publish_update(round_, net, start)
         self.state.set_uploaded(round_, parent, cid)
         return cid
 
-    def _publish_update(self, net: torch.nn.Module, parent_weights: StateDict) -> str:
+    def _publish_update(self, round_: int, net: torch.nn.Module, parent_weights: StateDict) -> str:
         weights = net.state_dict()
         if self.adversary is not None:
             return self.adversary.publish_update(
@@ -635,9 +720,23 @@ class Worker:
                     trainer=self.me,
                     encode=lambda state: encode_weights(self.options.arch, state),
                     put=self._put,
+                    peer_updates=lambda: self._peer_updates(round_ - 1),
                 )
             )
         return self._put(encode_weights(self.options.arch, weights))
+
+    def _peer_updates(self, round_: int) -> dict[int, StateDict]:
+        """The usable updates other trainers proposed in ``round_`` (none before round 0),
+        for an adversary that copies a peer."""
+        if round_ < 0:
+            return {}
+        ids = sorted(
+            u.update_id
+            for u in self.dag.updates.values()
+            if u.round == round_ and u.trainer_id != self.trainer_id
+        )
+        good, _ = self.book.usable_updates(ids)
+        return good
 
     # -- AGGREGATE -----------------------------------------------------------------------
 
@@ -765,10 +864,12 @@ class Worker:
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
             start = flatten_state(parent_weights)
             selected = sorted(
-                self.strategy.choose_updates(
+                self.strategy.select_updates(
                     own, vectors, parent=start, first_round=parent == ROOT_ID
                 )
             )
+            if self.adversary is not None:
+                selected = self._adversarys_updates(round_, own, selected, good)
             weights = self.book.aggregate(selected, good)
         return _Aggregation(
             parent=parent,
@@ -778,6 +879,33 @@ class Worker:
             model_id=compute_model_id(parent, selected),
             weights=weights,
         )
+
+    def _adversarys_updates(
+        self, round_: int, own: int, honest: list[int], usable: Mapping[int, StateDict]
+    ) -> list[int]:
+        """The adversary's ``choose_updates`` given the strategy's choice, with every
+        usable update's proposer; kept to usable ids, own included, ascending."""
+        assert self.adversary is not None
+        proposers = {uid: self.dag.updates[uid].proposer for uid in usable}
+        chosen = self.adversary.choose_updates(own, honest, proposers)
+        kept = sorted({uid for uid in chosen if uid in usable} | {own})
+        if kept != sorted(set(chosen)):
+            log.warning(
+                "round %d: adversary %s chose unusable updates or left out its own; "
+                "aggregating %d usable ones with its own",
+                round_,
+                self.adversary.name,
+                len(kept),
+            )
+        if kept != honest:
+            log.info(
+                "round %d: adversary %s aggregates %d updates instead of %d",
+                round_,
+                self.adversary.name,
+                len(kept),
+                len(honest),
+            )
+        return kept
 
     def _evaluated(self, round_: int, plan: _Aggregation) -> dict[str, Any]:
         """One aggregation's model on this trainer's selection and test splits."""

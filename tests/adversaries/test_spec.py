@@ -11,6 +11,7 @@ from mcfl_chain.adversaries import (
     parse_adversary,
     parse_adversary_shares,
     parse_adversary_spec,
+    with_coalitions,
 )
 from mcfl_chain.adversaries.backdoor import Backdoor
 from mcfl_chain.adversaries.label_flip import LabelFlip
@@ -96,3 +97,29 @@ def test_build_gives_sybils_their_coalition() -> None:
     sybil = adversaries[0]
     assert isinstance(sybil, Sybil) and sybil.coalition == {"0xa0", "0xa2"}
     assert isinstance(adversaries[3], LabelFlip) and set(adversaries) == {0, 2, 3}
+
+
+def test_workers_are_told_their_coalition_in_their_adversarys_text() -> None:
+    # Prepare
+    assignment = assign_adversaries("sybil:0.5:payload=label-flip,label-flip:0.25", 4, seed=1)
+    addresses = ["0xA0", "0xA1", "0xA2", "0xA3"]
+
+    # Execute
+    told = with_coalitions(assignment, addresses)
+
+    # Assert: each Sybil's text names both Sybils' addresses and rebuilds the same adversary.
+    sybils = sorted(i for i, spec in assignment.items() if spec.name == "sybil")
+    coalition = "+".join(addresses[i] for i in sybils)
+    for index, spec in told.items():
+        if index in sybils:
+            assert str(spec) == f"sybil:coalition={coalition}:payload=label-flip"
+            rebuilt = parse_adversary(str(spec))
+            assert isinstance(rebuilt, Sybil)
+            assert rebuilt.coalition == {addresses[i].lower() for i in sybils}
+        else:
+            assert spec == assignment[index] and str(spec) == "label-flip"
+
+
+def test_a_coalition_written_in_the_spec_is_kept() -> None:
+    spec = parse_adversary_spec("sybil:coalition=0xA9")
+    assert with_coalitions({0: spec, 1: spec}, ["0xA0", "0xA1"]) == {0: spec, 1: spec}

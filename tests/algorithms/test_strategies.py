@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mcfl_chain.algorithms.robust import parse_defence
+from mcfl_chain.algorithms.robust.krum import multi_krum
 from mcfl_chain.strategies import (
     STRATEGIES,
     Candidate,
@@ -223,3 +225,76 @@ def test_ifca_first_round_groups_updates_by_nearest_starting_model() -> None:
     assert strategy.choose_updates(10, vectors) == [10, 11, 12, 13]
     with pytest.raises(ValueError, match="at least 1"):
         IFCAStrategy(clusters=0)
+
+
+# -- defences on top of a strategy's update choice ----------------------------------------
+
+# VECTORS plus a second outlier: divergences from own 1, 1, 1, 1, 10, 11.
+TWO_OUTLIERS = {**VECTORS, 6: np.array([12.0])}
+
+
+def test_without_a_defence_a_strategy_selects_what_it_chooses() -> None:
+    # Prepare
+    strategy = make_strategy("mcfl", tolerance=3.0)
+
+    # Execute / Assert
+    assert strategy.defence is None
+    assert strategy.select_updates(0, VECTORS) == strategy.choose_updates(0, VECTORS)
+
+
+def test_mcfl_defence_removes_what_algorithm_2_let_through() -> None:
+    # Prepare: at tolerance 3 Algorithm 2 keeps the outlier 5 (divergence 10 < 1 + 3·3.6).
+    strategy = make_strategy("mcfl", tolerance=3.0, defence=parse_defence("multi-krum"))
+    assert strategy.choose_updates(0, VECTORS) == [0, 1, 2, 3, 4, 5]
+
+    # Execute
+    selected = strategy.select_updates(0, VECTORS)
+
+    # Assert: Multi-Krum (f=1, n=6, 3 neighbours) scores 0..4 at 3 or 5 and 5 at
+    # 81 + 81 + 100 = 262, and keeps the m = 5 lowest.
+    assert selected == [0, 1, 2, 3, 4]
+
+
+def test_mcfl_defence_runs_after_algorithm_2_not_instead_of_it() -> None:
+    # Prepare: tolerance 1 drops both outliers (threshold 1 + 4.49); Multi-Krum alone,
+    # over all seven updates, drops only the farthest (6) and would keep 5.
+    strategy = make_strategy("mcfl", tolerance=1.0, defence=parse_defence("multi-krum"))
+    assert multi_krum(TWO_OUTLIERS, f=1) == [0, 1, 2, 3, 4, 5]
+
+    # Execute
+    selected = strategy.select_updates(0, TWO_OUTLIERS)
+
+    # Assert: the defence saw only Algorithm 2's five (n = 5 = 2f + 3: Multi-Krum runs,
+    # keeps four by score, and the own update is added back).
+    assert selected == [0, 1, 2, 3, 4]
+
+
+def test_mcfl_defence_keeps_the_own_update_alone_when_too_few_are_left() -> None:
+    # Prepare: Algorithm 2 keeps three updates; Krum with f=1 needs 2f + 3 = 5.
+    vectors = {0: np.array([1.0]), 1: np.array([1.5]), 2: np.array([0.5])}
+    strategy = make_strategy("mcfl", tolerance=2.0, defence=parse_defence("krum"))
+
+    # Execute / Assert
+    assert strategy.choose_updates(0, vectors) == [0, 1, 2]
+    assert strategy.select_updates(0, vectors) == [0]
+
+
+def test_mcfl_own_start_first_round_has_nothing_to_defend() -> None:
+    strategy = make_strategy("mcfl", defence=parse_defence("multi-krum"))
+    assert strategy.select_updates(0, VECTORS, first_round=True) == [0]
+
+
+def test_fedavg_defence_replaces_every_update() -> None:
+    # Prepare
+    strategy = make_strategy("fedavg", defence=parse_defence("multi-krum"))
+
+    # Execute / Assert: Multi-Krum over all six drops the outlier (scores as above).
+    assert strategy.select_updates(0, VECTORS) == [0, 1, 2, 3, 4]
+    # Krum keeps the lowest score, update 0 (1 + 1 + 1 = 3), and trainer 1's own update.
+    krum = make_strategy("fedavg", defence=parse_defence("krum"))
+    assert krum.select_updates(1, VECTORS) == [0, 1]
+
+
+def test_local_training_has_nothing_to_defend() -> None:
+    strategy = make_strategy("local", defence=parse_defence("multi-krum"))
+    assert strategy.select_updates(0, VECTORS) == [0]

@@ -10,11 +10,14 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from mcfl_chain.adversaries.sign_flip import SignFlip
+from mcfl_chain.algorithms.robust import MultiKrumSelection
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.simulation.runner import Network, SimulationConfig
 from mcfl_chain.worker import launch
@@ -338,3 +341,105 @@ def test_the_simulators_command_for_a_trainer_names_its_share_and_services(parse
         state_dir=tmp_path / "trainers" / "002" / "state",
         metrics=tmp_path / "trainers" / "002" / "metrics.jsonl",
     )
+
+
+def test_an_adversary_and_a_defence_with_parameters_round_trip(parse):
+    # Prepare
+    config = WorkerConfig(adversary="sign-flip:scale=4", defence="multi-krum:f=2:m=3")
+
+    # Execute
+    parsed = parse(config.to_args())
+
+    # Assert
+    assert parsed == config
+    assert parse(["--adversary", "sybil:coalition=0xA1+0xB2:payload=label-flip"]).adversary == (
+        "sybil:coalition=0xA1+0xB2:payload=label-flip"
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"adversary": "label-flop"}, "adversary: unknown adversary 'label-flop'"),
+        ({"adversary": "sign-flip:scale=-1"}, "adversary: scale λ must be a finite number > 0"),
+        ({"defence": "krum:f=-1"}, "defence: Krum: f is a number of Byzantine updates >= 0"),
+        (
+            {"defence": "median"},
+            "defence: 'median' is an aggregation rule (code 1): its weights are not the "
+            "FedAvg of the kept updates, so the model id must commit to the rule, which "
+            "needs protocol support not yet deployed",
+        ),
+    ],
+)
+def test_an_adversary_or_defence_nobody_can_play_is_refused_naming_why(values, message):
+    with pytest.raises(ConfigError) as raised:
+        WorkerConfig.from_mapping(values, source="worker.toml")
+    assert str(raised.value).startswith(f"worker.toml: {message}")
+
+
+def test_the_command_line_refuses_a_defence_that_needs_protocol_support(monkeypatch):
+    # Prepare
+    for name in ["MCFL_CONFIG", *(f"MCFL_{o.name.upper()}" for o in OPTIONS)]:
+        monkeypatch.delenv(name, raising=False)
+
+    # Execute
+    result = CliRunner().invoke(worker_cli.worker, ["--defence", "trimmed-mean:beta=0.1"])
+
+    # Assert: a usage error before anything is built.
+    assert result.exit_code == 2
+    assert "needsprotocolsupportnotyetdeployed" in _compact(result.output)
+
+
+@pytest.fixture
+def built(monkeypatch, tmp_path):
+    """``built(**options)``: the Worker ``build_worker`` makes for a digits network, with
+    the chain, storage and state checks replaced by stand-ins."""
+    path = tmp_path / "deployment.json"
+    Deployment(
+        chain_id=31337,
+        rpc_url="http://127.0.0.1:9100",
+        addresses={name: "0x" + "00" * 20 for name in ("Trainers", "Models", "Updates")},
+        abis={name: [] for name in ("Trainers", "Models", "Updates")},
+        deployment_block=1,
+        genesis_cid="bafkgenesis",
+        task="lenet5:digits",
+        min_trainers=4,
+        phase_duration=30,
+    ).save(path)
+    monkeypatch.setattr(
+        launch,
+        "prepare",
+        lambda *a, **k: (
+            SimpleNamespace(address="0x" + "a1" * 20),
+            SimpleNamespace(close=lambda: None),
+            SimpleNamespace(path=tmp_path / "s" / "state.json"),
+            None,
+        ),
+    )
+
+    def build(**options):
+        config = WorkerConfig(
+            deployment=path, account_index=1, n_trainers=4, samples=100, **options
+        )
+        return launch.build_worker(config)
+
+    return build
+
+
+def test_the_worker_is_built_with_its_adversary_defence_and_their_labels(built):
+    # Execute
+    adversary = built(adversary="sign-flip:scale=4")
+    honest = built(defence="multi-krum:f=1", strategy="fedavg")
+
+    # Assert: metrics lines carry the adversary's name (None: honest) and the defence.
+    assert isinstance(adversary.adversary, SignFlip) and adversary.adversary.scale == 4.0
+    assert adversary.options.labels["adversary"] == "sign-flip"
+    assert adversary.options.labels["defence"] is None and adversary.strategy.defence is None
+    assert honest.adversary is None and honest.options.labels["adversary"] is None
+    assert honest.options.labels["defence"] == "multi-krum:f=1"
+    assert isinstance(honest.strategy.defence, MultiKrumSelection)
+
+
+def test_an_adversary_that_cannot_poison_this_trainers_data_stops_the_setup(built):
+    with pytest.raises(launch.WorkerSetupError, match="--adversary backdoor:target=12: .*classes"):
+        built(adversary="backdoor:target=12")

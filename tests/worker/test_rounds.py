@@ -10,9 +10,17 @@ from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
+from mcfl_chain.adversaries import Adversary
+from mcfl_chain.adversaries.free_rider import FreeRider
+from mcfl_chain.adversaries.label_flip import LabelFlip
+from mcfl_chain.adversaries.sample_inflation import SampleInflation
+from mcfl_chain.adversaries.sign_flip import SignFlip
+from mcfl_chain.adversaries.sybil import Sybil
+from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.chain.client import (
     AggregationArg,
     ChainEvent,
@@ -23,10 +31,12 @@ from mcfl_chain.chain.client import (
 from mcfl_chain.chain.errors import ChainUnavailable, ProtocolLimitError
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.model_id import model_id, update_id
-from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.codec import decode_weights, encode_weights
 from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
 from mcfl_chain.storage import LocalStorage, StorageUnavailable, cid_for_bytes
 from mcfl_chain.strategies import make_strategy
+from mcfl_chain.worker import rounds
 from mcfl_chain.worker.rounds import Worker, WorkerHalted, WorkerOptions
 from mcfl_chain.worker.state import WorkerState
 
@@ -83,6 +93,7 @@ def proposed(
     cid: str | None = None,
     samples: int = 10,
     block: int = 1,
+    proposer: str | None = None,
 ) -> ChainEvent:
     return ChainEvent(
         "UpdateProposed",
@@ -94,7 +105,7 @@ def proposed(
             "parent": parent,
             "trainerId": trainer_id,
             "round": round_,
-            "proposer": ME if trainer_id == 1 else PEER,
+            "proposer": proposer or (ME if trainer_id == 1 else PEER),
             "cid": cid or cid_for_bytes(b"update"),
             "numSamples": samples,
         },
@@ -211,6 +222,7 @@ def make_worker(
     genesis_cid: str | None = None,
     data: Any = None,
     strategy: Any = None,
+    adversary: Adversary | None = None,
     **options,
 ) -> Worker:
     state = WorkerState.open(tmp_path / f"state-{chain.id}", ME, deployment_block=0)
@@ -223,6 +235,7 @@ def make_worker(
         WorkerOptions(arch=ARCH, **options),
         state,
         ModelDAG(genesis_cid=genesis_cid),
+        adversary,
     )
     worker.trainer_id = chain.id
     return worker
@@ -253,6 +266,7 @@ def weights_blob(seed: int) -> bytes:
 
 def scripted_data(n: int = 8) -> SimpleNamespace:
     return SimpleNamespace(
+        spec=SimpleNamespace(seed=0),
         train_y=torch.zeros(n, dtype=torch.int64),
         val_x=torch.zeros(n, 1, 28, 28),
         val_y=torch.zeros(n, dtype=torch.int64),
@@ -627,3 +641,322 @@ def test_a_waiting_trainer_says_whom_it_waits_for(tmp_path, caplog, offset, expe
     assert 2 <= len(lines) <= 5
     assert all("round 2 propose" in m and "trainer(s) 2, 4 (1 of 3 votes)" in m for m in lines)
     assert all(expected in m for m in lines)
+
+
+# -- adversaries' hooks and defences --------------------------------------------------------
+
+THIRD = "0x00000000000000000000000000000000000000C3"
+
+
+def trainer_data(n_train: int = 10) -> TrainerData:
+    """Real trainer data (an adversary may poison it): labels 0..9 cyclically."""
+    return TrainerData(
+        spec=TrainerDataSpec("digits", seed=1),
+        num_classes=10,
+        train_x=torch.full((n_train, 1, 28, 28), 0.5),
+        train_y=torch.arange(n_train) % 10,
+        val_x=torch.zeros(4, 1, 28, 28),
+        val_y=torch.tensor([0, 1, 2, 3]),
+        test_x=torch.zeros(4, 1, 28, 28),
+        test_y=torch.tensor([4, 5, 6, 7]),
+        indices=np.arange(n_train + 8),
+    )
+
+
+class Recorder(Adversary):
+    """An adversary that records what its model and update hooks are given."""
+
+    name = "recorder"
+
+    def __init__(self, models: Callable[..., list] | None = None, updates: Any = None) -> None:
+        self.models, self.updates = models, updates
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def choose_models(self, candidates, honest):  # type: ignore[no-untyped-def]
+        self.calls.append(("models", list(candidates), list(honest)))
+        return self.models(candidates) if self.models else list(honest)
+
+    def choose_updates(self, own, honest, proposers):  # type: ignore[no-untyped-def]
+        self.calls.append(("updates", list(honest), dict(proposers)))
+        return self.updates if self.updates is not None else sorted(honest)
+
+
+def test_an_honest_worker_trains_on_its_own_data(tmp_path):
+    data = trainer_data()
+    worker = make_worker(tmp_path, ScriptedChain(lambda: status()), data=data)
+    assert worker.train_data is worker.data is data
+
+
+def test_the_adversarys_poisoned_data_is_trained_on_and_the_splits_stay_honest(
+    tmp_path, monkeypatch
+):
+    # Prepare: a label flipper; training is replaced by a recorder.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    trained_on: list[Any] = []
+    monkeypatch.setattr(rounds, "train", lambda net, data, **kw: trained_on.append(data))
+    data = trainer_data()
+    worker = make_worker(
+        tmp_path,
+        ScriptedChain(lambda: status()),
+        storage,
+        genesis,
+        data,
+        adversary=LabelFlip(shift=1),
+    )
+    worker.sync()
+
+    # Execute
+    worker._trained_update(0, ROOT_ID)
+
+    # Assert: labels shifted by one for training; what models are judged on is untouched.
+    assert torch.equal(worker.train_data.train_y, (torch.arange(10) + 1) % 10)
+    assert trained_on == [worker.train_data]
+    assert worker.data is data and torch.equal(data.train_y, torch.arange(10) % 10)
+    assert torch.equal(worker.train_data.val_y, data.val_y)
+    assert torch.equal(worker.train_data.test_y, data.test_y)
+
+
+def test_an_adversary_that_does_not_train_publishes_the_parents_weights(tmp_path, monkeypatch):
+    # Prepare: a free rider; training would fail the test.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+
+    def no_training(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a free rider does not train")
+
+    monkeypatch.setattr(rounds, "train", no_training)
+    worker = make_worker(
+        tmp_path,
+        ScriptedChain(lambda: status()),
+        storage,
+        genesis,
+        trainer_data(),
+        adversary=FreeRider(source="parent"),
+    )
+    worker.sync()
+
+    # Execute
+    cid = worker._trained_update(0, ROOT_ID)
+
+    # Assert: the parent's weights, as the network's codec writes them.
+    assert cid == genesis
+
+
+def test_a_free_rider_copies_a_peers_update_of_the_previous_round(tmp_path, monkeypatch):
+    # Prepare: in round 0 this trainer and a peer proposed on the root; it is round 1.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    peer_weights = create_model(ARCH, seed=12).state_dict()
+    events = [
+        proposed(1, 0, cid=storage.put(weights_blob(11))),
+        proposed(2, 0, cid=storage.put(encode_weights(ARCH, peer_weights))),
+    ]
+    monkeypatch.setattr(rounds, "train", lambda *a, **k: None)
+    worker = make_worker(
+        tmp_path,
+        ScriptedChain(lambda: status(round_=1), events),
+        storage,
+        genesis,
+        trainer_data(),
+        adversary=FreeRider(source="peer"),
+    )
+    worker.sync()
+
+    # Execute
+    cid = worker._trained_update(1, ROOT_ID)
+
+    # Assert: the peer's weights with one value moved by one ulp (its own CID); the own
+    # round-0 update is not among the peers'.
+    published = decode_weights(storage.get(cid), ARCH)
+    differing = sum(int((published[key] != peer_weights[key]).sum().item()) for key in peer_weights)
+    assert differing == 1
+
+
+def test_the_adversarys_sample_count_is_declared_within_the_networks_cap(tmp_path, caplog):
+    # Prepare: 10 training samples; the network weighs an update by at most 1000.
+    chain = ScriptedChain(lambda: status(), max_samples=1000)
+    worker = make_worker(tmp_path, chain, adversary=SampleInflation())
+    worker.state.set_chosen(0, [ROOT_ID])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    with caplog.at_level("INFO", logger="mcfl_chain.worker"):
+        worker._propose_phase(0)
+
+    # Assert
+    ((_, (proposal,)),) = chain.sent
+    assert proposal.num_samples == 1000 and "declaring 1000 samples for my 10" in caplog.text
+
+
+def test_a_sample_count_over_the_cap_is_cut_to_it(tmp_path):
+    # Prepare: an adversary claiming more than the network takes.
+    class Boastful(Adversary):
+        def declared_samples(self, honest: int, cap: int) -> int:
+            return 10 * cap
+
+    chain = ScriptedChain(lambda: status(), max_samples=50)
+    worker = make_worker(tmp_path, chain, adversary=Boastful())
+    worker.state.set_chosen(0, [ROOT_ID])
+    worker.state.set_uploaded(0, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    worker._propose_phase(0)
+
+    # Assert
+    ((_, (proposal,)),) = chain.sent
+    assert proposal.num_samples == 50
+
+
+def _two_models_of_round_0(storage: LocalStorage) -> tuple[list[ChainEvent], bytes, bytes]:
+    """This trainer's model M (its own update) and the peer's model P, both of round 0."""
+    mine = proposed(1, 0, cid=storage.put(weights_blob(11)))
+    peer = proposed(2, 0, cid=storage.put(weights_blob(12)))
+    events = [
+        mine,
+        peer,
+        *created(1, 0, ROOT_ID, [mine.args["updateId"]]),
+        *created(2, 0, ROOT_ID, [peer.args["updateId"]], block=3),
+    ]
+    m = model_id(ROOT_ID, [mine.args["updateId"]])
+    p = model_id(ROOT_ID, [peer.args["updateId"]])
+    return events, m, p
+
+
+def test_the_adversary_chooses_models_after_algorithm_1_seeing_their_proposers(tmp_path):
+    # Prepare: two candidates; the adversary trains the one its peer's updates made.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events, m, p = _two_models_of_round_0(storage)
+    recorder = Recorder(
+        models=lambda views: [b"\x01" * 32, *(v.key for v in views if PEER.lower() in v.proposers)]
+    )
+    chain = ScriptedChain(lambda: status(round_=1), events)
+    honest = make_worker(tmp_path, chain, storage, genesis, scripted_data())
+    worker = make_worker(
+        tmp_path / "adversary", chain, storage, genesis, scripted_data(), adversary=recorder
+    )
+    for w in (honest, worker):
+        w.sync()
+
+    # Execute
+    chosen = worker._choose_models(1)
+
+    # Assert: it saw FedAvg's choice and each candidate's proposers and popularity; a
+    # model that is no candidate is dropped.
+    ((hook, views, given),) = recorder.calls
+    assert hook == "models" and given == honest._choose_models(1)
+    assert {v.key: (v.proposers, v.popularity) for v in views} == {
+        m: (frozenset({ME.lower()}), 1),
+        p: (frozenset({PEER.lower()}), 1),
+    }
+    assert chosen == [p]
+
+
+def test_sybils_aggregate_only_their_coalitions_updates(tmp_path):
+    # Prepare: three updates on the root in round 0, from this trainer, PEER and THIRD.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events = [
+        proposed(i, 0, cid=storage.put(weights_blob(10 + i)), proposer=address)
+        for i, address in ((1, ME), (2, PEER), (3, THIRD))
+    ]
+    ids = [e.args["updateId"] for e in events]
+    chain = ScriptedChain(lambda: status(phase=Phase.AGGREGATE), events)
+    worker = make_worker(
+        tmp_path,
+        chain,
+        storage,
+        genesis,
+        scripted_data(),
+        adversary=Sybil(coalition=[ME, PEER]),
+    )
+    worker.sync()
+    worker.state.set_chosen(0, [ROOT_ID])
+
+    # Execute
+    worker._aggregate_phase(0)
+
+    # Assert: FedAvg would take all three; the Sybil keeps its coalition's.
+    ((_, (aggregation,)),) = chain.sent
+    assert aggregation.update_ids == tuple(sorted(ids[:2]))
+
+
+def test_the_adversarys_update_choice_is_kept_to_usable_ids_and_its_own(tmp_path, caplog):
+    # Prepare: an adversary naming THIRD's update and an id nobody proposed, not its own.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events = [
+        proposed(i, 0, cid=storage.put(weights_blob(10 + i)), proposer=address)
+        for i, address in ((1, ME), (2, PEER), (3, THIRD))
+    ]
+    ids = [e.args["updateId"] for e in events]
+    recorder = Recorder(updates=[ids[2], 12345])
+    chain = ScriptedChain(lambda: status(phase=Phase.AGGREGATE), events)
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), adversary=recorder)
+    worker.sync()
+    worker.state.set_chosen(0, [ROOT_ID])
+
+    # Execute
+    worker._aggregate_phase(0)
+
+    # Assert: it was given FedAvg's choice and every usable update's proposer.
+    ((hook, honest, proposers),) = recorder.calls
+    assert hook == "updates" and honest == sorted(ids)
+    assert proposers == dict(zip(ids, (ME, PEER, THIRD), strict=True))
+    ((_, (aggregation,)),) = chain.sent
+    assert aggregation.update_ids == tuple(sorted([ids[0], ids[2]]))
+    assert "chose unusable updates or left out its own" in caplog.text
+
+
+def test_a_defence_chooses_among_the_updates_the_strategy_keeps(tmp_path):
+    # Prepare: five updates on the root; trainer 5's weights are scaled far away.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    far = {k: v * 50 for k, v in create_model(ARCH, seed=15).state_dict().items()}
+    blobs = {i: weights_blob(10 + i) for i in range(1, 5)} | {5: encode_weights(ARCH, far)}
+    events = [proposed(i, 0, cid=storage.put(blob)) for i, blob in blobs.items()]
+    ids = [e.args["updateId"] for e in events]
+    chain = ScriptedChain(lambda: status(phase=Phase.AGGREGATE), events)
+    strategy = make_strategy("fedavg", defence=parse_defence("multi-krum"))
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), strategy)
+    worker.sync()
+    worker.state.set_chosen(0, [ROOT_ID])
+
+    # Execute
+    worker._aggregate_phase(0)
+
+    # Assert: Multi-Krum (n = 5, f = 1) keeps the four close updates, not every one.
+    ((_, (aggregation,)),) = chain.sent
+    assert aggregation.update_ids == tuple(sorted(ids[:4]))
+
+
+def test_the_adversary_publishes_its_version_of_the_trained_update(tmp_path, monkeypatch):
+    # Prepare: "training" adds 0.5 to every weight; a sign flipper with λ = 2.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+
+    def step(net: torch.nn.Module, data: Any, **kwargs: Any) -> None:
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.add_(0.5)
+
+    monkeypatch.setattr(rounds, "train", step)
+    worker = make_worker(
+        tmp_path,
+        ScriptedChain(lambda: status()),
+        storage,
+        genesis,
+        trainer_data(),
+        adversary=SignFlip(scale=2.0),
+    )
+    worker.sync()
+
+    # Execute
+    cid = worker._trained_update(0, ROOT_ID)
+
+    # Assert: parent − 2·(+0.5) = parent − 1 in every trained weight.
+    published = decode_weights(storage.get(cid), ARCH)
+    parent = create_model(ARCH, seed=0).state_dict()
+    for key, value in parent.items():
+        assert torch.allclose(published[key], value - 1.0), key

@@ -17,6 +17,9 @@ code  name              weights                                     parameter wo
 ====  ================  ==========================================  ====================
 
 See :mod:`.base` for the interfaces and how anyone recomputes a model bit-identically.
+A trainer selects a defence by text, ``parse_defence("multi-krum:f=1")`` (:mod:`.spec`);
+only selection rules are accepted until the protocol's model id commits to an
+aggregation rule.
 """
 
 # Importing each rule's module registers it.
@@ -37,6 +40,11 @@ from mcfl_chain.algorithms.robust.clipping import NormClipping
 from mcfl_chain.algorithms.robust.fedavg import FedAvgRule
 from mcfl_chain.algorithms.robust.krum import KrumSelection, MultiKrumSelection
 from mcfl_chain.algorithms.robust.median import CoordinateMedian
+from mcfl_chain.algorithms.robust.spec import (
+    DefenceNeedsProtocolSupport,
+    defence_names,
+    parse_defence,
+)
 from mcfl_chain.algorithms.robust.trimmed_mean import TrimmedMean
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "SELECTION_RULES",
     "AggregationRule",
     "CoordinateMedian",
+    "DefenceNeedsProtocolSupport",
     "FedAvgRule",
     "KrumSelection",
     "MultiKrumSelection",
@@ -52,11 +61,13 @@ __all__ = [
     "SelectionRule",
     "TrimmedMean",
     "clipping",
+    "defence_names",
     "fedavg",
     "krum",
     "make_aggregation_rule",
     "make_selection_rule",
     "median",
+    "parse_defence",
     "register_aggregation_rule",
     "register_selection_rule",
     "rule_from_chain",

@@ -1,0 +1,99 @@
+"""``SimulationConfig.adversaries`` and ``defence``: which trainers misbehave, and what
+each worker is told."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from mcfl_chain.adversaries import AdversarySpec, assign_adversaries
+from mcfl_chain.chain._tx import dev_account
+from mcfl_chain.simulation import runner
+from mcfl_chain.simulation.runner import Network, SimulationConfig, SimulationError
+
+
+def _config(**overrides) -> SimulationConfig:
+    base = dict(name="adv", dataset="digits", scenario="iid", n_trainers=8, samples=300, seed=3)
+    base.update(overrides)
+    return SimulationConfig(**base)
+
+
+def test_adversaries_are_drawn_from_the_seed_and_honest_trainers_get_the_defence():
+    # Prepare: 0.25 of 8 trainers -> 2 sign flippers.
+    config = _config(adversaries="sign-flip:0.25:scale=10", defence="multi-krum:f=1")
+
+    # Execute
+    config.validate()
+    workers = {i: config.trainer_config(i) for i in config.trainer_indices()}
+
+    # Assert
+    bad = sorted(assign_adversaries("sign-flip:0.25:scale=10", 8, seed=3))
+    assert len(bad) == 2 and config.adversary_assignment() == {
+        i: AdversarySpec("sign-flip", (("scale", 10),)) for i in bad
+    }
+    for index, worker in workers.items():
+        if index in bad:
+            assert (worker.adversary, worker.defence) == ("sign-flip:scale=10", None)
+        else:
+            assert (worker.adversary, worker.defence) == (None, "multi-krum:f=1")
+
+
+def test_without_adversaries_every_trainer_is_honest():
+    config = _config(defence="krum")
+    assert config.adversary_assignment() == {}
+    assert {config.trainer_config(i).defence for i in range(8)} == {"krum"}
+    assert _config().trainer_config(0).adversary is None
+
+
+def test_a_scenario_file_names_adversaries_and_a_defence(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "s"\nn_trainers = 4\nadversaries = "label-flip:0.25"\ndefence = "krum"\n'
+    )
+    config = SimulationConfig.load_file(path)
+    assert (config.adversaries, config.defence) == ("label-flip:0.25", "krum")
+    assert len(config.adversary_assignment()) == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"adversaries": "label-flip:0.6,backdoor:0.5"}, "adversaries: adversary shares add up"),
+        ({"adversaries": "label-flip"}, "adversaries: .*needs one share"),
+        ({"defence": "median"}, "defence: 'median' is an aggregation rule .*protocol support"),
+    ],
+)
+def test_wrong_adversaries_or_defences_are_refused_before_anything_starts(overrides, message):
+    with pytest.raises(SimulationError, match=f"scenario 'adv': {message}"):
+        _config(**overrides).validate()
+
+
+def test_sybils_are_told_their_coalition_and_honest_trainers_the_defence(monkeypatch, tmp_path):
+    # Prepare: a network whose services are faked; Popen records the commands.
+    started: list[list[str]] = []
+
+    def popen(command, **kwargs):
+        started.append(command)
+        return SimpleNamespace(poll=lambda: 0)
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    config = _config(n_trainers=6, adversaries="sybil:0.34:payload=label-flip", defence="krum")
+    network = Network(config, tmp_path, Console(quiet=True))
+    network.deployment = SimpleNamespace(rpc_url="http://127.0.0.1:1")  # type: ignore[assignment]
+    network.storage_spec = "local:/nowhere"
+
+    # Execute
+    network.spawn_workers()
+
+    # Assert: two Sybils, each knowing both accounts; the others honest with the defence.
+    sybils = sorted(config.adversary_assignment())
+    coalition = "+".join(str(dev_account(i + 1).address) for i in sybils)
+    for index, command in enumerate(started):
+        args = dict(zip(command[4::2], command[5::2], strict=True))
+        if index in sybils:
+            assert args["--adversary"] == f"sybil:coalition={coalition}:payload=label-flip"
+            assert "--defence" not in args
+        else:
+            assert "--adversary" not in args and args["--defence"] == "krum"
