@@ -335,3 +335,48 @@ def test_load_task_by_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert {"org-mlp", "broken"} <= set(entry_point_tasks())
     with pytest.raises(TaskError, match="entry point 'broken' cannot be loaded"):
         load_task("broken")
+
+
+# -- registering a task: the package runs it by name ---------------------------------
+
+
+def test_a_registered_task_is_built_trained_scored_and_encoded_by_its_name(
+    restore_architectures,
+) -> None:
+    # Prepare: a task whose own training calls the package's SGD inside (no recursion).
+    calls: list[str] = []
+
+    def my_train(model, data, config):
+        calls.append(f"train lr={config.lr} seed={config.seed}")
+        return train(model, data, config.epochs, lr=config.lr, seed=config.seed)
+
+    def my_evaluate(model, x, y):
+        calls.append("evaluate")
+        return evaluate(model, x, y, "classifier")
+
+    task = _toy_task(train_fn=my_train, evaluate_fn=my_evaluate)
+    data = task.load_data()
+
+    # Execute: what the worker does, knowing only the name.
+    task.register()
+    model = create_model("toy-mlp", seed=3)
+    report = train(model, data, 2, batch_size=8, lr=0.1, seed=7)
+    result = evaluate(model, data.test_x, data.test_y)
+    blob = encode_weights("toy-mlp", model.state_dict())
+
+    # Assert
+    assert calls == ["train lr=0.1 seed=7", "evaluate"]
+    assert report.epochs == 2 and result.accuracy is not None
+    assert not torch.equal(model[0].weight, task.create_model(3)[0].weight)  # trained
+    assert model_fingerprint(create_model("toy-mlp", 0)) == task.fingerprint()
+    assert blob and model.kind == "classifier"
+
+
+def test_a_task_may_not_take_a_builtin_name_with_another_model(restore_architectures) -> None:
+    # Execute / Assert
+    with pytest.raises(TaskError, match="names a built-in architecture"):
+        _toy_task(arch="lenet5").register()
+    builtin_task("lenet5", SPEC).register()  # the built-in itself: nothing to register
+    assert (
+        model_fingerprint(create_model("lenet5", 0)) == builtin_task("lenet5", SPEC).fingerprint()
+    )
