@@ -1000,12 +1000,13 @@ class Worker:
         held-out test split.
 
         The round counts as played only when this trainer has a proposal in it."""
+        if round_ in self.state.reported:
+            # Aggregations sent again after a reorg dropped them: counted and written once.
+            return
         if self._my_updates(round_):
             self.rounds_done += 1
         else:
             log.warning("round %d: sat out (no proposal of mine on chain)", round_)
-        if round_ in self.state.reported:
-            return
         results = self._aggregated.pop(round_, [])
         best = max(
             results,
