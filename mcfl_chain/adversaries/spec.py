@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from mcfl_chain.adversaries.base import Adversary, adversary_parameters, make_adversary
-
-Value = bool | int | float | str
+from mcfl_chain.algorithms.robust.spec import Value, parse_key_values
 
 
 @dataclass(frozen=True)
@@ -51,24 +50,8 @@ class AdversarySpec:
         return ":".join([self.name, *(f"{key}={value}" for key, value in self.params)])
 
 
-def _value(text: str) -> Value:
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _spec(name: str, fields: Sequence[str], text: str) -> AdversarySpec:
-    params: dict[str, Value] = {}
-    for field in fields:
-        key, equals, value = field.partition("=")
-        if not equals or not key.strip():
-            raise ValueError(f"adversary {text!r}: {field!r} is not KEY=VALUE")
-        params[key.strip()] = _value(value.strip())
+    params = parse_key_values(fields, f"adversary {text!r}")
     spec = AdversarySpec(name.strip(), tuple(sorted(params.items())))
     spec.build()  # refuse an unknown name, parameter or value now, not in a worker
     return spec

@@ -44,12 +44,21 @@ def _value(text: str) -> Value:
     return text
 
 
-def _options(fields: Sequence[str], text: str) -> dict[str, Value]:
+def parse_key_values(fields: Sequence[str], context: str) -> dict[str, Value]:
+    """``KEY=VALUE`` fields as a dict, each value read as a bool, int, float or string.
+
+    Shared by every ``NAME[:KEY=VALUE...]`` spec (defences, adversaries).
+
+    Raises
+    ------
+    ValueError
+        ``"<context>: '<field>' is not KEY=VALUE"`` for a field without a key and ``=``.
+    """
     options: dict[str, Value] = {}
     for field in fields:
         key, equals, value = field.partition("=")
         if not equals or not key.strip():
-            raise ValueError(f"{text!r}: {field!r} is not KEY=VALUE")
+            raise ValueError(f"{context}: {field!r} is not KEY=VALUE")
         options[key.strip()] = _value(value.strip())
     return options
 
@@ -73,7 +82,7 @@ def parse_defence(text: str) -> SelectionRule:
     """
     name, *fields = text.split(":")
     name = name.strip()
-    options = _options(fields, text)
+    options = parse_key_values(fields, repr(text))
     if name in SELECTION_RULES:
         return make_selection_rule(name, **options)
     available = ", ".join(defence_names())
