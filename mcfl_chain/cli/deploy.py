@@ -11,9 +11,10 @@ from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
 from mcfl_chain.chain._tx import FeePolicy, as_account
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 from mcfl_chain.chain.errors import ChainUnusable
+from mcfl_chain.cli import _network_options as options
 from mcfl_chain.cli.account import signing_account, signing_options
 from mcfl_chain.storage import DEFAULT_STORAGE, open_storage
 from mcfl_chain.storage.errors import StorageError
@@ -64,20 +65,8 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="Where to store the initial weights (without --genesis-cid): local:DIR or "
     "ipfs:/ip4/127.0.0.1/tcp/PORT.",
 )
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Initialisation seed of the initial weights (without --genesis-cid).",
-)
-@click.option(
-    "--min-trainers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Registered trainers needed before round 0 opens.",
-)
+@options.SEED
+@options.MIN_TRAINERS
 @click.option(
     "--phase-duration",
     type=click.IntRange(min=1),
@@ -108,27 +97,9 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="Comma-separated addresses the admin admits right after deployment (allowlist "
     "only; the deploying account must then be the admin).",
 )
-@click.option(
-    "--deposit",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Wei a registration takes (deposit only, then required above 0).",
-)
-@click.option(
-    "--cooldown",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seconds between a trainer's exit and its deposit refund (deposit only).",
-)
-@click.option(
-    "--max-samples",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SAMPLES,
-    show_default=True,
-    help="Largest sample count one update may declare (caps a trainer's FedAvg weight).",
-)
+@options.DEPOSIT
+@options.COOLDOWN
+@options.MAX_SAMPLES
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mcfl_chain._utils.process import ServiceError
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES
+from mcfl_chain.chain.deployment import REGISTRATION_POLICIES
 from mcfl_chain.chain.devnet import (
     DEFAULT_PHASE_DURATION,
     DEFAULT_PORT,
@@ -19,6 +19,7 @@ from mcfl_chain.chain.devnet import (
     start_devnet,
     stop_devnet,
 )
+from mcfl_chain.cli import _network_options as options
 
 _STATE_DIR = click.option(
     "--state-dir",
@@ -57,13 +58,7 @@ def devnet() -> None:
     show_default=True,
     help="Where to store the initial weights when --genesis-cid is not given.",
 )
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Initialisation seed of the initial weights (without --genesis-cid).",
-)
+@options.SEED
 @click.option(
     "--task",
     default="lenet:fashion-mnist",
@@ -71,13 +66,7 @@ def devnet() -> None:
     help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
     "a network whose task they cannot run.",
 )
-@click.option(
-    "--min-trainers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Registered trainers needed before round 0 opens.",
-)
+@options.MIN_TRAINERS
 @click.option(
     "--phase-duration",
     type=int,
@@ -108,27 +97,9 @@ def devnet() -> None:
     help="Comma-separated dev accounts the admin admits at start (allowlist only) "
     "[default: every dev account].",
 )
-@click.option(
-    "--deposit",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Wei a registration takes (deposit only, then required above 0).",
-)
-@click.option(
-    "--cooldown",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seconds between a trainer's exit and its deposit refund (deposit only).",
-)
-@click.option(
-    "--max-samples",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SAMPLES,
-    show_default=True,
-    help="Largest sample count one update may declare (caps a trainer's FedAvg weight).",
-)
+@options.DEPOSIT
+@options.COOLDOWN
+@options.MAX_SAMPLES
 @click.option(
     "--block-time",
     type=click.FloatRange(min=0, min_open=True),

@@ -1,0 +1,43 @@
+"""Options that set a network's parameters, shared by `devnet up` and `deploy`."""
+
+from __future__ import annotations
+
+import click
+
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES
+
+SEED = click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Initialisation seed of the initial weights (without --genesis-cid).",
+)
+MIN_TRAINERS = click.option(
+    "--min-trainers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Registered trainers needed before round 0 opens.",
+)
+DEPOSIT = click.option(
+    "--deposit",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Wei a registration takes (deposit only, then required above 0).",
+)
+COOLDOWN = click.option(
+    "--cooldown",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds between a trainer's exit and its deposit refund (deposit only).",
+)
+MAX_SAMPLES = click.option(
+    "--max-samples",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SAMPLES,
+    show_default=True,
+    help="Largest sample count one update may declare (caps a trainer's FedAvg weight).",
+)
