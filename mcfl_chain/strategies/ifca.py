@@ -53,16 +53,21 @@ class IFCAStrategy(Strategy):
         if clusters < 1:
             raise ValueError(f"clusters must be at least 1, got {clusters}")
         self.clusters = int(clusters)
+        self._models: list[Any] | None = None
         self._starts: list[np.ndarray] | None = None
 
     def __repr__(self) -> str:
         return f"IFCAStrategy(clusters={self.clusters})"
 
     def _starting_models(self) -> list[Any]:
-        context = self._context()
-        return [
-            context.initial_weights(cluster_seed(context.seed, j)) for j in range(self.clusters)
-        ]
+        """The k starting models, built once (a round-0 trainer needs them to train and
+        again to aggregate)."""
+        if self._models is None:
+            context = self._context()
+            self._models = [
+                context.initial_weights(cluster_seed(context.seed, j)) for j in range(self.clusters)
+            ]
+        return self._models
 
     def _starting_vectors(self) -> list[np.ndarray]:
         if self._starts is None:
