@@ -1,13 +1,16 @@
 """JSON-RPC over HTTP that rides out a node going away for a while.
 
 web3's own retry gives up after about a second and then raises a long traceback. A
-trainer's node may restart, be frozen for a while, or be gone for good: this provider
-retries every request with exponential backoff, logs each retry, and after a bounded
-time raises :class:`~mcfl_chain.chain.errors.ChainUnavailable` with one line to read.
+trainer's node may restart, be frozen for a while, or be gone for good, and a public
+provider may answer "rate limited, try again" (HTTP 429, or HTTP 200 with a JSON-RPC
+error such as EIP-1474's -32005): this provider retries every such request with
+exponential backoff, logs each retry, and after a bounded time raises
+:class:`~mcfl_chain.chain.errors.ChainUnavailable` with one line to read.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -52,8 +55,40 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, "***" if parts.query else "", ""))
 
 
+# JSON-RPC errors that public providers answer with HTTP 200 when a request should just
+# be sent again later: EIP-1474's "limit exceeded" (-32005), a 429 echoed as a code, and
+# the wordings of rate limits and of a node that has not seen the block yet.
+_BUSY_CODES = frozenset({-32005, 429})
+_BUSY_MESSAGE = re.compile(
+    r"rate.?limit|too many requests|limit exceeded|try again|header not found", re.IGNORECASE
+)
+
+
+class TransientRPCError(Exception):
+    """The node answered, but with an error that says to try again later."""
+
+
+def busy_answer(raw: bytes) -> str | None:
+    """The error's text when ``raw`` is a JSON-RPC answer asking to retry later, else None.
+
+    Only single answers are looked at; a revert or any other error is left to web3."""
+    if b'"error"' not in raw:
+        return None
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        return None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), str(error.get("message", ""))
+    if code in _BUSY_CODES or _BUSY_MESSAGE.search(message):
+        return f"JSON-RPC error {code}: {message[:200]}"
+    return None
+
+
 def _retryable(exc: Exception) -> bool:
-    if isinstance(exc, _TRANSIENT):
+    if isinstance(exc, (*_TRANSIENT, TransientRPCError)):
         return True
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
         return exc.response.status_code >= 500 or exc.response.status_code == 429
@@ -110,9 +145,13 @@ class PatientHTTPProvider(HTTPProvider):
         attempt = 1
         while True:
             try:
-                return self._request_session_manager.make_post_request(
+                raw = self._request_session_manager.make_post_request(
                     URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
                 )
+                busy = busy_answer(raw)
+                if busy is not None:
+                    raise TransientRPCError(busy)
+                return raw
             except Exception as exc:
                 if isinstance(exc, requests.HTTPError) and not _retryable(exc):
                     raise ChainUnavailable(

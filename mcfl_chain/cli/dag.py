@@ -14,8 +14,8 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.errors import ChainError, DeploymentError
+from mcfl_chain.cli._deployment import DEPLOYMENT, open_deployment
 from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 from mcfl_chain.dag.sync import (
     CacheError,
@@ -25,6 +25,7 @@ from mcfl_chain.dag.sync import (
     network_status,
     sync_events,
 )
+from mcfl_chain.storage import DEFAULT_STORAGE
 
 DEFAULT_CACHE = Path(".mcfl/dag-cache")
 
@@ -35,16 +36,16 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
 
 
 @click.command("dag")
-@click.option(
-    "--deployment",
-    type=click.Path(dir_okay=False),
-    default=DEFAULT_DEPLOYMENT,
-    show_default=True,
-    help="Deployment file of the network (written by "
-    "`mcfl-chain devnet up` or by a simulation run).",
-)
+@DEPLOYMENT
 @click.option(
     "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
+)
+@click.option(
+    "--storage",
+    default=DEFAULT_STORAGE,
+    show_default=True,
+    help="Blob store to fetch an ipfs://CID --deployment from (local:DIR or "
+    "ipfs:/ip4/127.0.0.1/tcp/PORT, your own IPFS node).",
 )
 @click.option(
     "--format",
@@ -101,6 +102,7 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
 def dag(
     deployment: str,
     rpc: str | None,
+    storage: str,
     fmt: str,
     brief: bool,
     from_block: int | None,
@@ -120,7 +122,7 @@ def dag(
     """
     err = Console(stderr=True)
     try:
-        dep = Deployment.load(deployment)
+        dep = open_deployment(deployment, storage)
         client = ChainClient.read_only(dep, rpc_url=rpc)
         start = dep.deployment_block if from_block is None else from_block
         cache = None if no_cache else default_cache_dir(cache_dir, dep, start)

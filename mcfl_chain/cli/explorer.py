@@ -11,9 +11,8 @@ from rich.console import Console
 
 from mcfl_chain._utils.process import LOOPBACK, port_in_use
 from mcfl_chain.chain.client import ChainClient
-from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.errors import ChainError, DeploymentError
+from mcfl_chain.cli._deployment import DEPLOYMENT, open_deployment
 from mcfl_chain.dag.sync import CacheError
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.storage import DEFAULT_STORAGE, StorageError, open_storage
@@ -22,13 +21,7 @@ DEFAULT_PORT = 8600
 
 
 @click.command("explorer")
-@click.option(
-    "--deployment",
-    type=click.Path(dir_okay=False),
-    default=DEFAULT_DEPLOYMENT,
-    show_default=True,
-    help="Deployment file of the network to show.",
-)
+@DEPLOYMENT
 @click.option(
     "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
 )
@@ -37,7 +30,8 @@ DEFAULT_PORT = 8600
     default=DEFAULT_STORAGE,
     show_default=True,
     help="Blob store the trainers publish weights to (local:DIR or "
-    "ipfs:/ip4/127.0.0.1/tcp/PORT), for the weights downloads.",
+    "ipfs:/ip4/127.0.0.1/tcp/PORT), for the weights downloads and an ipfs://CID "
+    "--deployment.",
 )
 @click.option(
     "--port",
@@ -84,7 +78,7 @@ def explorer(
             f"another with --port (0 picks a free one)"
         )
     try:
-        client = ChainClient.read_only(Deployment.load(deployment), rpc_url=rpc)
+        client = ChainClient.read_only(open_deployment(deployment, storage), rpc_url=rpc)
         store = open_storage(storage)
         with console.status("reading the network's events"):
             view = NetworkView(client, store, cache_dir)

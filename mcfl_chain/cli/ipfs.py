@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from mcfl_chain._utils.process import ServiceError, ServiceState
+from mcfl_chain.storage import IpfsStorage, StorageError
 from mcfl_chain.storage.daemon import (
     DEFAULT_PORT,
     DEFAULT_REPO,
@@ -123,6 +124,15 @@ def status(repo: Path) -> None:
             click.echo(f"connected peers: {len(connected_peers(state))}")
         except ServiceError as exc:
             click.echo(f"connected peers: unknown ({exc})")
+        try:
+            with IpfsStorage(storage_spec(state).removeprefix("ipfs:")) as store:
+                stats = store.exchange_stats()
+            click.echo(
+                f"received from peers (bitswap): {stats.blocks_received} block(s), "
+                f"{stats.bytes_received} bytes"
+            )
+        except StorageError as exc:
+            click.echo(f"received from peers (bitswap): unknown ({exc})")
 
 
 @ipfs.command("peers")

@@ -16,7 +16,7 @@ import torch
 
 from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
-from mcfl_chain.learning.codec import WeightsError, decode_weights
+from mcfl_chain.learning.codec import Layout, WeightsError, decode_weights
 from mcfl_chain.storage.errors import StorageError
 
 StateDict = dict[str, torch.Tensor]
@@ -59,13 +59,22 @@ class WeightsBook:
         The architecture every blob must declare (the network's task).
     dag
         The chain's picture of models and updates.
+    layout
+        The tensors every blob must hold (name → shape, dtype); by default the registered
+        architecture's. Give it for a task's own model, which this process cannot build.
     """
 
     def __init__(
-        self, fetch: Callable[[str], bytes], arch: str, dag: ModelDAG, cache_size: int = 256
+        self,
+        fetch: Callable[[str], bytes],
+        arch: str,
+        dag: ModelDAG,
+        cache_size: int = 256,
+        layout: Layout | None = None,
     ) -> None:
         self._fetch = fetch
         self._arch = arch
+        self._layout = layout
         self._dag = dag
         self._updates = _LRU(cache_size)
         self._models = _LRU(max(8, cache_size // 8))
@@ -78,7 +87,7 @@ class WeightsBook:
         except StorageError as exc:
             raise Unavailable(f"unreachable CID {cid}: {exc}") from exc
         try:
-            return decode_weights(data, self._arch)
+            return decode_weights(data, self._arch, layout=self._layout)
         except WeightsError as exc:
             raise Unavailable(f"invalid weights at {cid}: {exc}") from exc
 

@@ -39,7 +39,8 @@ from mcfl_chain.dag.sync import (
     read_events,
 )
 from mcfl_chain.dag.weights import Unavailable, WeightsBook
-from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.codec import Layout, WeightsError, encode_weights, read_layout
+from mcfl_chain.learning.fingerprint import layout_fingerprint
 from mcfl_chain.learning.task import Task, TaskError
 from mcfl_chain.storage import Storage, StorageError
 
@@ -144,11 +145,29 @@ class NetworkView:
                     "published weights %s unreachable (%s); recomputing", model.weights_cid, exc
                 )
         try:
-            arch = Task.parse(self.client.deployment.task).arch
+            task = Task.parse(self.client.deployment.task, registered_only=False)
         except TaskError as exc:
             raise Unavailable(str(exc)) from exc
-        book = WeightsBook(self.storage.get, arch, dag)
-        return encode_weights(arch, book.model(model_id)), "recomputed"
+        layout = None if task.registered else self._custom_layout(task)
+        book = WeightsBook(self.storage.get, task.arch, dag, layout=layout)
+        weights = book.model(model_id)
+        return encode_weights(task.arch, weights, registered=task.registered), "recomputed"
+
+    def _custom_layout(self, task: Task) -> Layout:
+        """A task's own model, which this process cannot build: its layout is the
+        genesis blob's, accepted once it matches the fingerprint the chain records."""
+        assert self.storage is not None
+        genesis = self.client.deployment.genesis_cid
+        try:
+            layout = read_layout(self.storage.get(genesis))
+        except (StorageError, WeightsError) as exc:
+            raise Unavailable(f"genesis weights {genesis} unusable: {exc}") from exc
+        if task.fingerprint is None or not task.fingerprint_matches(layout_fingerprint(layout)):
+            raise Unavailable(
+                f"the network's task {task} has no fingerprint matching its genesis weights: "
+                f"cannot check recomputed weights of its own model"
+            )
+        return layout
 
     def update_weights(self, update_id: int) -> bytes:
         """An update's weights blob, fetched by the CID its proposer put on chain."""

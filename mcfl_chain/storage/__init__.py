@@ -14,7 +14,12 @@ is verified against its CID and bounded in size.
 
 from __future__ import annotations
 
-from mcfl_chain.storage.base import DEFAULT_MAX_BLOB_BYTES, RetryPolicy, Storage
+from mcfl_chain.storage.base import (
+    DEFAULT_MAX_BLOB_BYTES,
+    ExchangeStats,
+    RetryPolicy,
+    Storage,
+)
 from mcfl_chain.storage.cid import (
     cid_codec,
     cid_digest,
@@ -44,6 +49,7 @@ __all__ = [
     "BlobNotFound",
     "BlobTooLarge",
     "CorruptBlob",
+    "ExchangeStats",
     "InvalidCID",
     "IpfsStorage",
     "LocalStorage",

@@ -28,6 +28,7 @@ __all__ = [
     "BlobNotFound",
     "BlobTooLarge",
     "CorruptBlob",
+    "ExchangeStats",
     "InvalidCID",
     "RetryPolicy",
     "Storage",
@@ -42,6 +43,15 @@ DEFAULT_MAX_BLOB_BYTES = 256 * 1024 * 1024
 
 T = TypeVar("T")
 log = logging.getLogger("mcfl_chain.storage")
+
+
+@dataclass(frozen=True)
+class ExchangeStats:
+    """Blocks an IPFS node received from other nodes since it started (bitswap)."""
+
+    blocks_received: int
+    bytes_received: int
+    peers: int
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,15 @@ class Storage(ABC):
     def is_pinned(self, cid: str) -> bool:
         """True when the blob named ``cid`` is kept for good (see :meth:`pin`)."""
         return self.has(cid)
+
+    def unpin(self, cid: str) -> None:  # noqa: B027 - a store that never drops blobs has no pins
+        """Let the store drop the blob named ``cid`` again (an IPFS node's garbage
+        collection may then remove it). A blob that was not pinned is no error."""
+
+    def exchange_stats(self) -> ExchangeStats | None:
+        """What the store received from other nodes so far, or ``None`` for a store
+        that exchanges nothing (the local directory store)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing here
         """Release connections or handles; the store is unusable afterwards."""

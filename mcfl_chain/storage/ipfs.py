@@ -24,7 +24,12 @@ import ipfshttpclient
 from ipfshttpclient import exceptions as ipfs_errors
 
 from mcfl_chain._utils.errors import short_reason
-from mcfl_chain.storage.base import DEFAULT_MAX_BLOB_BYTES, RetryPolicy, Storage
+from mcfl_chain.storage.base import (
+    DEFAULT_MAX_BLOB_BYTES,
+    ExchangeStats,
+    RetryPolicy,
+    Storage,
+)
 from mcfl_chain.storage.cid import SHA2_256, format_cid, parse_cid, verify_raw
 from mcfl_chain.storage.errors import (
     BlobNotFound,
@@ -282,6 +287,45 @@ class IpfsStorage(Storage):
             return False
         keys = {format_cid(parse_cid(k)) for k in (answer or {}).get("Keys", {})}
         return text in keys
+
+    def unpin(self, cid: str) -> None:
+        text = format_cid(parse_cid(cid))
+
+        def refused(exc: ipfs_errors.ErrorResponse) -> StorageError:
+            if re.search(r"not pinned", str(exc), re.IGNORECASE):
+                return BlobNotFound(text)
+            return StorageError(f"the IPFS node at {self.address} refused to unpin {text}: {exc}")
+
+        try:
+            self._call(
+                f"unpinning {text}",
+                lambda: self._client.pin.rm(text, recursive=True),
+                on_error=refused,
+            )
+        except BlobNotFound:
+            pass  # not pinned: nothing to release
+
+    def exchange_stats(self) -> ExchangeStats:
+        """The node's bitswap counters (``/api/v0/bitswap/stat``); js-ipfs recomputes
+        them at most once a second, so they may lag the last fetch by that much.
+
+        Raises
+        ------
+        StorageError
+            The node answered something else than bitswap counters.
+        """
+        answer = self._call("reading the bitswap counters", lambda: self._client.bitswap.stat())
+        try:
+            return ExchangeStats(
+                blocks_received=int(answer["BlocksReceived"]),
+                bytes_received=int(answer["DataReceived"]),
+                peers=len(answer.get("Peers") or []),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StorageError(
+                f"the IPFS node at {self.address} answered bitswap/stat without its "
+                f"counters ({exc!r})"
+            ) from exc
 
     def has(self, cid: str) -> bool:
         text = format_cid(parse_cid(cid))

@@ -200,23 +200,57 @@ class Worker:
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
         self._next_wait_log = 0.0
+        self._published: set[str] = set()
+        self._needed_now: set[str] = set()
+        self._needed_before: set[str] = set()
+        self._traffic = Traffic()
 
     # -- plumbing ------------------------------------------------------------------------
 
     def _fetch(self, cid: str) -> bytes:
         with self.clock.measure("storage"):
             try:
-                return self.storage.get(cid)
+                blob = self.storage.get(cid)
             except StorageUnavailable as exc:
                 # Not the blob's fault (WeightsBook would exclude it): our store is gone.
                 raise WorkerHalted(f"storage: {exc}") from exc
+            if cid not in self._published:
+                self._traffic.fetched(len(blob))
+                self._keep(cid)
+            return blob
+
+    def _keep(self, cid: str) -> None:
+        """Pin a peer's blob this trainer needs, so its own node keeps (and serves) it
+        while it trains or aggregates on it; :meth:`_release` lets it go later."""
+        if cid in self._needed_now:
+            return
+        self._needed_now.add(cid)
+        if cid in self._needed_before:
+            return  # pinned already, in the round before
+        try:
+            self.storage.pin(cid)
+        except StorageError as exc:
+            # The bytes are in hand and verified: a failed pin costs a refetch at worst.
+            log.warning("storage: cannot pin %s: %s", cid, exc)
+
+    def _release(self) -> None:
+        """Unpin the peers' blobs neither this round nor the one before used."""
+        for cid in self._needed_before - self._needed_now - self._published:
+            try:
+                self.storage.unpin(cid)
+            except StorageError as exc:
+                log.warning("storage: cannot unpin %s: %s", cid, exc)
+        self._needed_before, self._needed_now = self._needed_now, set()
 
     def _put(self, blob: bytes) -> str:
         with self.clock.measure("storage"):
             try:
-                return self.storage.put(blob)
+                cid = self.storage.put(blob)  # pinned: a trainer keeps what it published
             except StorageError as exc:
                 raise WorkerHalted(f"storage: {exc}") from exc
+            self._published.add(cid)
+            self._traffic.stored(len(blob))
+            return cid
 
     def stop(self) -> None:
         self._stop.set()
@@ -1026,14 +1060,72 @@ class Worker:
             "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
             "seconds": round(now - self._round_started, 3),
             "split": self.clock.split(),
+            "traffic": self._traffic.split(),
             "time": time.time(),
         }
+        self._log_traffic(round_, line["traffic"])
+        self._release()
         self._round_started = now
         if self.options.metrics_path is not None:
             self.options.metrics_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.options.metrics_path, "a") as f:
                 f.write(json.dumps(line) + "\n")
         self.state.mark_reported(round_)
+
+    def _log_traffic(self, round_: int, traffic: dict[str, int]) -> None:
+        exchanged = ""
+        try:
+            stats = self.storage.exchange_stats()
+        except StorageError as exc:
+            stats = None
+            exchanged = f"; bitswap counters unreadable: {exc}"
+        if stats is not None:
+            # js-ipfs recomputes these counters once the exchange has been quiet for a
+            # second: they may trail this round's fetches.
+            exchanged = (
+                f"; the node counts {stats.blocks_received} block(s) "
+                f"({_size(stats.bytes_received)}) received over bitswap from "
+                f"{stats.peers} peer(s) so far"
+            )
+        log.info(
+            "round %d: storage: stored %d blob(s) (%s), fetched %d peer blob(s) (%s) through %s%s",
+            round_,
+            traffic["stored_blobs"],
+            _size(traffic["stored_bytes"]),
+            traffic["fetched_blobs"],
+            _size(traffic["fetched_bytes"]),
+            self.storage.spec,
+            exchanged,
+        )
+
+
+@dataclass
+class Traffic:
+    """Blobs this trainer stored and peers' blobs it fetched, per round (what a
+    trainer-round costs in communication)."""
+
+    stored_blobs: int = 0
+    stored_bytes: int = 0
+    fetched_blobs: int = 0
+    fetched_bytes: int = 0
+
+    def stored(self, size: int) -> None:
+        self.stored_blobs += 1
+        self.stored_bytes += size
+
+    def fetched(self, size: int) -> None:
+        self.fetched_blobs += 1
+        self.fetched_bytes += size
+
+    def split(self) -> dict[str, int]:
+        """The counts so far, and zero them."""
+        out = dict(vars(self))
+        self.stored_blobs = self.stored_bytes = self.fetched_blobs = self.fetched_bytes = 0
+        return out
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def network_seed(genesis_cid: str | None) -> int:

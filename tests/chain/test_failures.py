@@ -145,6 +145,36 @@ def test_a_provider_rate_limiting_or_overloaded_is_retried_with_backoff(monkeypa
     assert block == 7 and clock.waits == [0.5, 1.0] and len(caplog.records) == 2
 
 
+def test_json_rpc_errors_asking_to_retry_are_retried_and_others_are_not(monkeypatch, caplog):
+    # Prepare: HTTP 200 answers carrying EIP-1474's "limit exceeded", then a provider's
+    # rate-limit wording, then the result; afterwards an ordinary error.
+    clock = FakeClock()
+    provider = PatientHTTPProvider("https://rpc.example", sleep=clock.sleep, clock=clock)
+    answers = [
+        b'{"jsonrpc": "2.0", "id": 0, "error": {"code": -32005, "message": "limit exceeded"}}',
+        b'{"jsonrpc": "2.0", "id": 0, "error": {"code": -32000, "message": "daily request '
+        b'count exceeded, request rate limited"}}',
+        b'{"jsonrpc": "2.0", "id": 0, "result": "0x9"}',
+        b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found"}}',
+    ]
+    monkeypatch.setattr(
+        provider._request_session_manager, "make_post_request", lambda *a, **k: answers.pop(0)
+    )
+    w3 = Web3(provider)
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        block = w3.eth.block_number
+        retries = len(caplog.records)
+        with pytest.raises(Exception, match="method not found"):
+            w3.eth.chain_id  # noqa: B018 - the request is the point
+
+    # Assert: two retries with backoff for the busy answers, none for the last error.
+    assert block == 9 and clock.waits == [0.5, 1.0] and retries == 2
+    assert "-32005" in caplog.records[0].getMessage()
+    assert answers == [] and len(caplog.records) == 2
+
+
 def test_a_provider_refusing_the_request_is_one_line_at_once_without_its_api_key(monkeypatch):
     # Prepare: the URL carries an API key, as public providers' do; the answer is 401.
     clock = FakeClock()

@@ -14,7 +14,9 @@ from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.learning.codec import decode_weights, encode_weights
+from mcfl_chain.learning.fingerprint import layout_fingerprint, model_layout
 from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.task import Task
 from mcfl_chain.storage import cid_for_bytes, open_storage
 
 
@@ -147,6 +149,52 @@ def test_a_merge_without_published_weights_is_recomputed_from_all_its_updates(tm
         expected = fedavg([(uid, *trained[uid]) for uid in sorted(merged)])
         assert set(weights) == set(expected)
         assert all(torch.equal(weights[k], expected[k]) for k in expected)
+    finally:
+        if server is not None:
+            server.stop()
+        stop_devnet(tmp_path / "devnet")
+        storage.close()
+
+
+def _mlp(seed: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def test_a_model_of_a_tasks_own_architecture_is_recomputed_against_its_fingerprint(tmp_path):
+    # Prepare: a network whose task is a model this process cannot build (an MLP named
+    # "clinic-mlp"); the descriptor carries its fingerprint, the genesis blob its layout.
+    # Two trainers each aggregate their own update; trainer 1 publishes no weights.
+    storage = open_storage(f"local:{tmp_path / 'blobs'}")
+    layout = model_layout(_mlp(0))
+    task = Task("clinic-mlp", ("clinics",), layout_fingerprint(layout)).format()
+    genesis = storage.put(encode_weights("clinic-mlp", _mlp(0), registered=False))
+    _, deployment = start_devnet(
+        tmp_path / "devnet", free_port(), genesis_cid=genesis, task=task, min_trainers=2
+    )
+    server = None
+    try:
+        a, b = (ChainClient(deployment, account_index=i) for i in (1, 2))
+        a.register()
+        b.register()
+        updates = {}
+        for seed, client in ((1, a), (2, b)):
+            cid = storage.put(encode_weights("clinic-mlp", _mlp(seed), registered=False))
+            updates[seed] = client.submit_proposals([ProposalArg(ROOT_ID, cid, 5)])[ROOT_ID]
+        (model,) = a.submit_aggregations([AggregationArg((ROOT_ID,), (updates[1],))])
+        b.submit_aggregations([AggregationArg((ROOT_ID,), (updates[2],))])
+        server = ExplorerServer(NetworkView(ChainClient.read_only(deployment), storage), 0, 3600)
+        server.start()
+
+        # Execute
+        status, headers, body = _get(server, f"/api/models/0x{model.hex()}/weights")
+
+        # Assert: recomputed (FedAvg of one update: the update itself), in the task's layout.
+        assert status == 200, body[:300]
+        assert headers["X-Weights-Source"] == "recomputed"
+        weights = decode_weights(body, "clinic-mlp", layout=layout)
+        assert all(torch.equal(weights[k], v) for k, v in _mlp(1).items())
     finally:
         if server is not None:
             server.stop()

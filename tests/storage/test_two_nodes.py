@@ -20,7 +20,13 @@ from multiformats import multibase
 
 from mcfl_chain._utils.process import ServiceError, ServiceState, free_port, pid_alive
 from mcfl_chain.cli.ipfs import ipfs
-from mcfl_chain.storage import BlobNotFound, IpfsStorage, RetryPolicy, unixfs_cid_for_bytes
+from mcfl_chain.storage import (
+    BlobNotFound,
+    ExchangeStats,
+    IpfsStorage,
+    RetryPolicy,
+    unixfs_cid_for_bytes,
+)
 from mcfl_chain.storage.daemon import (
     _check_exchange_fix,
     check_peer_address,
@@ -127,6 +133,40 @@ def test_a_blob_put_on_a_is_fetched_from_b_by_cid(nodes: tuple[Node, Node], size
     assert pinned_on_a
     assert seconds < 20, f"bitswap took {seconds:.1f} s"
     print(f"\n{size} bytes fetched by CID from the other node in {seconds:.2f} s")
+
+
+def _stats_after(store: IpfsStorage, before: ExchangeStats, timeout: float = 10.0):
+    """The counters once they moved: js-bitswap recomputes them at most once a second."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = store.exchange_stats()
+        if stats.blocks_received > before.blocks_received or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.25)
+
+
+def test_b_counts_what_bitswap_brought_and_releases_a_pin(nodes: tuple[Node, Node]) -> None:
+    # Prepare: a 300 kB blob on A (a dag-pb root and two leaves).
+    a, b = nodes
+    blob = os.urandom(300_000)
+
+    # Execute: B fetches and pins it, counting bitswap before and after; then unpins it.
+    with a.store() as on_a, b.store() as on_b:
+        cid = on_a.put(blob)
+        before = on_b.exchange_stats()
+        on_b.pin(cid)
+        after = _stats_after(on_b, before)
+        pinned = on_b.is_pinned(cid)
+        on_b.unpin(cid)
+        on_b.unpin(cid)  # twice: not pinned any more is no error
+        released = not on_b.is_pinned(cid)
+        still_on_a = on_a.is_pinned(cid)
+
+    # Assert: three blocks came over bitswap, with at least the blob's bytes.
+    assert after.blocks_received - before.blocks_received == 3
+    assert after.bytes_received - before.bytes_received >= len(blob)
+    assert after.peers >= 1
+    assert pinned and released and still_on_a
 
 
 def _wait_for_peer(state: ServiceState, timeout: float) -> float:
