@@ -1,8 +1,11 @@
 """Weights of updates and models, fetched from storage and never trusted.
 
 An update's weights are a blob named by the CID its proposer put on chain. A model's
-weights are recomputed from its updates with the network-wide deterministic FedAvg, so
-nobody has to trust the aggregator; only when some update cannot be had does the worker
+weights are recomputed from its updates with the network-wide deterministic rule, so
+nobody has to trust the aggregator: FedAvg, or the rule the network's architecture
+names (:attr:`~mcfl_chain.learning.models.Architecture.aggregation`; FACADE's
+``<base>-heads<k>`` models: ``per-head-fedavg``), which the task descriptor on chain
+gives every reader; only when some update cannot be had does the worker
 fall back to the weights CID the first aggregator recorded (checked like any peer blob).
 """
 
@@ -14,9 +17,10 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
 from mcfl_chain.learning.codec import WeightsError, decode_weights
+from mcfl_chain.learning.models import get_architecture, is_architecture
 from mcfl_chain.storage.errors import StorageError
 
 StateDict = dict[str, torch.Tensor]
@@ -48,6 +52,12 @@ class _LRU(OrderedDict[object, object]):
             self.popitem(last=False)
 
 
+def aggregation_of(arch: str) -> str:
+    """The aggregation rule's name for a network of architecture ``arch``: the one it
+    names, FedAvg for a name this package does not know (a task's own model)."""
+    return get_architecture(arch).aggregation if is_architecture(arch) else "fedavg"
+
+
 class WeightsBook:
     """Decoded weights by update id and by model id, with small LRU caches.
 
@@ -70,6 +80,8 @@ class WeightsBook:
         self._updates = _LRU(cache_size)
         self._models = _LRU(max(8, cache_size // 8))
         self._rejected: dict[int, str] = {}
+        self.rule: AggregationRule = make_aggregation_rule(aggregation_of(arch))
+        """The rule rebuilding a model from its updates (the architecture's)."""
 
     def blob(self, cid: str) -> StateDict:
         """Fetch and decode one blob; :class:`Unavailable` says why it is unusable."""
@@ -112,8 +124,9 @@ class WeightsBook:
         return good, bad
 
     def aggregate(self, update_ids: list[int], weights: Mapping[int, StateDict]) -> StateDict:
-        """Deterministic FedAvg of the given updates (ascending id, sample-weighted)."""
-        return fedavg(
+        """The network's deterministic aggregate of the given updates (ascending id,
+        sample-weighted): :attr:`rule`."""
+        return self.rule.aggregate(
             [(uid, self._dag.updates[uid].num_samples, weights[uid]) for uid in sorted(update_ids)]
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from mcfl_chain.algorithms.facade import head_choice, with_head
 from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
 from mcfl_chain.dag.model_id import model_id, update_id
@@ -110,3 +111,37 @@ def test_a_merge_is_the_fedavg_of_all_its_updates_whatever_their_parent():
     assert all(torch.equal(weights[k], expected[k]) for k in expected)
     single = fedavg([(ids[0], trained[ids[0]][0], trained[ids[0]][1])])
     assert not all(torch.equal(weights[k], single[k]) for k in expected)
+
+
+def test_a_multi_head_model_is_rebuilt_with_the_rule_its_architecture_names():
+    # Prepare: two updates of a FACADE model on the root, one per head
+    arch = "lenet-light-heads2"
+    store: dict[str, bytes] = {}
+    dag = ModelDAG()
+    trained = {}
+    for seed, (trainer, head) in enumerate(((1, 0), (2, 1)), 1):
+        weights = with_head(create_model(arch, seed=seed).state_dict(), head)
+        blob = encode_weights(arch, weights)
+        store[cid_for_bytes(blob)] = blob
+        uid = update_id(trainer, ROOT_ID, 0)
+        trained[uid] = weights
+        dag.add_update(
+            UpdateRecord(uid, f"0x{trainer}", trainer, ROOT_ID, 0, cid_for_bytes(blob), 10)
+        )
+    ids = tuple(sorted(trained))
+    merged = model_id((ROOT_ID,), ids)
+    dag.add_creation(merged, (ROOT_ID,), 0, ids, 1, "0x1", None)
+    dag.add_appended(merged, 0, 1, "0xt")
+    book = WeightsBook(store.__getitem__, arch, dag)
+
+    # Execute
+    weights = book.model(merged)
+
+    # Assert: each head is its chooser's alone, the core the mean of both
+    assert book.rule.name == "per-head-fedavg"
+    first, second = (trained[uid] for uid in ids)
+    chooser = {head_choice(first): first, head_choice(second): second}
+    for head in (0, 1):
+        assert torch.equal(weights[f"heads.{head}.weight"], chooser[head][f"heads.{head}.weight"])
+    core = fedavg([(uid, 10, trained[uid]) for uid in ids])["features.0.weight"]
+    assert torch.equal(weights["features.0.weight"], core)
