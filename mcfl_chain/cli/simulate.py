@@ -82,7 +82,8 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option(
     "--scenario-params",
-    help="JSON object, e.g. '{\"n_groups\": 3}', '{\"std\": 1}', '{\"alpha\": 0.3}'.",
+    help="JSON object, e.g. '{\"n_groups\": 3}', '{\"std\": 1}', '{\"alpha\": 0.3}', "
+    "'{\"group_sizes\": [12, 4]}' (rotations: a majority and a minority cluster).",
 )
 @click.option(
     "-n",

@@ -40,9 +40,10 @@ def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
     plan = campaign.plan(paper)
     no_ablation = campaign.plan(paper, ablation=False)
 
-    # Assert: 11 MCFL files, 7 shared baselines × (fedavg, local, ifca), 3 oracles
-    # (groups, two-datasets, autoencoders), 2 × 4 ablations; all × 3 seeds.
-    assert len(no_ablation.runs) == 3 * (11 + 7 * 3 + 3)
+    # Assert: 14 MCFL files, 10 shared baselines × (fedavg, local, ifca), 6 oracles
+    # (groups, two-datasets, autoencoders, the three rotation ratios), 2 × 4 ablations;
+    # all × 3 seeds.
+    assert len(no_ablation.runs) == 3 * (14 + 10 * 3 + 6)
     assert len(plan.runs) == len(no_ablation.runs) + 3 * 8
     names = [r.name for r in plan.runs]
     assert len(set(names)) == len(names)
@@ -54,6 +55,9 @@ def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
         for n in names
     )
     assert any("gaussian" in note and "one trainer per data group" in note for note in plan.notes)
+    assert "rotation-30-2-oracle-s0" in names
+    ifca = next(r for r in plan.runs if r.name == "rotation-24-8-ifca-s0")
+    assert ifca.config.clusters == 2
 
 
 def test_methods_are_configured_on_the_same_data(paper):
