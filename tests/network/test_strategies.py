@@ -7,16 +7,24 @@ each test checks the DAG shape its strategy must produce.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 
+from mcfl_chain.algorithms.facade import head_choice
+from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.dag.weights import WeightsBook
 from mcfl_chain.simulation.campaign import PlannedRun, execute, method_config, oracle_parts, slug
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+from mcfl_chain.storage import open_storage
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +127,78 @@ def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
             if round_ > 0:
                 assert set(m.update_ids) == on_parent
     assert all(len(line["trained"]) == 1 for line in lines)
+
+
+# Rebuilds every model from its parent's update ids and the blobs alone, in a process of
+# its own: the rule comes from the task descriptor's architecture, nothing from the run.
+RECOMPUTE = textwrap.dedent(
+    """
+    import json, sys
+    from mcfl_chain.chain.deployment import Deployment
+    from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+    from mcfl_chain.dag.weights import WeightsBook
+    from mcfl_chain.learning.codec import encode_weights
+    from mcfl_chain.learning.task import Task
+    from mcfl_chain.storage import open_storage
+    from mcfl_chain.storage.cid import cid_for_bytes
+
+    run = sys.argv[1]
+    arch = Task.parse(Deployment.load(run + "/deployment.json").task).arch
+    dag = ModelDAG.from_json(json.load(open(run + "/dag.json")))
+    book = WeightsBook(open_storage("local:" + run + "/blobs").get, arch, dag)
+    print(json.dumps({
+        m.model_id.hex(): cid_for_bytes(encode_weights(arch, book.model(m.model_id)))
+        for m in dag.models.values() if m.model_id != ROOT_ID
+    }))
+    """
+)
+
+
+def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choosers(tmp_path):
+    # Execute: three upright trainers and one rotated, FACADE with two heads
+    _, dag, lines = _run(
+        tmp_path,
+        strategy="facade",
+        clusters=2,
+        scenario="rotations",
+        scenario_params={"group_sizes": [3, 1]},
+    )
+    # Assert: the network trains the two-head LeNet; one model a round, the aggregate of
+    # every update on its parent, as for FedAvg
+    deployment = json.loads((tmp_path / "deployment.json").read_text())
+    assert deployment["task"].startswith("lenet5-heads2:digits")
+    storage = open_storage(f"local:{tmp_path / 'blobs'}")
+    book = WeightsBook(storage.get, "lenet5-heads2", dag)
+    for round_ in range(3):
+        (model,) = dag.models_of_round(round_)
+        assert set(model.update_ids) == {u.update_id for u in dag.updates_for(model.parent, round_)}
+        assert sorted(model.aggregator_ids) == [1, 2, 3, 4]
+        # the core is the FedAvg of every update, each chosen head that of its choosers
+        updates, _ = book.usable_updates(list(model.update_ids))
+        weighted = [(uid, dag.updates[uid].num_samples, w) for uid, w in updates.items()]
+        weights = book.model(model.model_id)
+        core = fedavg(weighted)
+        assert torch.equal(weights["features.0.weight"], core["features.0.weight"])
+        for head in {head_choice(w) for w in updates.values()}:
+            choosers = [(uid, n, w) for uid, n, w in weighted if head_choice(w) == head]
+            name = f"heads.{head}.weight"
+            assert torch.equal(weights[name], fedavg(choosers)[name])
+    # a second process rebuilds every model from the ids and blobs alone, bit for bit the
+    # weights its first aggregator published
+    result = subprocess.run(
+        [sys.executable, "-c", RECOMPUTE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    recomputed = json.loads(result.stdout)
+    published = {m.model_id.hex(): m.weights_cid for m in dag.models.values() if m.parents}
+    assert recomputed == published and len(published) == 3
+    # each cluster's trainers report, with their own head, on their own rotation
+    groups = {line["group"] for line in lines}
+    assert groups == {"rotation 0°", "rotation 180°"}
+    assert all(line["accuracy"] is not None for line in lines)
 
 
 def test_the_oracle_runs_fedavg_inside_each_true_group(tmp_path):
