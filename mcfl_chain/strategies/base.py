@@ -123,6 +123,11 @@ class Strategy(ABC):
         FACADE: with the head of lowest loss on the trainer's selection split."""
         return weights
 
+    def personal_labels(self, weights: Any) -> dict[str, Any]:
+        """What the metrics say of this trainer's version of a model (the output of
+        :meth:`personalise`), e.g. FACADE's ``{"head": 1}``. Default: nothing."""
+        return {}
+
     def model_heads(self) -> int | None:
         """The heads the network's model must have for this strategy (FACADE: k, an
         ``<arch>-heads<k>`` architecture); None: any model."""

@@ -17,7 +17,8 @@ Every round a trainer
    the model from its ids.
 
 A trainer's reported figure is the model with its own head, so majority and minority
-clusters are each judged on the head they chose. The k heads start as the root's: the
+clusters are each judged on the head they chose; its metrics line says which
+(``"personal": {"head": j}``). The k heads start as the root's: the
 network's seeded initialisation (``devnet up``, ``simulate``), which anybody rebuilds.
 
 A defence (``--defence``) runs on every update of the parent, as for FedAvg.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcfl_chain.algorithms.facade import head_count, lowest_loss_head, with_head
+from mcfl_chain.algorithms.facade import head_choice, head_count, lowest_loss_head, with_head
 from mcfl_chain.strategies.base import register_strategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
 
@@ -70,3 +71,8 @@ class FACADEStrategy(FedAvgStrategy):
         context = self._context()
         losses = [context.validation_loss(with_head(weights, j)) for j in range(heads)]
         return with_head(weights, lowest_loss_head(losses))
+
+    def personal_labels(self, weights: Any) -> dict[str, Any]:
+        """The head this trainer's version of the model predicts with, for the metrics
+        (which head each cluster settles on: thesis §4.4)."""
+        return {"head": head_choice(weights)}

@@ -935,6 +935,7 @@ class Worker:
             "selection_metric": selection if math.isfinite(selection) else None,
             "accuracy": result.accuracy,
             "loss": result.loss,
+            "personal": self.strategy.personal_labels(mine),
         }
 
     def _report_interrupted_round(self) -> None:
@@ -1028,6 +1029,7 @@ class Worker:
             "accuracy": None if best is None else best["accuracy"],
             "loss": None if best is None else best["loss"],
             "model": None if best is None else best["model"],
+            "personal": {} if best is None else best.get("personal", {}),
             "aggregations": results,
             "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
             "seconds": round(now - self._round_started, 3),

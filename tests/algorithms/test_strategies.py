@@ -335,6 +335,7 @@ def test_facade_personalises_a_model_with_its_lowest_loss_head() -> None:
     assert isinstance(strategy, FACADEStrategy) and strategy.model_heads() == 2
     assert head_choice(mine) == 1 and head_choice(weights) == 0
     assert mine["core"] is weights["core"]
+    assert strategy.personal_labels(mine) == {"head": 1}
 
 
 def test_facade_trains_the_most_popular_model_with_every_update() -> None:
@@ -357,3 +358,4 @@ def test_other_strategies_neither_personalise_nor_need_heads() -> None:
     for name in ("mcfl", "fedavg", "local", "ifca"):
         strategy = make_strategy(name)
         assert strategy.personalise(weights) is weights and strategy.model_heads() is None
+        assert strategy.personal_labels(weights) == {}

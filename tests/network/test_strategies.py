@@ -199,6 +199,7 @@ def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choose
     groups = {line["group"] for line in lines}
     assert groups == {"rotation 0°", "rotation 180°"}
     assert all(line["accuracy"] is not None for line in lines)
+    assert all(line["personal"]["head"] in (0, 1) for line in lines)
 
 
 def test_the_oracle_runs_fedavg_inside_each_true_group(tmp_path):
