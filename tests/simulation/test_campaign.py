@@ -341,3 +341,17 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
     changed = CliRunner().invoke(script.main, args)
     assert changed.exit_code == 1
     assert "was made with other options than planned: samples=300 (planned 400)" in changed.output
+
+
+def test_facade_runs_only_when_asked_for_with_k_the_true_groups(paper):
+    # Execute
+    default = {r.method for r in campaign.plan(paper, seeds=[0]).runs}
+    asked = {r.name: r for r in campaign.plan(paper, seeds=[0], methods=["facade"]).runs}
+
+    # Assert: k heads = the scenario's groups (2 rotations, 3 class groups)
+    assert "facade" not in default
+    assert asked["rotation-30-2-facade-s0"].config.strategy == "facade"
+    assert asked["rotation-30-2-facade-s0"].config.clusters == 2
+    assert asked["groups-facade-s0"].config.clusters == 3
+    assert asked["rotation-30-2-facade-s0"].config.network_arch == "lenet5-heads2"
+    assert "autoencoders-facade-s0" not in asked
