@@ -19,7 +19,7 @@ import torch
 
 from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
-from mcfl_chain.learning.codec import WeightsError, decode_weights
+from mcfl_chain.learning.codec import WeightsError, decode_weights, encode_weights
 from mcfl_chain.learning.models import get_architecture, is_architecture
 from mcfl_chain.storage.errors import StorageError
 
@@ -161,3 +161,52 @@ class WeightsBook:
                 )
         self._models.put(model_id, weights)
         return weights
+
+
+def check_published_weights(
+    dag: ModelDAG, book: WeightsBook, fetch: Callable[[str], bytes], arch: str
+) -> tuple[int, list[str]]:
+    """Rebuild every model whose first aggregator published weights from its update ids
+    and blobs alone (:meth:`WeightsBook.aggregate`, the network's rule) and compare the
+    bytes with the published blob.
+
+    Parameters
+    ----------
+    dag
+        The DAG rebuilt from the chain's events.
+    book
+        A weights book of that DAG (its rule is the architecture's).
+    fetch
+        ``cid -> bytes``: reads a published blob.
+    arch
+        The network's architecture, to encode the recomputed weights.
+
+    Returns
+    -------
+    tuple[int, list[str]]
+        How many models were found bit-identical, and one line per model that differs
+        or cannot be rebuilt (an update blob or the published blob unreachable).
+    """
+    checked, problems = 0, []
+    for model in dag.models.values():
+        if model.model_id == ROOT_ID or not model.weights_cid or not model.update_ids:
+            continue
+        name = f"model {short_id(model.model_id)}"
+        good, bad = book.usable_updates(list(model.update_ids))
+        if bad:
+            problems.append(f"{name}: cannot be rebuilt: {next(iter(bad.values()))}")
+            continue
+        recomputed = encode_weights(arch, book.aggregate(list(model.update_ids), good))
+        try:
+            published = fetch(model.weights_cid)
+        except StorageError as exc:
+            problems.append(f"{name}: its published weights {model.weights_cid}: {exc}")
+            continue
+        if published != recomputed:
+            problems.append(
+                f"{name}: its published weights {model.weights_cid} are not the "
+                f"{book.rule.name} of its {len(good)} updates"
+            )
+            continue
+        checked += 1
+    return checked, problems

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.console import Console
 
 from mcfl_chain.algorithms.facade import head_choice
 from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.weights import WeightsBook
 from mcfl_chain.simulation.campaign import PlannedRun, execute, method_config, oracle_parts, slug
@@ -29,7 +29,9 @@ from mcfl_chain.storage import open_storage
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path: Path, **overrides) -> tuple[dict, ModelDAG, list[dict]]:
+def _run(
+    tmp_path: Path, keep_running: bool = False, **overrides
+) -> tuple[dict, ModelDAG, list[dict]]:
     config = SimulationConfig(
         name="test",
         dataset="digits",
@@ -42,7 +44,7 @@ def _run(tmp_path: Path, **overrides) -> tuple[dict, ModelDAG, list[dict]]:
         round_timeout=240,
     )
     config = replace(config, **{"tolerance": 2.0, **overrides})
-    summary = run_simulation(config, tmp_path, Console(quiet=True))
+    summary = run_simulation(config, tmp_path, Console(quiet=True), keep_running=keep_running)
     dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
     lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     return summary, dag, lines
@@ -129,40 +131,40 @@ def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
     assert all(len(line["trained"]) == 1 for line in lines)
 
 
-# Rebuilds every model from its parent's update ids and the blobs alone, in a process of
-# its own: the rule comes from the task descriptor's architecture, nothing from the run.
-RECOMPUTE = textwrap.dedent(
-    """
-    import json, sys
-    from mcfl_chain.chain.deployment import Deployment
-    from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
-    from mcfl_chain.dag.weights import WeightsBook
-    from mcfl_chain.learning.codec import encode_weights
-    from mcfl_chain.learning.task import Task
-    from mcfl_chain.storage import open_storage
-    from mcfl_chain.storage.cid import cid_for_bytes
-
-    run = sys.argv[1]
-    arch = Task.parse(Deployment.load(run + "/deployment.json").task).arch
-    dag = ModelDAG.from_json(json.load(open(run + "/dag.json")))
-    book = WeightsBook(open_storage("local:" + run + "/blobs").get, arch, dag)
-    print(json.dumps({
-        m.model_id.hex(): cid_for_bytes(encode_weights(arch, book.model(m.model_id)))
-        for m in dag.models.values() if m.model_id != ROOT_ID
-    }))
-    """
-)
-
-
 def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choosers(tmp_path):
     # Execute: three upright trainers and one rotated, FACADE with two heads
-    _, dag, lines = _run(
-        tmp_path,
-        strategy="facade",
-        clusters=2,
-        scenario="rotations",
-        scenario_params={"group_sizes": [3, 1]},
-    )
+    try:
+        _, dag, lines = _run(
+            tmp_path,
+            keep_running=True,
+            strategy="facade",
+            clusters=2,
+            scenario="rotations",
+            scenario_params={"group_sizes": [3, 1]},
+        )
+        # a second process rebuilds every model with published weights from its update
+        # ids and the blobs alone (the rule from the task on chain) and compares bytes
+        checked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mcfl_chain",
+                "dag",
+                "--deployment",
+                str(tmp_path / "devnet" / "deployment.json"),
+                "--check",
+                "--check-weights",
+                f"local:{tmp_path / 'blobs'}",
+                "--no-cache",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop_devnet(tmp_path / "devnet")
     # Assert: the network trains the two-head LeNet; one model a round, the aggregate of
     # every update on its parent, as for FedAvg
     deployment = json.loads((tmp_path / "deployment.json").read_text())
@@ -183,18 +185,13 @@ def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choose
             choosers = [(uid, n, w) for uid, n, w in weighted if head_choice(w) == head]
             name = f"heads.{head}.weight"
             assert torch.equal(weights[name], fedavg(choosers)[name])
-    # a second process rebuilds every model from the ids and blobs alone, bit for bit the
-    # weights its first aggregator published
-    result = subprocess.run(
-        [sys.executable, "-c", RECOMPUTE, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
+    # the second process found the three models bit-identical to what their first
+    # aggregators published, and the ids and views as the chain has them
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["check"] == []
+    assert "rebuilt 3 models with published weights from their updates: bit-identical" in (
+        " ".join(checked.stderr.split())
     )
-    recomputed = json.loads(result.stdout)
-    published = {m.model_id.hex(): m.weights_cid for m in dag.models.values() if m.parents}
-    assert recomputed == published and len(published) == 3
     # each cluster's trainers report, with their own head, on their own rotation
     groups = {line["group"] for line in lines}
     assert groups == {"rotation 0°", "rotation 180°"}
