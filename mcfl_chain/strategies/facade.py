@@ -21,6 +21,11 @@ clusters are each judged on the head they chose; its metrics line says which
 (``"personal": {"head": j}``). The k heads start as the root's: the
 network's seeded initialisation (``devnet up``, ``simulate``), which anybody rebuilds.
 
+Two readings of the thesis: the heads are scored on the selection (validation) split,
+as IFCA's models are here, where the thesis scores them on (a subset of) the training
+set; and the thesis' remedy for heads that never settle (a few rounds of shared heads
+first, §4.4) is not implemented: with few trainers every cluster may settle on one head.
+
 A defence (``--defence``) runs on every update of the parent, as for FedAvg.
 """
 
