@@ -68,13 +68,18 @@ EXPERIMENTS = (
     ),
     Experiment("two-datasets", (("two-datasets", ("two-datasets",)),)),
     Experiment("autoencoders", (("autoencoders", ("autoencoders", "autoencoders-tol1")),)),
+    Experiment(
+        "rotation",
+        tuple((name, (name,)) for name in ("rotation-16-16", "rotation-24-8", "rotation-30-2")),
+    ),
 )
-BASELINES = ("fedavg", "local", "ifca", "oracle")
+BASELINES = ("fedavg", "local", "ifca", "oracle", "facade")
 LABELS = {
     "mcfl": "MCFL",
     "fedavg": "FedAvg",
     "local": "local",
     "ifca": "IFCA",
+    "facade": "FACADE",
     "oracle": "oracle",
     "mcfl-shared": "shared start (root)",
     "mcfl-all": "aggregate on every parent",
@@ -233,9 +238,11 @@ def method_rows(stem: str, scenarios: Sequence[str], runs: Runs) -> list[Row]:
             label = f"MCFL, tolerance {tolerance}" if tolerance is not None else f"MCFL {scenario}"
         rows.append(Row(label, scenario, "mcfl"))
     for method in BASELINES:
+        if method in campaign.ON_REQUEST and (stem, method) not in runs:
+            continue  # run only when asked for: no "not run" row
         label = LABELS[method]
         config = config_of(runs.get((stem, method), {}))
-        if method == "ifca" and config:
+        if method in ("ifca", "facade") and config:
             label += f" (k = {config['clusters']})"
         rows.append(Row(label, stem, method))
     return rows

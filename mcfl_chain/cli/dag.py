@@ -16,6 +16,7 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import ChainError, DeploymentError
 from mcfl_chain.cli._deployment import DEPLOYMENT, open_deployment
+from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 from mcfl_chain.dag.sync import (
     CacheError,
@@ -25,7 +26,10 @@ from mcfl_chain.dag.sync import (
     network_status,
     sync_events,
 )
-from mcfl_chain.storage import DEFAULT_STORAGE
+from mcfl_chain.dag.weights import WeightsBook, check_published_weights
+from mcfl_chain.learning.task import Task
+from mcfl_chain.storage import DEFAULT_STORAGE, open_storage
+from mcfl_chain.storage.errors import StorageError
 
 DEFAULT_CACHE = Path(".mcfl/dag-cache")
 
@@ -93,6 +97,16 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
     "exit with status 1 if anything differs.",
 )
 @click.option(
+    "--check-weights",
+    "storage_spec",
+    metavar="STORAGE",
+    default=None,
+    help="Also rebuild every model whose weights were published from its update ids and "
+    "blobs alone, with the rule the task's architecture names (FedAvg; per-head FedAvg "
+    "for a <base>-heads<k> model), and compare the bytes; STORAGE is where the blobs are "
+    "(local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT). Exit with status 1 if any differs.",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -110,6 +124,7 @@ def dag(
     cache_dir: Path,
     no_cache: bool,
     check: bool,
+    storage_spec: str | None,
     output: Path | None,
 ) -> None:
     """Rebuild the model DAG from contract events and print it.
@@ -160,6 +175,10 @@ def dag(
             if check
             else []
         )
+        checked = 0
+        if storage_spec is not None:
+            checked, weight_problems = _check_weights(graph, dep.task, storage_spec)
+            problems += weight_problems
     except (DeploymentError, ChainError, CacheError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if fmt == "json":
@@ -181,13 +200,29 @@ def dag(
         output.write_text(text)
     else:
         click.echo(text, nl=False)
-    if check:
+    if check or storage_spec is not None:
         for line in problems:
             err.print(f"[red]mismatch[/red] {line}")
         if problems:
             sys.exit(1)
+    if check:
         err.print(
             f"checked {len(graph.models) - 1} models, {len(graph.updates)} updates and "
             f"{len(trainers)} trainers against the contract views and the id formulas: "
             f"all agree"
         )
+    if storage_spec is not None:
+        err.print(
+            f"rebuilt {checked} models with published weights from their updates: bit-identical"
+        )
+
+
+def _check_weights(graph: ModelDAG, task: str, storage_spec: str) -> tuple[int, list[str]]:
+    """:func:`check_published_weights` over the blobs of ``storage_spec``."""
+    arch = Task.parse(task).arch
+    try:
+        with open_storage(storage_spec) as storage:
+            book = WeightsBook(storage.get, arch, graph)
+            return check_published_weights(graph, book, storage.get, arch)
+    except StorageError as exc:
+        raise click.ClickException(f"--check-weights {storage_spec}: {exc}") from exc

@@ -82,7 +82,8 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option(
     "--scenario-params",
-    help="JSON object, e.g. '{\"n_groups\": 3}', '{\"std\": 1}', '{\"alpha\": 0.3}'.",
+    help="JSON object, e.g. '{\"n_groups\": 3}', '{\"std\": 1}', '{\"alpha\": 0.3}', "
+    "'{\"group_sizes\": [12, 4]}' (rotations: a majority and a minority cluster).",
 )
 @click.option(
     "-n",
@@ -103,7 +104,9 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "--strategy",
     type=click.Choice(sorted(STRATEGIES)),
     help="mcfl (the paper, as its authors ran it), fedavg (the decentralized baseline), "
-    "local (no collaboration) or ifca (k models, lowest loss).  [default: mcfl]",
+    "local (no collaboration), ifca (k models, lowest loss) or facade (one core and k "
+    "heads, each trainer its lowest-loss head; the network trains --model's "
+    "-heads<k> version).  [default: mcfl]",
 )
 @click.option(
     "--start",
@@ -122,7 +125,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="MCFL Algorithm 1's count: percentile (authors' code), ceil or floor of sqrt(n).  "
     "[default: percentile]",
 )
-@click.option("--clusters", type=click.IntRange(min=1), help="IFCA's k.  [default: 3]")
+@click.option("--clusters", type=click.IntRange(min=1), help="IFCA's and FACADE's k.  [default: 3]")
 @click.option(
     "--tolerance",
     help="Update-selection tolerance for every trainer, or 'mixed' "

@@ -1,8 +1,11 @@
 """Weights of updates and models, fetched from storage and never trusted.
 
 An update's weights are a blob named by the CID its proposer put on chain. A model's
-weights are recomputed from its updates with the network-wide deterministic FedAvg, so
-nobody has to trust the aggregator; only when some update cannot be had does the worker
+weights are recomputed from its updates with the network-wide deterministic rule, so
+nobody has to trust the aggregator: FedAvg, or the rule the network's architecture
+names (:attr:`~mcfl_chain.learning.models.Architecture.aggregation`; FACADE's
+``<base>-heads<k>`` models: ``per-head-fedavg``), which the task descriptor on chain
+gives every reader; only when some update cannot be had does the worker
 fall back to the weights CID the first aggregator recorded (checked like any peer blob).
 """
 
@@ -14,9 +17,10 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
-from mcfl_chain.learning.codec import Layout, WeightsError, decode_weights
+from mcfl_chain.learning.codec import Layout, WeightsError, decode_weights, encode_weights
+from mcfl_chain.learning.models import get_architecture, is_architecture
 from mcfl_chain.storage.errors import StorageError
 
 StateDict = dict[str, torch.Tensor]
@@ -46,6 +50,12 @@ class _LRU(OrderedDict[object, object]):
         self.move_to_end(key)
         while len(self) > self.size:
             self.popitem(last=False)
+
+
+def aggregation_of(arch: str) -> str:
+    """The aggregation rule's name for a network of architecture ``arch``: the one it
+    names, FedAvg for a name this package does not know (a task's own model)."""
+    return get_architecture(arch).aggregation if is_architecture(arch) else "fedavg"
 
 
 class WeightsBook:
@@ -79,6 +89,8 @@ class WeightsBook:
         self._updates = _LRU(cache_size)
         self._models = _LRU(max(8, cache_size // 8))
         self._rejected: dict[int, str] = {}
+        self.rule: AggregationRule = make_aggregation_rule(aggregation_of(arch))
+        """The rule rebuilding a model from its updates (the architecture's)."""
 
     def blob(self, cid: str) -> StateDict:
         """Fetch and decode one blob; :class:`Unavailable` says why it is unusable."""
@@ -121,8 +133,9 @@ class WeightsBook:
         return good, bad
 
     def aggregate(self, update_ids: list[int], weights: Mapping[int, StateDict]) -> StateDict:
-        """Deterministic FedAvg of the given updates (ascending id, sample-weighted)."""
-        return fedavg(
+        """The network's deterministic aggregate of the given updates (ascending id,
+        sample-weighted): :attr:`rule`."""
+        return self.rule.aggregate(
             [(uid, self._dag.updates[uid].num_samples, weights[uid]) for uid in sorted(update_ids)]
         )
 
@@ -157,3 +170,52 @@ class WeightsBook:
                 )
         self._models.put(model_id, weights)
         return weights
+
+
+def check_published_weights(
+    dag: ModelDAG, book: WeightsBook, fetch: Callable[[str], bytes], arch: str
+) -> tuple[int, list[str]]:
+    """Rebuild every model whose first aggregator published weights from its update ids
+    and blobs alone (:meth:`WeightsBook.aggregate`, the network's rule) and compare the
+    bytes with the published blob.
+
+    Parameters
+    ----------
+    dag
+        The DAG rebuilt from the chain's events.
+    book
+        A weights book of that DAG (its rule is the architecture's).
+    fetch
+        ``cid -> bytes``: reads a published blob.
+    arch
+        The network's architecture, to encode the recomputed weights.
+
+    Returns
+    -------
+    tuple[int, list[str]]
+        How many models were found bit-identical, and one line per model that differs
+        or cannot be rebuilt (an update blob or the published blob unreachable).
+    """
+    checked, problems = 0, []
+    for model in dag.models.values():
+        if model.model_id == ROOT_ID or not model.weights_cid or not model.update_ids:
+            continue
+        name = f"model {short_id(model.model_id)}"
+        good, bad = book.usable_updates(list(model.update_ids))
+        if bad:
+            problems.append(f"{name}: cannot be rebuilt: {next(iter(bad.values()))}")
+            continue
+        recomputed = encode_weights(arch, book.aggregate(list(model.update_ids), good))
+        try:
+            published = fetch(model.weights_cid)
+        except StorageError as exc:
+            problems.append(f"{name}: its published weights {model.weights_cid}: {exc}")
+            continue
+        if published != recomputed:
+            problems.append(
+                f"{name}: its published weights {model.weights_cid} are not the "
+                f"{book.rule.name} of its {len(good)} updates"
+            )
+            continue
+        checked += 1
+    return checked, problems

@@ -9,8 +9,9 @@ order to vary.
 Blobs come from other trainers, so decoding trusts nothing. Before safetensors parses
 anything, the size and the JSON header are checked; then the architecture, the set of
 tensor names, every shape and dtype against the expected architecture's own state dict,
-and the finiteness of every value. Each failure raises a :class:`WeightsError` subclass
-saying what is wrong.
+the finiteness of every value, and what the architecture's own check asks (a multi-head
+model's ``head_choice`` must name one of its heads). Each failure raises a
+:class:`WeightsError` subclass saying what is wrong.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from mcfl_chain.learning.models import create_model, get_architecture
+from mcfl_chain.learning.models import create_model, get_architecture, is_architecture
 
 FORMAT_VERSION = 1
 METADATA_KEY = "mcfl-chain"
@@ -73,6 +74,10 @@ class ShapeMismatchError(WeightsError):
 
 class NonFiniteWeightsError(WeightsError):
     """A tensor holds NaN or infinity."""
+
+
+class RefusedValuesError(WeightsError):
+    """A value the architecture's own check refuses (:attr:`Architecture.check`)."""
 
 
 def encode_weights(
@@ -188,7 +193,7 @@ def decode_weights(
     Raises
     ------
     WeightsTooLargeError, MalformedWeightsError, ArchitectureMismatchError,
-    ShapeMismatchError, NonFiniteWeightsError
+    ShapeMismatchError, NonFiniteWeightsError, RefusedValuesError
         All subclasses of :class:`WeightsError`.
     """
     if len(blob) > max_bytes:
@@ -243,4 +248,10 @@ def decode_weights(
     )
     if bad:
         raise NonFiniteWeightsError(f"weights blob holds NaN or infinite values in {bad}")
+    check = get_architecture(expected_arch).check if is_architecture(expected_arch) else None
+    if check is not None:
+        try:
+            check(tensors)
+        except ValueError as error:
+            raise RefusedValuesError(f"weights blob for {expected_arch!r}: {error}") from error
     return tensors

@@ -6,6 +6,12 @@
 - ``lenet-cae``: convolutional autoencoder: LeNet's two convolution blocks as encoder
   (latent 16×5×5) and their mirror as decoder (nearest up-sampling and transposed
   convolutions), sigmoid output in [0, 1]; trained with MSE.
+- ``<base>-heads<k>`` (``lenet5-heads2``, ``lenet-light-heads3``, k from 1 to
+  :data:`MAX_HEADS`): FACADE's model (thesis §4.1.1, "we designate the last fully
+  connected layer as the head"): the LeNet ``base`` whose last layer is ``k`` heads
+  ``heads.<j>`` over one shared core, and a 0-d int64 buffer ``head_choice`` naming the
+  head it predicts with. Built on first use of the name; its models are aggregated by
+  the rule ``per-head-fedavg`` (:attr:`Architecture.aggregation`).
 
 Initialisation rule (the same weights on every machine and every PyTorch version): the
 parameters are visited in ``state_dict`` key order, sorted; each is filled from one
@@ -19,8 +25,10 @@ initialisers, drawn without PyTorch's global random state.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any, Literal
 
 import numpy as np
@@ -58,6 +66,53 @@ class LeNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits, shape N×num_classes."""
         return self.classifier(self.features(x))
+
+
+HEAD_CHOICE = "head_choice"
+"""The buffer naming the head a multi-head model predicts with (the name
+:mod:`mcfl_chain.algorithms.facade` reads)."""
+
+
+class MultiHeadLeNet(nn.Module):
+    """LeNet whose last fully connected layer is ``heads`` heads over a shared core.
+
+    The core is LeNet up to the 84-unit layer (``features``, ``classifier``); head ``j``
+    is ``heads.<j>``, a Linear 84→num_classes. The buffer ``head_choice`` says which
+    head :meth:`forward` uses; training then moves the core and that head only (the
+    other heads get no gradient, so SGD leaves them bit for bit as they were).
+    """
+
+    kind: ModelKind = "classifier"
+
+    def __init__(
+        self, channels: tuple[int, int] = (6, 16), num_classes: int = 10, heads: int = 2
+    ) -> None:
+        super().__init__()
+        if heads < 1:
+            raise ValueError(f"a multi-head model needs at least one head, got {heads}")
+        first, second = channels
+        self.features = nn.Sequential(
+            nn.Conv2d(1, first, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(first, second, kernel_size=5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(second * 5 * 5, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+        )
+        self.heads = nn.ModuleList(nn.Linear(84, num_classes) for _ in range(heads))
+        self.register_buffer(HEAD_CHOICE, torch.tensor(0, dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of the chosen head, shape N×num_classes."""
+        head = self.heads[int(self.get_buffer(HEAD_CHOICE))]
+        return head(self.classifier(self.features(x)))  # type: ignore[no-any-return]
 
 
 class LeNetAutoencoder(nn.Module):
@@ -112,6 +167,14 @@ class Architecture:
     seed) -> TrainReport``; None: the package's SGD."""
     evaluate: Callable[..., Any] | None = None
     """Own scoring, ``evaluate(model, x, y) -> Evaluation``; None: the package's."""
+    aggregation: str = "fedavg"
+    """The aggregation rule (:mod:`mcfl_chain.algorithms.robust` registry name) that
+    rebuilds a model from its updates: ``fedavg``, or ``per-head-fedavg`` for heads."""
+    heads: int | None = None
+    """Number of heads of a multi-head model (``<base>-heads<k>``); None: one model."""
+    check: Callable[[Mapping[str, torch.Tensor]], None] | None = None
+    """Checks a decoded state dict's values beyond its layout, raising ``ValueError``
+    (a multi-head model's ``head_choice`` must name one of its heads); None: nothing."""
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -131,6 +194,66 @@ model registered with :func:`register_architecture`)."""
 
 BUILTIN_ARCHITECTURES = frozenset(ARCHITECTURES)
 """Names of the architectures this package defines; no task may take one of them."""
+
+MAX_HEADS = 16
+"""Most heads a ``<base>-heads<k>`` architecture may have."""
+
+MULTI_HEAD_BASES: dict[str, tuple[int, int]] = {"lenet5": (6, 16), "lenet-light": (3, 9)}
+"""Architectures with a multi-head version, and their convolution channels."""
+
+_MULTI_HEAD_NAME = re.compile(r"(?P<base>[a-z0-9.-]+?)-heads(?P<heads>[1-9][0-9]*)")
+
+
+def multi_head_arch(base: str, heads: int) -> str:
+    """The name of ``base`` with its last layer as ``heads`` heads: ``lenet5-heads2``.
+
+    Raises
+    ------
+    ValueError
+        If ``base`` has no multi-head version or ``heads`` is not in 1..:data:`MAX_HEADS`.
+    """
+    if base not in MULTI_HEAD_BASES:
+        raise ValueError(
+            f"{base!r} has no multi-head version; those that have: "
+            f"{', '.join(sorted(MULTI_HEAD_BASES))}"
+        )
+    if not 1 <= heads <= MAX_HEADS:
+        raise ValueError(f"a model has 1 to {MAX_HEADS} heads, not {heads}")
+    return f"{base}-heads{heads}"
+
+
+def _head_choice_checker(heads: int) -> Callable[[Mapping[str, torch.Tensor]], None]:
+    def check(state: Mapping[str, torch.Tensor]) -> None:
+        choice = int(state[HEAD_CHOICE].item())
+        if not 0 <= choice < heads:
+            raise ValueError(
+                f"{HEAD_CHOICE} is {choice}, but the model's heads are 0 to {heads - 1}"
+            )
+
+    return check
+
+
+@cache
+def _multi_head_architecture(name: str) -> Architecture | None:
+    """The ``<base>-heads<k>`` architecture ``name`` stands for, or None (built once per
+    name, kept out of :data:`ARCHITECTURES`, which lists what was registered)."""
+    match = _MULTI_HEAD_NAME.fullmatch(name)
+    if match is None or match["base"] not in MULTI_HEAD_BASES:
+        return None
+    heads = int(match["heads"])
+    if heads > MAX_HEADS:
+        return None
+    base = ARCHITECTURES[match["base"]]
+    return Architecture(
+        name,
+        "classifier",
+        partial(MultiHeadLeNet, MULTI_HEAD_BASES[match["base"]], heads=heads),
+        f"{base.description}; last layer as {heads} heads over a shared core (FACADE)",
+        aggregation="per-head-fedavg",
+        heads=heads,
+        check=_head_choice_checker(heads),
+    )
+
 
 ARCH_ATTRIBUTE = "mcfl_arch"
 """Attribute :func:`create_model` sets on a model: the name of its architecture."""
@@ -155,17 +278,24 @@ def register_architecture(architecture: Architecture) -> None:
 def architecture_of(model: nn.Module) -> Architecture | None:
     """The registered architecture :func:`create_model` built ``model`` from, if any."""
     name = getattr(model, ARCH_ATTRIBUTE, None)
-    return ARCHITECTURES.get(name) if isinstance(name, str) else None
+    return get_architecture(name) if isinstance(name, str) and is_architecture(name) else None
+
+
+def is_architecture(arch: str) -> bool:
+    """Whether ``arch`` names a registered architecture or a ``<base>-heads<k>`` one."""
+    return arch in ARCHITECTURES or _multi_head_architecture(arch) is not None
 
 
 def get_architecture(arch: str) -> Architecture:
-    """Look an architecture up by name, with an error listing the known ones."""
-    try:
-        return ARCHITECTURES[arch]
-    except KeyError:
+    """Look an architecture up by name (registered, or ``<base>-heads<k>``), with an
+    error listing the known ones."""
+    found = ARCHITECTURES.get(arch) or _multi_head_architecture(arch)
+    if found is None:
         raise ValueError(
-            f"unknown architecture {arch!r}; known: {', '.join(sorted(ARCHITECTURES))}"
-        ) from None
+            f"unknown architecture {arch!r}; known: {', '.join(sorted(ARCHITECTURES))}, "
+            f"and <base>-heads<k> for base {' or '.join(sorted(MULTI_HEAD_BASES))}"
+        )
+    return found
 
 
 def _fan_in(name: str, module: nn.Module, shape: torch.Size) -> int:

@@ -213,6 +213,21 @@ def _label(classes: Sequence[int]) -> str:
     return f"classes {classes[0]}-{classes[-1]}" if len(classes) > 1 else f"class {classes[0]}"
 
 
+def _checked_group_sizes(kind: str, group_sizes: Sequence[int], n_trainers: int) -> int:
+    """The number of groups ``group_sizes`` makes, once checked against ``n_trainers``."""
+    if kind != "rotations":
+        raise ValueError(f"group_sizes applies to the rotations scenario, not to {kind!r}")
+    sizes = list(group_sizes)
+    if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
+        raise ValueError(f"group_sizes must be whole numbers >= 1, got {sizes}")
+    if sum(sizes) != n_trainers:
+        raise ValueError(
+            f"group_sizes {sizes} add up to {sum(sizes)} trainers; the scenario has "
+            f"n_trainers={n_trainers}"
+        )
+    return len(sizes)
+
+
 SCENARIOS = ("iid", "groups", "gaussian", "dirichlet", "two-datasets", "rotations")
 """Scenario kinds accepted by :func:`scenario_specs`."""
 
@@ -226,10 +241,11 @@ def scenario_specs(
     samples_per_trainer: int | None = None,
     split: tuple[float, float, float] = DEFAULT_SPLIT,
     num_classes: int = 10,
-    n_groups: int = 3,
+    n_groups: int | None = None,
     std: float = 1.0,
     alpha: float = 0.5,
     other_dataset: str = "mnist",
+    group_sizes: Sequence[int] | None = None,
 ) -> list[TrainerDataSpec]:
     """Data specs of every trainer of a scenario (paper §5, thesis ch. 5).
 
@@ -248,8 +264,12 @@ def scenario_specs(
         - ``"dirichlet"``: Dirichlet label skew with ``alpha``.
         - ``"two-datasets"``: the first half of the trainers share ``dataset``, the
           others ``other_dataset`` (thesis §5.3.3).
-        - ``"rotations"``: IID parts; trainer *i* is in group ``i mod n_groups`` whose
-          images are rotated by ``group·360/n_groups`` degrees (FACADE's feature skew).
+        - ``"rotations"``: IID parts, equal for every trainer; trainer *i* is in group
+          ``i mod n_groups``, or with ``group_sizes`` the first ``group_sizes[0]``
+          trainers form group 0, the next ``group_sizes[1]`` group 1, and so on
+          (FACADE's majority and minority clusters, e.g. ``[24, 8]``); group *g*'s
+          images are rotated by ``g·360/n_groups`` degrees (FACADE's feature skew:
+          0° and 180° for two groups).
     n_trainers : int
         Number of trainers (>= 1).
     seed : int
@@ -262,8 +282,12 @@ def scenario_specs(
         Train / validation / test fractions of each trainer.
     num_classes : int, default 10
         Classes of the dataset (to build class groups and gaussian means).
-    n_groups : int, default 3
-        Number of groups for ``"groups"`` and ``"rotations"``.
+    n_groups : int, optional
+        Number of groups for ``"groups"`` and ``"rotations"``: 3, or with
+        ``group_sizes`` its length (giving both, they must agree).
+    group_sizes : sequence of int, optional
+        ``"rotations"`` only: the trainers in each group, in trainer order; they must
+        add up to ``n_trainers``.
     std : float, default 1.0
         Standard deviation, in classes, for ``"gaussian"``.
     alpha : float, default 0.5
@@ -278,6 +302,14 @@ def scenario_specs(
     """
     if n_trainers < 1:
         raise ValueError(f"a scenario needs at least one trainer, got n_trainers={n_trainers}")
+    if group_sizes is not None:
+        sized = _checked_group_sizes(kind, group_sizes, n_trainers)
+        if n_groups not in (None, sized):
+            raise ValueError(
+                f"n_groups={n_groups} but group_sizes {list(group_sizes)} make {sized} groups"
+            )
+        n_groups = sized
+    n_groups = 3 if n_groups is None else n_groups
     if kind in ("groups", "rotations") and not 1 <= n_groups <= n_trainers:
         raise ValueError(f"{kind}: need 1 <= n_groups <= n_trainers, got n_groups={n_groups}")
 
@@ -329,11 +361,15 @@ def scenario_specs(
             for i in trainers
         ]
     if kind == "rotations":
+        if group_sizes is None:
+            group_of = [i % n_groups for i in trainers]
+        else:
+            group_of = [g for g, size in enumerate(group_sizes) for _ in range(size)]
         return [
             spec(
                 i,
-                [Partition(i, n_trainers, seed), Rotation(360.0 * (i % n_groups) / n_groups)],
-                f"rotation {360.0 * (i % n_groups) / n_groups:g}°",
+                [Partition(i, n_trainers, seed), Rotation(360.0 * group_of[i] / n_groups)],
+                f"rotation {360.0 * group_of[i] / n_groups:g}°",
             )
             for i in trainers
         ]

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mcfl_chain.learning.fingerprint import fingerprints_match, normalize_fingerprint
-from mcfl_chain.learning.models import ARCHITECTURES
+from mcfl_chain.learning.models import ARCHITECTURES, MULTI_HEAD_BASES, is_architecture
 
 ARCH_ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5"}
 """Spellings of an architecture that name the same registered one."""
@@ -51,9 +51,10 @@ def canonical_arch(name: str) -> str:
     """
     key = name.strip().lower()
     arch = ARCH_ALIASES.get(key, key)
-    if arch not in ARCHITECTURES:
+    if not is_architecture(arch):
         raise TaskError(
-            f"unknown architecture {name!r}; known: {', '.join(sorted(ARCHITECTURES))} "
+            f"unknown architecture {name!r}; known: {', '.join(sorted(ARCHITECTURES))}, "
+            f"<base>-heads<k> for base {' or '.join(sorted(MULTI_HEAD_BASES))} "
             f"(aliases: {', '.join(sorted(ARCH_ALIASES))})"
         )
     return arch
@@ -90,7 +91,7 @@ class Task:
     @property
     def registered(self) -> bool:
         """True when :attr:`arch` is a registered (built-in) architecture."""
-        return self.arch in ARCHITECTURES
+        return is_architecture(self.arch)
 
     @classmethod
     def parse(cls, text: str, *, registered_only: bool = True) -> Task:

@@ -6,6 +6,7 @@ Methods, on the same data, chain code and seeds:
 - ``fedavg``: decentralized FedAvg, one global model (the paper's baseline);
 - ``local``: every trainer alone;
 - ``ifca``: IFCA with k = the scenario's ``n_groups`` (3 if it has none);
+- ``facade``, on request only (``--methods facade``): FACADE with k heads, k as for IFCA;
 - ``oracle``: FedAvg run separately inside each true data group (one network per group,
   of that group's trainers only, with the data shares of the whole scenario), the parts
   merged into one run directory; only where the scenario has several groups and some
@@ -37,13 +38,16 @@ from typing import Any
 from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.learning.models import MULTI_HEAD_BASES
 from mcfl_chain.learning.scenario import scenario_specs
 from mcfl_chain.simulation import report
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 
 METHODS = ("mcfl", "fedavg", "local", "ifca", "oracle")
 """The methods every scenario is run with (``oracle`` where it applies)."""
-BASELINES = ("fedavg", "local", "ifca", "oracle")
+ON_REQUEST = ("facade",)
+"""Baselines run only when named (``--methods``): not part of the paper's comparison."""
+BASELINES = ("fedavg", "local", "ifca", "oracle", "facade")
 ABLATIONS: dict[str, dict[str, Any]] = {
     "mcfl-shared": {"start": "shared"},
     "mcfl-all": {"aggregate_on": "all"},
@@ -52,7 +56,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 }
 """MCFL with one deviation from the authors' code toggled alone, and all of them (v1)."""
 ABLATION_SCENARIOS = ("groups", "autoencoders")
-ALL_METHODS = METHODS + tuple(ABLATIONS)
+ALL_METHODS = METHODS + ON_REQUEST + tuple(ABLATIONS)
 MCFL_ONLY = ("tolerance", "divergence", "start", "aggregate_on", "selection", "clusters")
 """Options the baselines do not use: reset to their defaults so that scenarios differing
 only in these share one baseline run."""
@@ -141,10 +145,16 @@ def method_config(config: SimulationConfig, method: str) -> SimulationConfig:
         return replace(base, strategy="fedavg")
     if method == "local":
         return replace(base, strategy="local")
-    if method == "ifca":
-        clusters = config.scenario_params.get("n_groups", 3)
-        return replace(base, strategy="ifca", clusters=int(clusters))
+    if method in ("ifca", "facade"):
+        return replace(base, strategy=method, clusters=true_group_count(config))
     raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+
+
+def true_group_count(config: SimulationConfig) -> int:
+    """IFCA's and FACADE's k for a scenario: its ``n_groups``, else the length of its
+    ``group_sizes``, else 3."""
+    params = config.scenario_params
+    return int(params.get("n_groups", len(params.get("group_sizes", ())) or 3))
 
 
 def true_groups(config: SimulationConfig) -> dict[str, list[int]]:
@@ -290,6 +300,12 @@ def plan(
                     if not parts:
                         notes[f"{stem}-oracle"] = f"{stem}: no oracle run, {why}"
                         continue
+                if method == "facade" and run_config.arch not in MULTI_HEAD_BASES:
+                    notes[f"{stem}-facade"] = (
+                        f"{stem}: no FACADE run, {run_config.arch} has no heads (a "
+                        f"classifier's last layer)"
+                    )
+                    continue
                 add(PlannedRun(name, stem, method, seed, run_config, parts))
         for config in chosen:
             if config.name not in ABLATION_SCENARIOS:

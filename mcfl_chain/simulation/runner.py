@@ -33,10 +33,11 @@ from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
-from mcfl_chain.learning.models import get_architecture
+from mcfl_chain.learning.models import get_architecture, multi_head_arch
 from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
+from mcfl_chain.strategies import make_strategy
 from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.genesis import publish_genesis
 
@@ -80,7 +81,7 @@ class SimulationConfig:
     selection: str = "percentile"
     """MCFL Algorithm 1's count rule: percentile, ceil or floor."""
     clusters: int = 3
-    """IFCA's number of models."""
+    """IFCA's number of models; FACADE's number of heads."""
     seed: int = 0
     storage: str = "local"
     """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
@@ -176,7 +177,7 @@ class SimulationConfig:
             trainer_index=index,
             samples=self.samples,
             seed=self.seed,
-            arch=self.arch,
+            arch=self.network_arch,
             strategy=self.strategy,
             tolerance=self.tolerances()[index],
             divergence=self.divergence,
@@ -193,12 +194,25 @@ class SimulationConfig:
         )
 
     @property
+    def network_arch(self) -> str:
+        """The architecture the network trains: :attr:`arch`, or its ``-heads<k>``
+        version when the strategy needs heads (FACADE: k = :attr:`clusters`).
+
+        Raises
+        ------
+        ValueError
+            If the strategy is unknown, or :attr:`arch` has no version with that many heads.
+        """
+        heads = make_strategy(self.strategy, clusters=self.clusters).model_heads()
+        return self.arch if heads is None else multi_head_arch(self.arch, heads)
+
+    @property
     def task(self) -> str:
         """The task descriptor recorded on chain: architecture and the datasets used."""
         datasets = [self.dataset]
         if self.scenario == "two-datasets":
             datasets.append(self.scenario_params.get("other_dataset", "mnist"))
-        return f"{self.arch}:{'+'.join(datasets)}"
+        return f"{self.network_arch}:{'+'.join(datasets)}"
 
     def published_size(self) -> SimulationConfig:
         """The paper's setup (§5.1): 38 trainers, 102 rounds, 2 epochs, all samples."""
@@ -225,6 +239,12 @@ class SimulationConfig:
         if self.rounds < 1:
             raise SimulationError("rounds must be at least 1")
         self._validate_trainers()
+        try:
+            self.network_arch  # noqa: B018 (the property checks arch against the strategy)
+        except ValueError as exc:
+            raise SimulationError(
+                f"scenario {self.name!r}: strategy {self.strategy!r}: {exc}"
+            ) from exc
         if self.storage not in ("local", "ipfs"):
             raise SimulationError(f"storage must be 'local' or 'ipfs', not {self.storage!r}")
         if self.tolerance != "mixed":
@@ -292,7 +312,7 @@ class Network:
         else:
             self.storage_spec = f"local:{self.run_dir / 'blobs'}"
         with open_storage(self.storage_spec) as storage:
-            genesis_cid = publish_genesis(cfg.arch, cfg.seed, storage)
+            genesis_cid = publish_genesis(cfg.network_arch, cfg.seed, storage)
         _, self.deployment = start_devnet(
             self.run_dir / "devnet",
             port=free_port(),

@@ -6,11 +6,13 @@
 - ``fedavg``  the decentralized FedAvg baseline: most popular model, accept every update
 - ``local``   local training alone, on the same chain (the lower bracket)
 - ``ifca``    IFCA (Ghosh et al. 2020): k models, each trainer trains its lowest-loss one
+- ``facade``  FACADE (thesis 2024): one core and k heads, each trainer its lowest-loss
+              head; the core averaged over all, each head over those that chose it
 
 ``make_strategy(name, **options)`` builds one by name.
 """
 
-from mcfl_chain.strategies import fedavg, ifca, local, mcfl
+from mcfl_chain.strategies import facade, fedavg, ifca, local, mcfl
 from mcfl_chain.strategies.base import (
     STRATEGIES,
     Candidate,
@@ -19,6 +21,7 @@ from mcfl_chain.strategies.base import (
     make_strategy,
     own_branch_seed,
 )
+from mcfl_chain.strategies.facade import FACADEStrategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
 from mcfl_chain.strategies.ifca import IFCAStrategy
 from mcfl_chain.strategies.local import LocalStrategy
@@ -27,12 +30,14 @@ from mcfl_chain.strategies.mcfl import MCFLStrategy
 __all__ = [
     "STRATEGIES",
     "Candidate",
+    "FACADEStrategy",
     "FedAvgStrategy",
     "IFCAStrategy",
     "LocalStrategy",
     "MCFLStrategy",
     "Strategy",
     "StrategyContext",
+    "facade",
     "fedavg",
     "ifca",
     "local",

@@ -2,9 +2,11 @@
 
 A strategy is a trainer's rules for one round: which candidate models to train (step 1
 of a round), on which of them to aggregate, and which proposed updates to aggregate with
-its own (step 3); and, for the network's first round, where training starts (the shared
-root, or weights of the trainer's own). Adding a strategy means adding a module that
-subclasses :class:`Strategy` and decorates it with :func:`register_strategy`.
+its own (step 3); for the network's first round, where training starts (the shared
+root, or weights of the trainer's own); and, for a model that several clusters share,
+which part of it is this trainer's (:meth:`Strategy.personalise`: FACADE's head).
+Adding a strategy means adding a module that subclasses :class:`Strategy` and decorates
+it with :func:`register_strategy`.
 
 Strategies see weights only as opaque state dicts and flattened vectors: they build
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
@@ -114,6 +116,22 @@ class Strategy(ABC):
         """Of the parents trained this round (best-ranked first), those to aggregate
         on. Default: every one."""
         return list(trained)
+
+    def personalise(self, weights: Any) -> Any:
+        """This trainer's version of a model's weights: what it trains from and what it
+        is scored by (candidates, its aggregations). Default: the weights themselves;
+        FACADE: with the head of lowest loss on the trainer's selection split."""
+        return weights
+
+    def personal_labels(self, weights: Any) -> dict[str, Any]:
+        """What the metrics say of this trainer's version of a model (the output of
+        :meth:`personalise`), e.g. FACADE's ``{"head": 1}``. Default: nothing."""
+        return {}
+
+    def model_heads(self) -> int | None:
+        """The heads the network's model must have for this strategy (FACADE: k, an
+        ``<arch>-heads<k>`` architecture); None: any model."""
+        return None
 
     @abstractmethod
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:

@@ -136,7 +136,9 @@ class WorkerConfig:
         "mcfl",
         "mcfl: Algorithms 1 and 2 of the paper as its authors ran them; fedavg: the "
         "decentralized FedAvg baseline (most popular model, accept every update); local: "
-        "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one.",
+        "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one; "
+        "facade: FACADE's core and k heads (a <base>-heads<k> network), each trainer its "
+        "lowest-loss head.",
         choices=sorted(STRATEGIES),
     )
     start: str = _option(
@@ -157,7 +159,9 @@ class WorkerConfig:
         "code), ceil (⌈√n⌉) or floor (⌊√n⌋).",
         choices=SELECTION_RULES,
     )
-    clusters: int = _option(3, "IFCA: number of models k the network trains.", minimum=1)
+    clusters: int = _option(
+        3, "IFCA: number of models k the network trains; FACADE: number of heads k.", minimum=1
+    )
     tolerance: float = _option(
         1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."
     )

@@ -31,13 +31,13 @@ from mcfl_chain.learning.codec import MalformedWeightsError, read_layout
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
 from mcfl_chain.learning.local_data import DataError
-from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData, build_trainer_data, scenario_specs
 from mcfl_chain.learning.task import Task, TaskError, canonical_arch
 from mcfl_chain.learning.tasks import LearningTask, builtin_task, load_task
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError
-from mcfl_chain.strategies import make_strategy
+from mcfl_chain.strategies import Strategy, make_strategy
 from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.preflight import ChainOptions, WorkerSetupError, load_deployment, prepare
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
@@ -71,6 +71,17 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
     torch.set_num_threads(config.threads)
     own_task, data, group = _trainer_task_and_data(config, dep, network)
     arch = network.arch if own_task is None else own_task.arch
+    strategy = make_strategy(
+        config.strategy,
+        tolerance=config.tolerance,
+        divergence=config.divergence,
+        start=config.start,
+        aggregate_on=config.aggregate_on,
+        selection=config.selection,
+        clusters=config.clusters,
+        defence=parse_defence(config.defence) if config.defence else None,
+    )
+    check_heads(strategy, arch, dep.task)
     chain, store, state, dag = prepare(
         dep,
         config.deployment,
@@ -114,16 +125,6 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
             "defence": config.defence,
         },
     )
-    strategy = make_strategy(
-        config.strategy,
-        tolerance=config.tolerance,
-        divergence=config.divergence,
-        start=config.start,
-        aggregate_on=config.aggregate_on,
-        selection=config.selection,
-        clusters=config.clusters,
-        defence=parse_defence(config.defence) if config.defence else None,
-    )
     try:
         return Worker(
             chain,
@@ -138,6 +139,32 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
     except ValueError as exc:  # an adversary that cannot poison this trainer's data
         store.close()
         raise WorkerSetupError(f"--adversary {config.adversary}: {exc}") from exc
+
+
+def check_heads(strategy: Strategy, arch: str, task: str) -> None:
+    """Refuse a strategy that needs a model with heads the network's model has not.
+
+    Raises
+    ------
+    WorkerSetupError
+        Naming the architecture the network would need (``lenet5-heads3``).
+    """
+    wanted = strategy.model_heads()
+    if wanted is None:
+        return
+    heads = get_architecture(arch).heads
+    if heads == wanted:
+        return
+    network = f"this network's {arch!r} (task {task!r})"
+    if heads is None:
+        raise WorkerSetupError(
+            f"--strategy {strategy.name} needs a model with heads; {network} has none: "
+            f"deploy a network for <base>-heads{wanted} (e.g. lenet5-heads{wanted})"
+        )
+    raise WorkerSetupError(
+        f"--strategy {strategy.name} with --clusters {wanted} needs a model with {wanted} "
+        f"heads; {network} has {heads}: give --clusters {heads}"
+    )
 
 
 def signing_account(config: WorkerConfig, prompt: Prompt | None = None) -> LocalAccount | int:

@@ -13,6 +13,10 @@ AGGREGATE  for the parents the strategy aggregates on (MCFL: the best-ranked one
            them, storing the weights of model ids that are new; then ONE
            ``submitAggregations`` carries every aggregation and the AGGREGATE vote.
 
+A strategy may personalise a model (:meth:`Strategy.personalise`, FACADE: the trainer's
+lowest-loss head): the trainer then trains from, and scores, its own version of every
+model; the aggregate is still rebuilt from the updates alone.
+
 Two splits of the trainer's data play two roles: Algorithm 1 scores candidates on the
 *selection* split (the validation split; the paper's "test dataset" of §4.2), and the
 figure reported for a round is the deployed model's performance on the *test* split,
@@ -696,7 +700,7 @@ class Worker:
 
     def _score(self, model: ModelRecord) -> tuple[float, float]:
         """Algorithm 1's metric of a candidate on the selection split, and its loss."""
-        result = self._evaluate(self.book.model(model.model_id))
+        result = self._evaluate(self.strategy.personalise(self.book.model(model.model_id)))
         metric = selection_metric(result, self.kind)
         if not math.isfinite(metric):
             raise Unavailable(f"non-finite metric {metric}")
@@ -720,6 +724,7 @@ class Worker:
             return None
         if parent == ROOT_ID:
             start = self.strategy.starting_weights() or start
+        start = self.strategy.personalise(start)
         net = self._load(start)
         opts = self.options.training
         if self.adversary is None or self.adversary.trains:
@@ -943,8 +948,9 @@ class Worker:
 
     def _evaluated(self, round_: int, plan: _Aggregation) -> dict[str, Any]:
         """One aggregation's model on this trainer's selection and test splits."""
-        selection = selection_metric(self._evaluate(plan.weights), self.kind)
-        result = self._evaluate(plan.weights, split="test")
+        mine = self.strategy.personalise(plan.weights)
+        selection = selection_metric(self._evaluate(mine), self.kind)
+        result = self._evaluate(mine, split="test")
         log.info(
             "round %d: aggregated %d/%d updates on %s -> model %s (%s)",
             round_,
@@ -963,6 +969,7 @@ class Worker:
             "selection_metric": selection if math.isfinite(selection) else None,
             "accuracy": result.accuracy,
             "loss": result.loss,
+            "personal": self.strategy.personal_labels(mine),
         }
 
     def _report_interrupted_round(self) -> None:
@@ -1056,6 +1063,7 @@ class Worker:
             "accuracy": None if best is None else best["accuracy"],
             "loss": None if best is None else best["loss"],
             "model": None if best is None else best["model"],
+            "personal": {} if best is None else best.get("personal", {}),
             "aggregations": results,
             "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
             "seconds": round(now - self._round_started, 3),

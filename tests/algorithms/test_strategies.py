@@ -1,16 +1,19 @@
-"""The strategies (MCFL and its options, FedAvg, local, IFCA) behind the common
+"""The strategies (MCFL and its options, FedAvg, local, IFCA, FACADE) behind the common
 interface, and the registry."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from mcfl_chain.algorithms.facade import HEAD_CHOICE, head_choice
 from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.algorithms.robust.krum import multi_krum
 from mcfl_chain.strategies import (
     STRATEGIES,
     Candidate,
+    FACADEStrategy,
     FedAvgStrategy,
     IFCAStrategy,
     LocalStrategy,
@@ -62,7 +65,7 @@ def test_registry_builds_both_strategies() -> None:
 
 def test_registry_errors_are_clear() -> None:
     with pytest.raises(
-        ValueError, match="unknown strategy 'krum'; known: fedavg, ifca, local, mcfl"
+        ValueError, match="unknown strategy 'krum'; known: facade, fedavg, ifca, local, mcfl"
     ):
         make_strategy("krum")
     with pytest.raises(ValueError, match=r"unknown options \['tolerence'\]"):
@@ -298,3 +301,61 @@ def test_fedavg_defence_replaces_every_update() -> None:
 def test_local_training_has_nothing_to_defend() -> None:
     strategy = make_strategy("local", defence=parse_defence("multi-krum"))
     assert strategy.select_updates(0, VECTORS) == [0]
+
+
+def _two_head_weights(choice: int = 0) -> dict[str, torch.Tensor]:
+    return {
+        "core": torch.tensor([1.0]),
+        "heads.0.bias": torch.tensor([0.0]),
+        "heads.1.bias": torch.tensor([1.0]),
+        HEAD_CHOICE: torch.tensor(choice),
+    }
+
+
+def _head_loss_context(losses: list[float]) -> StrategyContext:
+    """The validation loss of two-head weights is ``losses`` of the head they predict with."""
+    return StrategyContext(
+        trainer_id=1,
+        seed=5,
+        initial_weights=lambda seed: _two_head_weights(),
+        validation_loss=lambda weights: losses[int(weights[HEAD_CHOICE])],
+    )
+
+
+def test_facade_personalises_a_model_with_its_lowest_loss_head() -> None:
+    # Prepare
+    strategy = make_strategy("facade", clusters=2, tolerance=1.0)
+    strategy.bind(_head_loss_context([0.9, 0.4]))
+    weights = _two_head_weights(choice=0)
+
+    # Execute
+    mine = strategy.personalise(weights)
+
+    # Assert: head 1 has the lower loss; the model given is left as it was
+    assert isinstance(strategy, FACADEStrategy) and strategy.model_heads() == 2
+    assert head_choice(mine) == 1 and head_choice(weights) == 0
+    assert mine["core"] is weights["core"]
+    assert strategy.personal_labels(mine) == {"head": 1}
+
+
+def test_facade_trains_the_most_popular_model_with_every_update() -> None:
+    strategy = FACADEStrategy(clusters=2)
+    assert strategy.choose_models(CANDIDATES) == FedAvgStrategy().choose_models(CANDIDATES)
+    assert strategy.choose_updates(0, VECTORS) == sorted(VECTORS)
+
+
+def test_facade_refuses_a_model_with_another_number_of_heads() -> None:
+    strategy = FACADEStrategy(clusters=3)
+    strategy.bind(_head_loss_context([0.9, 0.4]))
+    with pytest.raises(ValueError, match="FACADE with 3 heads got a model with 2"):
+        strategy.personalise(_two_head_weights())
+    with pytest.raises(ValueError, match="at least 1"):
+        FACADEStrategy(clusters=0)
+
+
+def test_other_strategies_neither_personalise_nor_need_heads() -> None:
+    weights = _two_head_weights()
+    for name in ("mcfl", "fedavg", "local", "ifca"):
+        strategy = make_strategy(name)
+        assert strategy.personalise(weights) is weights and strategy.model_heads() is None
+        assert strategy.personal_labels(weights) == {}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from mcfl_chain.algorithms.facade import head_choice, with_head
 from mcfl_chain.algorithms.fedavg import fedavg
-from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id, update_id
-from mcfl_chain.dag.weights import WeightsBook
+from mcfl_chain.dag.weights import WeightsBook, check_published_weights
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.storage.cid import cid_for_bytes
@@ -110,3 +111,75 @@ def test_a_merge_is_the_fedavg_of_all_its_updates_whatever_their_parent():
     assert all(torch.equal(weights[k], expected[k]) for k in expected)
     single = fedavg([(ids[0], trained[ids[0]][0], trained[ids[0]][1])])
     assert not all(torch.equal(weights[k], single[k]) for k in expected)
+
+
+def test_a_multi_head_model_is_rebuilt_with_the_rule_its_architecture_names():
+    # Prepare: two updates of a FACADE model on the root, one per head
+    arch = "lenet-light-heads2"
+    store: dict[str, bytes] = {}
+    dag = ModelDAG()
+    trained = {}
+    for seed, (trainer, head) in enumerate(((1, 0), (2, 1)), 1):
+        weights = with_head(create_model(arch, seed=seed).state_dict(), head)
+        blob = encode_weights(arch, weights)
+        store[cid_for_bytes(blob)] = blob
+        uid = update_id(trainer, ROOT_ID, 0)
+        trained[uid] = weights
+        dag.add_update(
+            UpdateRecord(uid, f"0x{trainer}", trainer, ROOT_ID, 0, cid_for_bytes(blob), 10)
+        )
+    ids = tuple(sorted(trained))
+    merged = model_id((ROOT_ID,), ids)
+    dag.add_creation(merged, (ROOT_ID,), 0, ids, 1, "0x1", None)
+    dag.add_appended(merged, 0, 1, "0xt")
+    book = WeightsBook(store.__getitem__, arch, dag)
+
+    # Execute
+    weights = book.model(merged)
+
+    # Assert: each head is its chooser's alone, the core the mean of both
+    assert book.rule.name == "per-head-fedavg"
+    first, second = (trained[uid] for uid in ids)
+    chooser = {head_choice(first): first, head_choice(second): second}
+    for head in (0, 1):
+        assert torch.equal(weights[f"heads.{head}.weight"], chooser[head][f"heads.{head}.weight"])
+    core = fedavg([(uid, 10, trained[uid]) for uid in ids])["features.0.weight"]
+    assert torch.equal(weights["features.0.weight"], core)
+
+
+def test_published_weights_are_checked_against_their_rebuilt_bytes():
+    # Prepare: two models on the root, the second one's published blob tampered with
+    arch = "lenet-light-heads2"
+    store: dict[str, bytes] = {}
+    dag = ModelDAG()
+    for trainer in (1, 2):
+        weights = with_head(create_model(arch, seed=trainer).state_dict(), trainer - 1)
+        blob = encode_weights(arch, weights)
+        store[cid_for_bytes(blob)] = blob
+        dag.add_update(
+            UpdateRecord(
+                update_id(trainer, ROOT_ID, 0), "0x1", trainer, ROOT_ID, 0, cid_for_bytes(blob), 5
+            )
+        )
+    book = WeightsBook(store.__getitem__, arch, dag)
+    for trainer, tamper in ((1, False), (2, True)):
+        ids = (update_id(trainer, ROOT_ID, 0),)
+        published = book.aggregate(list(ids), {ids[0]: book.update(ids[0])})
+        if tamper:
+            published = with_head(published, 1 - int(published["head_choice"]))
+        blob = encode_weights(arch, published)
+        store[cid_for_bytes(blob)] = blob
+        model = model_id((ROOT_ID,), ids)
+        dag.add_creation(model, (ROOT_ID,), 0, ids, trainer, "0x1", cid_for_bytes(blob))
+        dag.add_appended(model, 0, trainer, "0xt")
+
+    # Execute
+    checked, problems = check_published_weights(dag, book, store.__getitem__, arch)
+
+    # Assert
+    tampered = dag.models[model_id((ROOT_ID,), (update_id(2, ROOT_ID, 0),))]
+    assert checked == 1
+    assert problems == [
+        f"model {short_id(tampered.model_id)}: its published weights {tampered.weights_cid} "
+        "are not the per-head-fedavg of its 1 updates"
+    ]

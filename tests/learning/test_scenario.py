@@ -159,3 +159,28 @@ def test_trainers_get_distinct_seeds_and_the_cap() -> None:
 def test_unknown_scenario_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match=", ".join(SCENARIOS)):
         scenario_specs("chaos", 3, seed=0)
+
+
+def test_rotations_with_group_sizes_make_a_majority_and_a_minority_cluster() -> None:
+    # Prepare / Execute: FACADE's 24:8 at a quarter of its size, 6:2
+    specs = scenario_specs("rotations", 8, seed=3, dataset="digits", group_sizes=[6, 2])
+
+    # Assert: the first six upright, the last two rotated 180°; equal IID shares
+    assert [s.group for s in specs] == ["rotation 0°"] * 6 + ["rotation 180°"] * 2
+    assert [s.masks[1] for s in specs] == [Rotation(0.0)] * 6 + [Rotation(180.0)] * 2
+    assert [s.masks[0] for s in specs] == [Partition(i, 8, 3) for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "sizes", "message"),
+    [
+        ("rotations", [6, 1], r"add up to 7 trainers; the scenario has n_trainers=8"),
+        ("rotations", [8, 0], r"whole numbers >= 1"),
+        ("groups", [4, 4], r"applies to the rotations scenario, not to 'groups'"),
+    ],
+)
+def test_group_sizes_that_do_not_fit_are_refused(kind: str, sizes: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        scenario_specs(kind, 8, seed=0, dataset="digits", group_sizes=sizes)
+    with pytest.raises(ValueError, match=r"n_groups=3 but group_sizes \[6, 2\] make 2 groups"):
+        scenario_specs("rotations", 8, seed=0, dataset="digits", n_groups=3, group_sizes=[6, 2])

@@ -7,21 +7,31 @@ each test checks the DAG shape its strategy must produce.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 
+from mcfl_chain.algorithms.facade import head_choice
+from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.dag.weights import WeightsBook
 from mcfl_chain.simulation.campaign import PlannedRun, execute, method_config, oracle_parts, slug
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+from mcfl_chain.storage import open_storage
 
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path: Path, **overrides) -> tuple[dict, ModelDAG, list[dict]]:
+def _run(
+    tmp_path: Path, keep_running: bool = False, **overrides
+) -> tuple[dict, ModelDAG, list[dict]]:
     config = SimulationConfig(
         name="test",
         dataset="digits",
@@ -34,7 +44,7 @@ def _run(tmp_path: Path, **overrides) -> tuple[dict, ModelDAG, list[dict]]:
         round_timeout=240,
     )
     config = replace(config, **{"tolerance": 2.0, **overrides})
-    summary = run_simulation(config, tmp_path, Console(quiet=True))
+    summary = run_simulation(config, tmp_path, Console(quiet=True), keep_running=keep_running)
     dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
     lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     return summary, dag, lines
@@ -119,6 +129,74 @@ def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
             if round_ > 0:
                 assert set(m.update_ids) == on_parent
     assert all(len(line["trained"]) == 1 for line in lines)
+
+
+def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choosers(tmp_path):
+    # Execute: three upright trainers and one rotated, FACADE with two heads
+    try:
+        _, dag, lines = _run(
+            tmp_path,
+            keep_running=True,
+            strategy="facade",
+            clusters=2,
+            scenario="rotations",
+            scenario_params={"group_sizes": [3, 1]},
+        )
+        # a second process rebuilds every model with published weights from its update
+        # ids and the blobs alone (the rule from the task on chain) and compares bytes
+        checked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mcfl_chain",
+                "dag",
+                "--deployment",
+                str(tmp_path / "devnet" / "deployment.json"),
+                "--check",
+                "--check-weights",
+                f"local:{tmp_path / 'blobs'}",
+                "--no-cache",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop_devnet(tmp_path / "devnet")
+    # Assert: the network trains the two-head LeNet; one model a round, the aggregate of
+    # every update on its parent, as for FedAvg
+    deployment = json.loads((tmp_path / "deployment.json").read_text())
+    assert deployment["task"].startswith("lenet5-heads2:digits")
+    storage = open_storage(f"local:{tmp_path / 'blobs'}")
+    book = WeightsBook(storage.get, "lenet5-heads2", dag)
+    for round_ in range(3):
+        (model,) = dag.models_of_round(round_)
+        assert set(model.update_ids) == {u.update_id for u in dag.updates_for(model.parent, round_)}
+        assert sorted(model.aggregator_ids) == [1, 2, 3, 4]
+        # the core is the FedAvg of every update, each chosen head that of its choosers
+        updates, _ = book.usable_updates(list(model.update_ids))
+        weighted = [(uid, dag.updates[uid].num_samples, w) for uid, w in updates.items()]
+        weights = book.model(model.model_id)
+        core = fedavg(weighted)
+        assert torch.equal(weights["features.0.weight"], core["features.0.weight"])
+        for head in {head_choice(w) for w in updates.values()}:
+            choosers = [(uid, n, w) for uid, n, w in weighted if head_choice(w) == head]
+            name = f"heads.{head}.weight"
+            assert torch.equal(weights[name], fedavg(choosers)[name])
+    # the second process found the three models bit-identical to what their first
+    # aggregators published, and the ids and views as the chain has them
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["check"] == []
+    assert "rebuilt 3 models with published weights from their updates: bit-identical" in (
+        " ".join(checked.stderr.split())
+    )
+    # each cluster's trainers report, with their own head, on their own rotation
+    groups = {line["group"] for line in lines}
+    assert groups == {"rotation 0°", "rotation 180°"}
+    assert all(line["accuracy"] is not None for line in lines)
+    assert all(line["personal"]["head"] in (0, 1) for line in lines)
 
 
 def test_the_oracle_runs_fedavg_inside_each_true_group(tmp_path):

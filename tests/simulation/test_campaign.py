@@ -40,9 +40,10 @@ def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
     plan = campaign.plan(paper)
     no_ablation = campaign.plan(paper, ablation=False)
 
-    # Assert: 11 MCFL files, 7 shared baselines × (fedavg, local, ifca), 3 oracles
-    # (groups, two-datasets, autoencoders), 2 × 4 ablations; all × 3 seeds.
-    assert len(no_ablation.runs) == 3 * (11 + 7 * 3 + 3)
+    # Assert: 14 MCFL files, 10 shared baselines × (fedavg, local, ifca), 6 oracles
+    # (groups, two-datasets, autoencoders, the three rotation ratios), 2 × 4 ablations;
+    # all × 3 seeds.
+    assert len(no_ablation.runs) == 3 * (14 + 10 * 3 + 6)
     assert len(plan.runs) == len(no_ablation.runs) + 3 * 8
     names = [r.name for r in plan.runs]
     assert len(set(names)) == len(names)
@@ -54,6 +55,9 @@ def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
         for n in names
     )
     assert any("gaussian" in note and "one trainer per data group" in note for note in plan.notes)
+    assert "rotation-30-2-oracle-s0" in names
+    ifca = next(r for r in plan.runs if r.name == "rotation-24-8-ifca-s0")
+    assert ifca.config.clusters == 2
 
 
 def test_methods_are_configured_on_the_same_data(paper):
@@ -337,3 +341,17 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
     changed = CliRunner().invoke(script.main, args)
     assert changed.exit_code == 1
     assert "was made with other options than planned: samples=300 (planned 400)" in changed.output
+
+
+def test_facade_runs_only_when_asked_for_with_k_the_true_groups(paper):
+    # Execute
+    default = {r.method for r in campaign.plan(paper, seeds=[0]).runs}
+    asked = {r.name: r for r in campaign.plan(paper, seeds=[0], methods=["facade"]).runs}
+
+    # Assert: k heads = the scenario's groups (2 rotations, 3 class groups)
+    assert "facade" not in default
+    assert asked["rotation-30-2-facade-s0"].config.strategy == "facade"
+    assert asked["rotation-30-2-facade-s0"].config.clusters == 2
+    assert asked["groups-facade-s0"].config.clusters == 3
+    assert asked["rotation-30-2-facade-s0"].config.network_arch == "lenet5-heads2"
+    assert "autoencoders-facade-s0" not in asked

@@ -215,7 +215,7 @@ def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
 
     # Assert
     text = path.read_text()
-    assert text.count("Not run yet") == 7 + 2  # 7 tables, 2 ablation scenarios
+    assert text.count("Not run yet") == 10 + 2  # 10 tables, 2 ablation scenarios
     assert "_No run finished yet._" in text
 
 

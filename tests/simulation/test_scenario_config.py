@@ -74,3 +74,16 @@ def test_a_scenario_value_no_worker_accepts_is_refused_before_anything_starts():
     # Execute / Assert
     with pytest.raises(SimulationError, match="scenario 'bad': epochs must be at least 1"):
         config.validate()
+
+
+def test_facade_networks_train_the_multi_head_version_of_the_model():
+    # Prepare
+    facade = SimulationConfig(strategy="facade", clusters=2, dataset="digits")
+
+    # Execute / Assert: the task, the genesis and every worker name lenet5-heads2
+    assert facade.network_arch == "lenet5-heads2"
+    assert facade.task == "lenet5-heads2:digits"
+    assert facade.trainer_config(0).arch == "lenet5-heads2"
+    assert SimulationConfig(strategy="ifca", clusters=2).network_arch == "lenet5"
+    with pytest.raises(SimulationError, match="'lenet-cae' has no multi-head version"):
+        SimulationConfig(strategy="facade", arch="lenet-cae").validate()

@@ -20,9 +20,11 @@ from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.task import Task
 from mcfl_chain.learning.tasks import load_task
 from mcfl_chain.storage import LocalStorage
+from mcfl_chain.strategies import make_strategy
 from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.launch import (
     _trainer_task_and_data,
+    check_heads,
     check_model,
     signing_account,
 )
@@ -278,3 +280,16 @@ def test_a_wrong_keystore_password_is_one_line_without_the_password(tmp_path, mo
     message = str(refused.value)
     assert "not the password" not in message and PASSWORD not in message
     assert refused.value.__cause__ is None
+
+
+def test_facade_needs_a_network_model_with_its_number_of_heads():
+    # Prepare
+    facade = make_strategy("facade", clusters=2)
+
+    # Execute / Assert: the right model passes, a plain one or another k is refused
+    check_heads(facade, "lenet5-heads2", "lenet5-heads2:digits")
+    check_heads(make_strategy("fedavg"), "lenet5", "lenet5:digits")
+    with pytest.raises(WorkerSetupError, match="has none: deploy a network for <base>-heads2"):
+        check_heads(facade, "lenet5", "lenet5:digits")
+    with pytest.raises(WorkerSetupError, match="has 3: give --clusters 3"):
+        check_heads(facade, "lenet5-heads3", "lenet5-heads3:digits")

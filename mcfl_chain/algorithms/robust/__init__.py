@@ -14,7 +14,11 @@ code  name              weights                                     parameter wo
 1     ``median``        coordinate-wise median                      0
 2     ``trimmed-mean``  coordinate-wise β-trimmed mean              β in basis points
 3     ``norm-clipping`` deltas clipped to τ, then FedAvg            0 (median τ) or τ's bits
+4     per-head-fedavg   FACADE: core over all, head j over those    0
+                        that chose it (:mod:`..facade`)
 ====  ================  ==========================================  ====================
+
+``per-head-fedavg`` is no defence: a multi-head architecture names it as its rule.
 
 See :mod:`.base` for the interfaces and how anyone recomputes a model bit-identically.
 A trainer selects a defence by text, ``parse_defence("multi-krum:f=1")`` (:mod:`.spec`);
@@ -23,6 +27,7 @@ aggregation rule.
 """
 
 # Importing each rule's module registers it.
+from mcfl_chain.algorithms import facade  # noqa: F401 (registers per-head-fedavg)
 from mcfl_chain.algorithms.robust import clipping, fedavg, krum, median, trimmed_mean
 from mcfl_chain.algorithms.robust.base import (
     AGGREGATION_CODES,

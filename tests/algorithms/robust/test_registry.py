@@ -24,14 +24,27 @@ def test_codes_and_names_are_the_documented_ones() -> None:
         1: "median",
         2: "trimmed-mean",
         3: "norm-clipping",
+        4: "per-head-fedavg",
     }
-    assert set(AGGREGATION_RULES) == {"fedavg", "median", "trimmed-mean", "norm-clipping"}
+    assert set(AGGREGATION_RULES) == {
+        "fedavg",
+        "median",
+        "trimmed-mean",
+        "norm-clipping",
+        "per-head-fedavg",
+    }
     assert set(SELECTION_RULES) == {"krum", "multi-krum"}
 
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [("fedavg", {}), ("median", {}), ("trimmed-mean", {"beta": 0.3}), ("norm-clipping", {})],
+    [
+        ("fedavg", {}),
+        ("median", {}),
+        ("trimmed-mean", {"beta": 0.3}),
+        ("norm-clipping", {}),
+        ("per-head-fedavg", {}),
+    ],
 )
 def test_every_rule_is_rebuilt_from_its_code_and_parameter(name: str, options: dict) -> None:
     # Prepare
