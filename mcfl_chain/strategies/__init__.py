@@ -6,20 +6,25 @@
 - ``fedavg``  the decentralized FedAvg baseline: most popular model, accept every update
 - ``local``   local training alone, on the same chain (the lower bracket)
 - ``ifca``    IFCA (Ghosh et al. 2020): k models, each trainer trains its lowest-loss one
+- ``fedfmc``  FedFMC (Kopparapu & Lin 2020): fork into groups, then merge the groups'
+              models one at a time into one consolidated model, with EWC
 
 ``make_strategy(name, **options)`` builds one by name.
 """
 
-from mcfl_chain.strategies import fedavg, ifca, local, mcfl
+from mcfl_chain.strategies import fedavg, fedfmc, ifca, local, mcfl
 from mcfl_chain.strategies.base import (
     STRATEGIES,
     Candidate,
+    ModelInfo,
     Strategy,
     StrategyContext,
+    UpdateInfo,
     make_strategy,
     own_branch_seed,
 )
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
+from mcfl_chain.strategies.fedfmc import FedFMCStrategy
 from mcfl_chain.strategies.ifca import IFCAStrategy
 from mcfl_chain.strategies.local import LocalStrategy
 from mcfl_chain.strategies.mcfl import MCFLStrategy
@@ -28,12 +33,16 @@ __all__ = [
     "STRATEGIES",
     "Candidate",
     "FedAvgStrategy",
+    "FedFMCStrategy",
     "IFCAStrategy",
     "LocalStrategy",
     "MCFLStrategy",
+    "ModelInfo",
     "Strategy",
     "StrategyContext",
+    "UpdateInfo",
     "fedavg",
+    "fedfmc",
     "ifca",
     "local",
     "make_strategy",
