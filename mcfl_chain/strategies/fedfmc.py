@@ -87,6 +87,16 @@ from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.algorithms.ewc import ewc_lambda, ewc_penalty
 from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
 
+FORK_ROUNDS = 25
+"""T, the fork stage's rounds: the paper's §4.3 forks over rounds 0-24."""
+MERGE_ROUNDS = 10
+"""M, the rounds of one merge. The paper gives no figure, only an early stop that looks
+at 5-round windows (so at least 5)."""
+FORK_THRESHOLD = 1.0
+"""h_f, in standard deviations. The paper gives no figure."""
+FORK_START, FORK_GAP, FORK_END = 5, 4, 5
+"""Fork eligibility (paper §5.1): from round 5, every 4 rounds, none in the last 5."""
+
 
 def fork_eligible(
     round_: int, fork_rounds: int, start: int = 5, gap: int = 4, end: int = 5
@@ -219,12 +229,12 @@ class FedFMCStrategy(Strategy):
 
     def __init__(
         self,
-        fork_rounds: int = 25,
-        merge_rounds: int = 10,
-        fork_threshold: float = 1.0,
-        fork_start: int = 5,
-        fork_gap: int = 4,
-        fork_end: int = 5,
+        fork_rounds: int = FORK_ROUNDS,
+        merge_rounds: int = MERGE_ROUNDS,
+        fork_threshold: float = FORK_THRESHOLD,
+        fork_start: int = FORK_START,
+        fork_gap: int = FORK_GAP,
+        fork_end: int = FORK_END,
         ewc: bool = True,
     ) -> None:
         for name, value, least in (

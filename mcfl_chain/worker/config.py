@@ -26,6 +26,7 @@ from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
+from mcfl_chain.strategies import fedfmc as _fedfmc
 from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS, DivergenceName
 
 __all__ = ["OPTIONS", "ConfigError", "Option", "WorkerConfig"]
@@ -136,7 +137,8 @@ class WorkerConfig:
         "mcfl",
         "mcfl: Algorithms 1 and 2 of the paper as its authors ran them; fedavg: the "
         "decentralized FedAvg baseline (most popular model, accept every update); local: "
-        "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one.",
+        "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one; "
+        "fedfmc: FedFMC's fork into groups, then merges into one model with EWC.",
         choices=sorted(STRATEGIES),
     )
     start: str = _option(
@@ -158,6 +160,35 @@ class WorkerConfig:
         choices=SELECTION_RULES,
     )
     clusters: int = _option(3, "IFCA: number of models k the network trains.", minimum=1)
+    fork_rounds: int = _option(
+        _fedfmc.FORK_ROUNDS, "FedFMC: T, the rounds of the fork stage (paper: 25).", minimum=1
+    )
+    merge_rounds: int = _option(
+        _fedfmc.MERGE_ROUNDS,
+        "FedFMC: M, the rounds each group's merge lasts (the paper gives none).",
+        minimum=1,
+    )
+    fork_threshold: float = _option(
+        _fedfmc.FORK_THRESHOLD,
+        "FedFMC: h_f, a member is poorly served when its update drift exceeds the group's "
+        "smallest by more than h_f standard deviations (the paper gives none).",
+    )
+    fork_start: int = _option(
+        _fedfmc.FORK_START, "FedFMC: first fork-eligible round (paper: 5).", minimum=1
+    )
+    fork_gap: int = _option(
+        _fedfmc.FORK_GAP, "FedFMC: rounds between fork-eligible rounds (paper: 4).", minimum=1
+    )
+    fork_end: int = _option(
+        _fedfmc.FORK_END,
+        "FedFMC: last rounds of the fork stage that may not fork (paper: 5).",
+        minimum=0,
+    )
+    ewc: str = _option(
+        "on",
+        "FedFMC: train merges with the EWC penalty (on) or without (off, the paper's ablation).",
+        choices=("on", "off"),
+    )
     tolerance: float = _option(
         1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."
     )
