@@ -5,11 +5,20 @@ Training task B after task A with EWC minimises (FedFMC paper, Eq. 1)
     L(θ) = L_B(θ) + λ Σᵢ Fᵢ (θᵢ − θ*_A,ᵢ)²
 
 where θ*_A are the weights learned for A and F the diagonal of the Fisher information
-at θ*_A. Here F is the *empirical* Fisher of the trainer's own samples: the mean over
-samples of each parameter's squared per-sample gradient of the training loss (for
-cross-entropy, ``−log p(y | x)`` with the true label; for an autoencoder's MSE, a
-Gaussian likelihood up to a constant factor). The paper writes Eq. 1 without the
-factor ½ of Kirkpatrick et al.; so does this module.
+at θ*_A, estimated on the trainer's own samples:
+
+- for a classifier, the Fisher itself (:func:`expected_fisher_diagonal`): the mean over
+  samples of ``E_{y ~ p(y|x)} (∂ log p(y|x) / ∂θᵢ)²``, the label drawn from the model's
+  own prediction as Kirkpatrick et al. do. The *empirical* Fisher, with the samples'
+  true labels, is no substitute here: a FedFMC trainer of the group being merged
+  computes F at a model that never saw its classes, which is confidently wrong on them,
+  so their squared gradients are huge (thousands) and ``λF`` makes SGD diverge (seen:
+  NaN weights in the first merge round). The Fisher is bounded there, since
+  ``E_y (onehot(y) − p)ₖ² = pₖ(1 − pₖ) ≤ 1/4`` on the logits;
+- for an autoencoder (no labels), the empirical Fisher of its MSE
+  (:func:`fisher_diagonal`; a Gaussian likelihood up to a constant factor).
+
+The paper writes Eq. 1 without the factor ½ of Kirkpatrick et al.; so does this module.
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ def fisher_diagonal(
     *,
     batch_size: int = 256,
 ) -> dict[str, torch.Tensor]:
-    """The diagonal of the empirical Fisher information of ``model`` on some samples.
+    """The diagonal of the empirical Fisher information of ``model`` on some samples
+    (the samples' own targets; for a classifier see :func:`expected_fisher_diagonal`).
 
     ``Fᵢ = (1/N) Σₛ (∂ℓₛ/∂θᵢ)²`` with ``ℓₛ`` the loss of sample s alone, per-sample
     gradients being computed together (``torch.func.vmap``) a batch at a time.
@@ -77,15 +87,7 @@ def fisher_diagonal(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     params = {name: p.detach() for name, p in model.named_parameters()}
-    buffers = {name: b.detach() for name, b in model.named_buffers()}
-
-    def sample_loss(
-        weights: dict[str, torch.Tensor], x: torch.Tensor, target: torch.Tensor
-    ) -> torch.Tensor:
-        output = functional_call(model, (weights, buffers), (x.unsqueeze(0),))
-        return loss(output, target.unsqueeze(0))
-
-    per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0))
+    per_sample = _per_sample_gradients(model, loss)
     totals = {name: torch.zeros_like(p) for name, p in params.items()}
     was_training = model.training
     model.eval()
@@ -99,6 +101,74 @@ def fisher_diagonal(
     finally:
         model.train(was_training)
     return {name: total / n for name, total in totals.items()}
+
+
+def expected_fisher_diagonal(
+    model: nn.Module, inputs: torch.Tensor, *, batch_size: int = 256
+) -> dict[str, torch.Tensor]:
+    """The diagonal of a classifier's Fisher information on some inputs.
+
+    ``Fᵢ = (1/N) Σₛ Σ_c p(c | xₛ) (∂ log p(c | xₛ) / ∂θᵢ)²``: the expectation over the
+    model's own predictive distribution (softmax of its outputs), computed exactly, one
+    per-sample gradient pass per class.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A classifier (outputs are logits) at the weights θ* to protect; left unchanged.
+    inputs : torch.Tensor
+        N samples.
+    batch_size : int, default 256
+        Samples whose gradients are computed at once (memory bound only).
+
+    Returns
+    -------
+    dict[str, torch.Tensor]
+        Parameter name → its Fisher diagonal, same shape and dtype as the parameter.
+
+    Raises
+    ------
+    ValueError
+        If there is no sample or the batch size is below one.
+    """
+    n = inputs.shape[0]
+    if n == 0:
+        raise ValueError("the Fisher information needs at least one sample; the split is empty")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    totals = {name: torch.zeros_like(p) for name, p in params.items()}
+    per_sample = _per_sample_gradients(model, nn.functional.cross_entropy)
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, n, batch_size):
+            batch = inputs[start : start + batch_size]
+            with torch.no_grad():
+                probabilities = torch.softmax(model(batch), dim=1)
+            for c in range(probabilities.shape[1]):
+                labels = torch.full((batch.shape[0],), c, dtype=torch.int64)
+                grads = per_sample(params, batch, labels)
+                weight = probabilities[:, c]
+                for name, g in grads.items():
+                    shaped = weight.reshape(-1, *([1] * (g.dim() - 1)))
+                    totals[name] += (shaped * g.detach() ** 2).sum(dim=0)
+    finally:
+        model.train(was_training)
+    return {name: total / n for name, total in totals.items()}
+
+
+def _per_sample_gradients(model: nn.Module, loss: Loss) -> Callable[..., dict[str, torch.Tensor]]:
+    """``(params, inputs, targets) → {name: per-sample gradients}`` of ``loss``."""
+    buffers = {name: b.detach() for name, b in model.named_buffers()}
+
+    def sample_loss(
+        weights: dict[str, torch.Tensor], x: torch.Tensor, target: torch.Tensor
+    ) -> torch.Tensor:
+        output = functional_call(model, (weights, buffers), (x.unsqueeze(0),))
+        return loss(output, target.unsqueeze(0))
+
+    return vmap(grad(sample_loss), in_dims=(None, 0, 0))  # type: ignore[no-any-return]
 
 
 def ewc_penalty(

@@ -137,9 +137,9 @@ class StrategyContext:
     update_vector : Callable[[int], numpy.ndarray], optional
         ``update id → flattened weights`` (``LookupError`` when they cannot be had).
     fisher_diagonal : Callable[[Any], dict], optional
-        ``state dict → {parameter name: tensor}``, the diagonal of the empirical Fisher
-        information of those weights on the trainer's training split
-        (:func:`~mcfl_chain.algorithms.ewc.fisher_diagonal`).
+        ``state dict → {parameter name: tensor}``, the diagonal of the Fisher
+        information of those weights on (at most 256 of) the trainer's training samples
+        (:mod:`mcfl_chain.algorithms.ewc`: a classifier's over its own prediction).
 
     The optional views are None where nobody provides them (unit tests); a strategy
     that needs one says so through :meth:`need`.

@@ -54,7 +54,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ import torch
 
 from mcfl_chain.adversaries import Adversary, CandidateView, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
-from mcfl_chain.algorithms.ewc import fisher_diagonal
+from mcfl_chain.algorithms.ewc import expected_fisher_diagonal, fisher_diagonal
 from mcfl_chain.chain.client import (
     AggregationArg,
     ChainClient,
@@ -95,6 +95,10 @@ from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
+
+
+FISHER_SAMPLES = 256
+"""Training samples a strategy's Fisher information is estimated on, at most."""
 
 
 class WorkerHalted(RuntimeError):
@@ -262,14 +266,13 @@ class Worker:
             raise LookupError(str(exc)) from exc
 
     def _fisher_diagonal(self, weights: StateDict) -> dict[str, torch.Tensor]:
-        data = self.train_data
-        loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-        if self.kind == "classifier":
-            loss, targets = torch.nn.functional.cross_entropy, data.train_y
-        else:
-            loss, targets = torch.nn.functional.mse_loss, data.train_x
+        # A sample of the (shuffled) training split bounds the cost: one per-sample
+        # gradient pass per class and sample.
+        x = self.train_data.train_x[:FISHER_SAMPLES]
         with self.clock.measure("training"):
-            return fisher_diagonal(self._load(weights), data.train_x, targets, loss)
+            if self.kind == "classifier":
+                return expected_fisher_diagonal(self._load(weights), x)
+            return fisher_diagonal(self._load(weights), x, x, torch.nn.functional.mse_loss)
 
     # -- main loop -------------------------------------------------------------------------
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from mcfl_chain.algorithms.ewc import ewc_lambda, ewc_penalty, fisher_diagonal
+from mcfl_chain.algorithms.ewc import (
+    ewc_lambda,
+    ewc_penalty,
+    expected_fisher_diagonal,
+    fisher_diagonal,
+)
 
 
 def _zero_linear() -> nn.Linear:
@@ -33,6 +39,38 @@ def test_fisher_diagonal_of_a_zero_linear_classifier_by_hand():
     assert torch.allclose(fisher["bias"], torch.full((2,), 0.25))
 
 
+def test_a_classifiers_fisher_is_the_expectation_over_its_own_prediction_by_hand():
+    # Prepare: zero weights, biases (log 3, 0): p = (3/4, 1/4) whatever the input. With
+    # y drawn from p, E (onehot(y) − p)ₖ² = pₖ(1 − pₖ) = 3/16 on both logits; the
+    # empirical Fisher with the true label 1 gives (0 − 3/4)² = (1 − 1/4)² = 9/16.
+    model = _zero_linear()
+    with torch.no_grad():
+        model.bias.copy_(torch.tensor([float(np.log(3.0)), 0.0]))
+    x, y = torch.tensor([[2.0]]), torch.tensor([1])
+
+    # Execute
+    expected = expected_fisher_diagonal(model, x)
+    empirical = fisher_diagonal(model, x, y, nn.functional.cross_entropy)
+
+    # Assert: ∂/∂W multiplies by x = 2 (squared: 4)
+    assert torch.allclose(expected["bias"], torch.full((2,), 3 / 16))
+    assert torch.allclose(expected["weight"], torch.full((2, 1), 4 * 3 / 16))
+    assert torch.allclose(empirical["bias"], torch.full((2,), 9 / 16))
+
+
+def test_the_fisher_of_a_confidently_wrong_classifier_stays_small():
+    # Prepare: logits (20, 0) on a sample of class 1: the true label's gradient is
+    # ~1 per logit, the model's own prediction is sure, so the Fisher is ~0
+    model = _zero_linear()
+    with torch.no_grad():
+        model.bias.copy_(torch.tensor([20.0, 0.0]))
+    x, y = torch.tensor([[1.0]]), torch.tensor([1])
+
+    # Execute / Assert
+    assert expected_fisher_diagonal(model, x)["bias"].max() < 1e-8
+    assert fisher_diagonal(model, x, y, nn.functional.cross_entropy)["bias"].min() > 0.99
+
+
 def test_fisher_diagonal_does_not_depend_on_the_batch_size():
     # Prepare
     torch.manual_seed(0)
@@ -43,9 +81,13 @@ def test_fisher_diagonal_does_not_depend_on_the_batch_size():
     whole = fisher_diagonal(model, x, y, nn.functional.cross_entropy, batch_size=10)
     pieces = fisher_diagonal(model, x, y, nn.functional.cross_entropy, batch_size=3)
 
+    expected_whole = expected_fisher_diagonal(model, x, batch_size=10)
+    expected_pieces = expected_fisher_diagonal(model, x, batch_size=3)
+
     # Assert
     for name in whole:
         assert torch.allclose(whole[name], pieces[name], atol=1e-7)
+        assert torch.allclose(expected_whole[name], expected_pieces[name], atol=1e-7)
 
 
 def test_fisher_diagonal_refuses_an_empty_split():
