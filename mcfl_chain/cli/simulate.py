@@ -137,7 +137,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option(
     "--fork-threshold",
     type=click.FloatRange(min=0),
-    help="FedFMC's h_f, in standard deviations of the group's update drifts.  [default: 1]",
+    help="FedFMC's h_f, in standard deviations of the group's update drifts.  [default: 2]",
 )
 @click.option(
     "--fork-start", type=click.IntRange(min=1), help="FedFMC's first fork round.  [default: 5]"

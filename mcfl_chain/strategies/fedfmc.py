@@ -92,8 +92,11 @@ FORK_ROUNDS = 25
 MERGE_ROUNDS = 10
 """M, the rounds of one merge. The paper gives no figure, only an early stop that looks
 at 5-round windows (so at least 5)."""
-FORK_THRESHOLD = 1.0
-"""h_f, in standard deviations. The paper gives no figure."""
+FORK_THRESHOLD = 2.0
+"""h_f, in standard deviations. The paper gives no figure. Since max − min ≥ 2σ for any
+figures (σ the population standard deviation), an h_f below 2 flags the top member of
+every group whose figures are not all equal, at every fork round; from 2 on, a group of
+two never splits and larger groups flag only members far above the rest."""
 FORK_START, FORK_GAP, FORK_END = 5, 4, 5
 """Fork eligibility (paper §5.1): from round 5, every 4 rounds, none in the last 5."""
 
@@ -219,8 +222,8 @@ class FedFMCStrategy(Strategy):
     merge_rounds : int, default 10
         M, the rounds of each merge (the paper gives no figure, only an early stop
         over 5-round windows, so at least 5; 10 here).
-    fork_threshold : float, default 1.0
-        h_f (the paper gives no figure).
+    fork_threshold : float, default 2.0
+        h_f (the paper gives no figure; :data:`FORK_THRESHOLD` says why 2).
     fork_start, fork_gap, fork_end : int, default 5, 4, 5
         Fork eligibility (paper §5.1, :func:`fork_eligible`).
     ewc : bool, default True

@@ -171,7 +171,8 @@ class WorkerConfig:
     fork_threshold: float = _option(
         _fedfmc.FORK_THRESHOLD,
         "FedFMC: h_f, a member is poorly served when its update drift exceeds the group's "
-        "smallest by more than h_f standard deviations (the paper gives none).",
+        "smallest by more than h_f standard deviations (the paper gives none; below 2 it "
+        "flags every group's top member).",
     )
     fork_start: int = _option(
         _fedfmc.FORK_START, "FedFMC: first fork-eligible round (paper: 5).", minimum=1

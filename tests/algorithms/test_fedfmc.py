@@ -60,6 +60,16 @@ def test_poorly_served_names_the_trainers():
     assert poorly_served({4: 0.3}, 0.0) == frozenset()
 
 
+def test_below_two_standard_deviations_every_groups_top_member_is_flagged():
+    # max − min ≥ 2σ for any figures: h_f < 2 always flags the top member; at h_f = 2
+    # a group of two never splits
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        figures = dict(enumerate(rng.random(int(rng.integers(2, 9)))))
+        assert max(figures, key=figures.__getitem__) in poorly_served(figures, 1.99)
+    assert poorly_served({1: 0.1, 2: 0.9}, 2.0) == frozenset()
+
+
 def test_fork_or_move():
     # a smaller loss elsewhere: move there; own model the best (or tied): fork
     assert fork_or_move("a", {"a": 0.5, "b": 0.3, "c": 0.4}) == "b"
@@ -93,7 +103,7 @@ def test_options_are_checked_and_the_papers_values_are_the_defaults():
     s = make_strategy("fedfmc")
     assert isinstance(s, FedFMCStrategy)
     assert (s.fork_rounds, s.fork_start, s.fork_gap, s.fork_end) == (25, 5, 4, 5)
-    assert s.ewc
+    assert (s.merge_rounds, s.fork_threshold, s.ewc) == (10, 2.0, True)
     with pytest.raises(ValueError, match="merge_rounds must be an integer >= 1"):
         FedFMCStrategy(merge_rounds=0)
     with pytest.raises(ValueError, match="fork_threshold"):
