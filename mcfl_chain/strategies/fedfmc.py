@@ -12,7 +12,9 @@ model's updates.
 - Round 0: everybody trains the root and aggregates every update on it (FedAvg): one
   shared model. Contract calls, as in every round: ``submitProposals`` with the update
   on the trained model, ``submitAggregations`` with one aggregation.
-- Other rounds: a trainer trains its group's model and aggregates every update on it.
+- Other rounds: a trainer trains its group's model and aggregates every update on it
+  (a trainer without one, its last aggregation lost, joins the model with its smallest
+  validation loss).
 - A fork-eligible round (:func:`fork_eligible`: at least ``fork_start`` rounds from the
   start, rounds ``fork_gap`` apart, none in the last ``fork_end`` rounds of the stage)
   first finds the group's **poorly served** members (:func:`poorly_served`): those
@@ -59,7 +61,10 @@ model's updates.
 - With ``ewc`` on, every training of an active trainer during step f adds the EWC
   penalty ``λ Σᵢ Fᵢ (θᵢ − θ*ᵢ)²`` (:mod:`mcfl_chain.algorithms.ewc`), θ* being the
   consolidated model the step started from, F the diagonal of its Fisher information
-  on the trainer's own training split and λ = 1 / number of groups (paper §4.1).
+  on (at most 256 of) the trainer's own training samples — a classifier's over its own
+  prediction, which stays bounded where θ* is confidently wrong — and λ = 1 / number
+  of groups (paper §4.1). The penalty is the strategy's :meth:`regulariser`, which the
+  worker adds to the training loss: it is local and never on chain.
 - After the last merge everybody trains the consolidated model with plain FedAvg.
 
 **What the chain lets every trainer verify.** Each model id commits to its parents and
