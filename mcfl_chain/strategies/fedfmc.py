@@ -289,7 +289,8 @@ class FedFMCStrategy(Strategy):
     def flagged(self, model: Hashable) -> frozenset[int]:
         """Trainer ids of ``model``'s members that it serves poorly, by their drifts.
 
-        Members whose update cannot be had are left out (neither flagged nor counted).
+        Members whose update (or its parent's weights) cannot be had are left out,
+        neither flagged nor counted.
         """
         if model not in self._flagged:
             context = self._context()
@@ -297,12 +298,14 @@ class FedFMCStrategy(Strategy):
             update_info = context.need("update_info")
             update_vector = context.need("update_vector")
             model_weights = context.need("model_weights")
-            parents = {p: flatten_state(model_weights(p)) for p in info.parents}
+            parents: dict[Hashable, np.ndarray] = {}
             drifts: dict[int, list[float]] = {}
             for uid in info.update_ids:
                 update = update_info(uid)
                 try:
                     vector = update_vector(uid)
+                    if update.parent not in parents:
+                        parents[update.parent] = flatten_state(model_weights(update.parent))
                 except LookupError:
                     continue
                 drifts.setdefault(update.trainer_id, []).append(

@@ -3,6 +3,7 @@ fork, the stages, and the strategy over a small made-up chain history."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -304,3 +305,21 @@ def test_after_the_last_merge_everybody_trains_the_consolidated_model():
     # Execute / Assert
     assert merging(h, 4, 6).choose_models(candidates) == ["ABC5"]
     assert merging(h, 4, 6).regulariser("ABC5") is None
+
+
+def test_a_member_whose_update_cannot_be_had_is_left_out():
+    # Prepare: trainer 3's update of m0 is gone from storage
+    h = fork_history()
+    del h.vectors[3]
+    context = h.context(1)
+    vectors = dict(h.vectors)
+
+    def update_vector(uid: int) -> np.ndarray:
+        if uid not in vectors:
+            raise LookupError(f"update {uid} unreachable")
+        return vectors[uid]
+
+    s = FedFMCStrategy(fork_rounds=4, fork_start=1, fork_gap=2, fork_end=0)
+    s.bind(replace(context, update_vector=update_vector))
+    # Execute / Assert: trainers 1 and 2 have equal drifts: nobody is flagged
+    assert s.flagged("m0") == frozenset()
