@@ -100,8 +100,12 @@ at 5-round windows (so at least 5)."""
 FORK_THRESHOLD = 2.0
 """h_f, in standard deviations. The paper gives no figure. Since max − min ≥ 2σ for any
 figures (σ the population standard deviation), an h_f below 2 flags the top member of
-every group whose figures are not all equal, at every fork round; from 2 on, a group of
-two never splits and larger groups flag only members far above the rest."""
+every group whose figures are not all equal, at every fork round, and groups fragment;
+from 2 on, a group of two never splits and larger groups flag only members far above
+the rest. The paper's test has a blind spot there: a group of two equal halves (two
+archetypes, as many trainers each) has max − min = 2σ exactly, so it splits only below
+2, or by noise. Lower h_f for such data (the later fork rounds' moves regroup trainers
+flagged by chance)."""
 FORK_START, FORK_GAP, FORK_END = 5, 4, 5
 """Fork eligibility (paper §5.1): from round 5, every 4 rounds, none in the last 5."""
 

@@ -69,6 +69,10 @@ def test_below_two_standard_deviations_every_groups_top_member_is_flagged():
         figures = dict(enumerate(rng.random(int(rng.integers(2, 9)))))
         assert max(figures, key=figures.__getitem__) in poorly_served(figures, 1.99)
     assert poorly_served({1: 0.1, 2: 0.9}, 2.0) == frozenset()
+    # two equal halves: max − min = 2σ exactly, split only below 2
+    halves = {1: 0.1, 2: 0.1, 3: 0.9, 4: 0.9}
+    assert poorly_served(halves, 2.0) == frozenset()
+    assert poorly_served(halves, 1.9) == {3, 4}
 
 
 def test_fork_or_move():
