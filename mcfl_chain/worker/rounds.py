@@ -741,6 +741,10 @@ class Worker:
         opts = self.options.training
         if self.adversary is None or self.adversary.trains:
             penalty = self.strategy.regulariser(parent)
+            if penalty is not None:
+                log.info(
+                    "round %d: training %s with the strategy's penalty", round_, short_id(parent)
+                )
             with self.clock.measure("training"):
                 train(
                     net,
