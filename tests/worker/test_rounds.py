@@ -130,6 +130,8 @@ def created(
                 "index": 1,
                 "parents": (parent,),
                 "updateIds": tuple(sorted(update_ids)),
+                "rule": 0,
+                "ruleParameter": 0,
                 "aggregator": ME if trainer_id == 1 else PEER,
                 "weightsCid": None,
             },
@@ -210,7 +212,12 @@ class ScriptedChain:
             raise self.refuse
         self.sent.append(("submitAggregations", tuple(aggregations)))
         return [
-            model_id(a.parents[0] if len(a.parents) == 1 else list(a.parents), list(a.update_ids))
+            model_id(
+                a.parents[0] if len(a.parents) == 1 else list(a.parents),
+                list(a.update_ids),
+                a.rule,
+                a.rule_parameter,
+            )
             for a in aggregations
         ]
 
