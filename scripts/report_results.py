@@ -600,6 +600,30 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
     return out
 
 
+# -- adversaries --------------------------------------------------------------------------
+
+
+def adversaries_section(docs: Path) -> list[str]:
+    """The table ``scripts/bench_adversaries.py`` wrote, with its discussion if any."""
+    table_path = docs / "results" / "adversaries.md"
+    discussion = docs / "discussion" / "adversaries.md"
+    out = [
+        "## Adversaries",
+        "",
+        "`python scripts/bench_adversaries.py`: honest trainers' final accuracy under each "
+        "attack (a share of the trainers adversarial) against the clean run of the same "
+        "scenario, method and seed; worst and average over the honest trainers only.",
+        "",
+    ]
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    if table_path.exists():
+        out += [table_path.read_text().strip(), ""]
+    else:
+        out += ["No run of the benchmark yet.", ""]
+    return out
+
+
 # -- performance --------------------------------------------------------------------------
 
 
@@ -799,6 +823,7 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
         ),
         *sections,
         *ablation_section(runs, claims),
+        *adversaries_section(docs),
         *performance_section(runs, runs_dir, docs),
     ]
     path = docs / "RESULTS.md"

@@ -104,9 +104,10 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "--strategy",
     type=click.Choice(sorted(STRATEGIES)),
     help="mcfl (the paper, as its authors ran it), fedavg (the decentralized baseline), "
-    "local (no collaboration), ifca (k models, lowest loss) or facade (one core and k "
+    "local (no collaboration), ifca (k models, lowest loss), facade (one core and k "
     "heads, each trainer its lowest-loss head; the network trains --model's "
-    "-heads<k> version).  [default: mcfl]",
+    "-heads<k> version) or fedfmc (fork into groups, then merge them into one model "
+    "with EWC).  [default: mcfl]",
 )
 @click.option(
     "--start",
@@ -126,6 +127,39 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "[default: percentile]",
 )
 @click.option("--clusters", type=click.IntRange(min=1), help="IFCA's and FACADE's k.  [default: 3]")
+@click.option(
+    "--fork-rounds",
+    type=click.IntRange(min=1),
+    help="FedFMC's T, rounds of the fork stage.  [default: 25]",
+)
+@click.option(
+    "--merge-rounds",
+    type=click.IntRange(min=1),
+    help="FedFMC's M, rounds of each group's merge.  [default: 10]",
+)
+@click.option(
+    "--fork-threshold",
+    type=click.FloatRange(min=0),
+    help="FedFMC's h_f, in standard deviations of the group's update drifts.  [default: 2]",
+)
+@click.option(
+    "--fork-start", type=click.IntRange(min=1), help="FedFMC's first fork round.  [default: 5]"
+)
+@click.option(
+    "--fork-gap",
+    type=click.IntRange(min=1),
+    help="FedFMC's rounds between fork rounds.  [default: 4]",
+)
+@click.option(
+    "--fork-end",
+    type=click.IntRange(min=0),
+    help="FedFMC's last rounds of the fork stage without forks.  [default: 5]",
+)
+@click.option(
+    "--ewc",
+    type=click.Choice(["on", "off"]),
+    help="FedFMC's merges with EWC or without.  [default: on]",
+)
 @click.option(
     "--tolerance",
     help="Update-selection tolerance for every trainer, or 'mixed' "

@@ -111,6 +111,7 @@ def train(
     weight_decay: float = 0.0,
     seed: int = 0,
     on_epoch: Callable[[int, float], None] | None = None,
+    penalty: Callable[[nn.Module], torch.Tensor] | None = None,
 ) -> TrainReport:
     """Train ``model`` in place on ``data``'s train split for ``epochs`` epochs.
 
@@ -135,15 +136,29 @@ def train(
         Seed of the batch order, so a training run is reproducible.
     on_epoch : callable, optional
         Called after each epoch with (epoch number from 1, mean loss), e.g. for progress.
+    penalty : callable, optional
+        ``model → scalar tensor`` added to every batch's loss (a strategy's regulariser,
+        e.g. FedFMC's EWC term); the reported losses are the data loss alone.
 
     Returns
     -------
     TrainReport
         Sample count, last-epoch loss, seconds and the validation score.
+
+    Raises
+    ------
+    ValueError
+        If ``epochs`` or ``batch_size`` is below one, or a penalty is given for a task
+        that trains with its own code (which has no place for it).
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
     own = _own(model, "train")
+    if own is not None and penalty is not None:
+        raise ValueError(
+            "this task trains with its own code, which takes no loss penalty: the "
+            "strategy's regulariser (e.g. FedFMC's EWC) cannot be applied; turn it off"
+        )
     if own is not None:
         with task_code():
             report = own(
@@ -178,7 +193,7 @@ def train(
             batch = order[start : start + batch_size]
             optimiser.zero_grad(set_to_none=True)
             loss = loss_function(model(x[batch]), target[batch])
-            loss.backward()
+            (loss if penalty is None else loss + penalty(model)).backward()
             optimiser.step()
             total += loss.item() * batch.shape[0]
         epoch_loss = total / n

@@ -38,6 +38,14 @@ from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
 from mcfl_chain.strategies import make_strategy
+from mcfl_chain.strategies.fedfmc import (
+    FORK_END,
+    FORK_GAP,
+    FORK_ROUNDS,
+    FORK_START,
+    FORK_THRESHOLD,
+    MERGE_ROUNDS,
+)
 from mcfl_chain.worker.config import WorkerConfig
 from mcfl_chain.worker.genesis import publish_genesis
 
@@ -82,6 +90,18 @@ class SimulationConfig:
     """MCFL Algorithm 1's count rule: percentile, ceil or floor."""
     clusters: int = 3
     """IFCA's number of models; FACADE's number of heads."""
+    fork_rounds: int = FORK_ROUNDS
+    """FedFMC's T: rounds of the fork stage."""
+    merge_rounds: int = MERGE_ROUNDS
+    """FedFMC's M: rounds of each merge."""
+    fork_threshold: float = FORK_THRESHOLD
+    """FedFMC's h_f."""
+    fork_start: int = FORK_START
+    fork_gap: int = FORK_GAP
+    fork_end: int = FORK_END
+    """FedFMC's fork eligibility: first round, spacing, last rounds without forks."""
+    ewc: str = "on"
+    """FedFMC's merges with EWC (on) or without (off)."""
     seed: int = 0
     storage: str = "local"
     """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
@@ -185,6 +205,13 @@ class SimulationConfig:
             aggregate_on=self.aggregate_on,
             selection=self.selection,
             clusters=self.clusters,
+            fork_rounds=self.fork_rounds,
+            merge_rounds=self.merge_rounds,
+            fork_threshold=self.fork_threshold,
+            fork_start=self.fork_start,
+            fork_gap=self.fork_gap,
+            fork_end=self.fork_end,
+            ewc=self.ewc,
             epochs=self.epochs,
             batch_size=self.batch_size,
             lr=self.lr,

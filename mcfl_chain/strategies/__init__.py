@@ -8,21 +8,26 @@
 - ``ifca``    IFCA (Ghosh et al. 2020): k models, each trainer trains its lowest-loss one
 - ``facade``  FACADE (thesis 2024): one core and k heads, each trainer its lowest-loss
               head; the core averaged over all, each head over those that chose it
+- ``fedfmc``  FedFMC (Kopparapu & Lin 2020): fork into groups, then merge the groups'
+              models one at a time into one consolidated model, with EWC
 
 ``make_strategy(name, **options)`` builds one by name.
 """
 
-from mcfl_chain.strategies import facade, fedavg, ifca, local, mcfl
+from mcfl_chain.strategies import facade, fedavg, fedfmc, ifca, local, mcfl
 from mcfl_chain.strategies.base import (
     STRATEGIES,
     Candidate,
+    ModelInfo,
     Strategy,
     StrategyContext,
+    UpdateInfo,
     make_strategy,
     own_branch_seed,
 )
 from mcfl_chain.strategies.facade import FACADEStrategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
+from mcfl_chain.strategies.fedfmc import FedFMCStrategy
 from mcfl_chain.strategies.ifca import IFCAStrategy
 from mcfl_chain.strategies.local import LocalStrategy
 from mcfl_chain.strategies.mcfl import MCFLStrategy
@@ -32,13 +37,17 @@ __all__ = [
     "Candidate",
     "FACADEStrategy",
     "FedAvgStrategy",
+    "FedFMCStrategy",
     "IFCAStrategy",
     "LocalStrategy",
     "MCFLStrategy",
+    "ModelInfo",
     "Strategy",
     "StrategyContext",
     "facade",
+    "UpdateInfo",
     "fedavg",
+    "fedfmc",
     "ifca",
     "local",
     "make_strategy",

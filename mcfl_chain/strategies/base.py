@@ -10,6 +10,13 @@ it with :func:`register_strategy`.
 
 Strategies see weights only as opaque state dicts and flattened vectors: they build
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
+A strategy whose rules depend on the history may also read what the chain recorded
+through the context's read-only views (:class:`ModelInfo`, :class:`UpdateInfo`), and
+three optional hooks let a strategy go beyond "one parent, plain SGD":
+:meth:`Strategy.begin_round` (the round being played), :meth:`Strategy.merges` (several
+trained parents aggregated into one model, a merge on chain) and
+:meth:`Strategy.regulariser` (a penalty added to the training loss). Their defaults
+change nothing.
 
 A trainer may add a **defence** to any strategy (:mod:`mcfl_chain.algorithms.robust`):
 a robust selection rule (e.g. Multi-Krum) that :meth:`Strategy.select_updates` applies to
@@ -62,6 +69,53 @@ class Candidate(Generic[K]):
 
 
 @dataclass(frozen=True)
+class UpdateInfo:
+    """What the chain records of one update (a read-only view).
+
+    Attributes
+    ----------
+    update_id : int
+        Its id.
+    trainer_id : int
+        The trainer that proposed it.
+    parent : Hashable
+        The model it was trained from.
+    round : int
+        The round it was proposed in.
+    """
+
+    update_id: int
+    trainer_id: int
+    parent: Hashable
+    round: int
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the chain records of one model (a read-only view).
+
+    Attributes
+    ----------
+    key : Hashable
+        Its id.
+    parents : tuple
+        The models its updates were trained from: none for the root, several for a merge.
+    round : int or None
+        The round it was created in (None for the root).
+    update_ids : tuple[int, ...]
+        The updates aggregated into it, ascending.
+    popularity : int
+        How many aggregations produced it.
+    """
+
+    key: Hashable
+    parents: tuple[Hashable, ...]
+    round: int | None
+    update_ids: tuple[int, ...]
+    popularity: int
+
+
+@dataclass(frozen=True)
 class StrategyContext:
     """What the worker tells its strategy once, before the first round.
 
@@ -77,12 +131,50 @@ class StrategyContext:
         architecture (deterministic: the same seed gives the same bits everywhere).
     validation_loss : Callable[[Any], float]
         ``state dict → loss`` on the trainer's selection split.
+    model_info, update_info : Callable, optional
+        ``key → ModelInfo`` and ``update id → UpdateInfo``: what the chain recorded
+        (``KeyError`` for what it did not).
+    models_of_round : Callable[[int], list], optional
+        ``round → keys`` of the models created in that round, in creation order.
+    model_weights : Callable[[Any], Any], optional
+        ``key → state dict`` of a model, recomputed from its updates.
+    update_vector : Callable[[int], numpy.ndarray], optional
+        ``update id → flattened weights`` (``LookupError`` when they cannot be had).
+    fisher_diagonal : Callable[[Any], dict], optional
+        ``state dict → {parameter name: tensor}``, the diagonal of the Fisher
+        information of those weights on (at most 256 of) the trainer's training samples
+        (:mod:`mcfl_chain.algorithms.ewc`: a classifier's over its own prediction).
+
+    The optional views are None where nobody provides them (unit tests); a strategy
+    that needs one says so through :meth:`need`.
     """
 
     trainer_id: int
     seed: int
     initial_weights: Callable[[int], Any]
     validation_loss: Callable[[Any], float]
+    model_info: Callable[[Any], ModelInfo] | None = None
+    update_info: Callable[[int], UpdateInfo] | None = None
+    models_of_round: Callable[[int], list[Any]] | None = None
+    model_weights: Callable[[Any], Any] | None = None
+    update_vector: Callable[[int], np.ndarray] | None = None
+    fisher_diagonal: Callable[[Any], dict[str, Any]] | None = None
+
+    def need(self, view: str) -> Callable[..., Any]:
+        """The optional view named ``view``.
+
+        Raises
+        ------
+        RuntimeError
+            If the worker (or the test) building this context did not provide it.
+        """
+        value = getattr(self, view)
+        if value is None:
+            raise RuntimeError(
+                f"this strategy needs the context's {view!r} view, which whoever built the "
+                f"StrategyContext did not provide"
+            )
+        return value  # type: ignore[no-any-return]
 
 
 def own_branch_seed(seed: int, trainer_id: int) -> int:
@@ -105,6 +197,9 @@ class Strategy(ABC):
         """The defence when it is an aggregation rule (None: the network's default)."""
         return self.defence if isinstance(self.defence, AggregationRule) else None
 
+    round: int | None = None
+    """The round being played, as :meth:`begin_round` last said (None before)."""
+
     def bind(self, context: StrategyContext) -> None:
         """Receive the trainer's context (the worker calls this once, before any round)."""
         self.context = context
@@ -113,6 +208,22 @@ class Strategy(ABC):
         if self.context is None:
             raise RuntimeError(f"{type(self).__name__}: bind() a StrategyContext first")
         return self.context
+
+    def begin_round(self, round_: int) -> None:
+        """The worker is about to play round ``round_`` (called at the start of each
+        phase, before any other call for it). Default: remembered in :attr:`round`."""
+        self.round = round_
+
+    def merges(self, parents: Sequence[K]) -> list[tuple[K, ...]]:
+        """How the parents returned by :meth:`aggregate_on` are aggregated: each tuple
+        is one aggregation, a merge when it holds several parents (the updates of all of
+        them averaged into one model). Default: one aggregation per parent."""
+        return [(parent,) for parent in parents]
+
+    def regulariser(self, parent: K) -> Callable[[Any], Any] | None:
+        """A penalty ``model → scalar tensor`` added to the training loss of this round's
+        update on ``parent``, or None (default) for plain training."""
+        return None
 
     def starting_weights(self) -> Any | None:
         """Weights to train from when the candidate is the root (the network's first

@@ -26,6 +26,7 @@ from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
+from mcfl_chain.strategies import fedfmc as _fedfmc
 from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS, DivergenceName
 
 __all__ = ["OPTIONS", "ConfigError", "Option", "WorkerConfig"]
@@ -138,7 +139,8 @@ class WorkerConfig:
         "decentralized FedAvg baseline (most popular model, accept every update); local: "
         "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one; "
         "facade: FACADE's core and k heads (a <base>-heads<k> network), each trainer its "
-        "lowest-loss head.",
+        "lowest-loss head; fedfmc: FedFMC's fork into groups, then merges into one model "
+        "with EWC.",
         choices=sorted(STRATEGIES),
     )
     start: str = _option(
@@ -161,6 +163,36 @@ class WorkerConfig:
     )
     clusters: int = _option(
         3, "IFCA: number of models k the network trains; FACADE: number of heads k.", minimum=1
+    )
+    fork_rounds: int = _option(
+        _fedfmc.FORK_ROUNDS, "FedFMC: T, the rounds of the fork stage (paper: 25).", minimum=1
+    )
+    merge_rounds: int = _option(
+        _fedfmc.MERGE_ROUNDS,
+        "FedFMC: M, the rounds each group's merge lasts (the paper gives none).",
+        minimum=1,
+    )
+    fork_threshold: float = _option(
+        _fedfmc.FORK_THRESHOLD,
+        "FedFMC: h_f, a member is poorly served when its update drift exceeds the group's "
+        "smallest by more than h_f standard deviations (the paper gives none; below 2 it "
+        "flags every group's top member).",
+    )
+    fork_start: int = _option(
+        _fedfmc.FORK_START, "FedFMC: first fork-eligible round (paper: 5).", minimum=1
+    )
+    fork_gap: int = _option(
+        _fedfmc.FORK_GAP, "FedFMC: rounds between fork-eligible rounds (paper: 4).", minimum=1
+    )
+    fork_end: int = _option(
+        _fedfmc.FORK_END,
+        "FedFMC: last rounds of the fork stage that may not fork (paper: 5).",
+        minimum=0,
+    )
+    ewc: str = _option(
+        "on",
+        "FedFMC: train merges with the EWC penalty (on) or without (off, the paper's ablation).",
+        choices=("on", "off"),
     )
     tolerance: float = _option(
         1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."

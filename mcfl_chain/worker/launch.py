@@ -79,6 +79,13 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
         aggregate_on=config.aggregate_on,
         selection=config.selection,
         clusters=config.clusters,
+        fork_rounds=config.fork_rounds,
+        merge_rounds=config.merge_rounds,
+        fork_threshold=config.fork_threshold,
+        fork_start=config.fork_start,
+        fork_gap=config.fork_gap,
+        fork_end=config.fork_end,
+        ewc=config.ewc == "on",
         defence=parse_defence(config.defence) if config.defence else None,
     )
     check_heads(strategy, arch, dep.task)

@@ -68,6 +68,7 @@ import torch
 
 from mcfl_chain.adversaries import Adversary, CandidateView, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
+from mcfl_chain.algorithms.ewc import expected_fisher_diagonal, fisher_diagonal
 from mcfl_chain.chain.client import (
     AggregationArg,
     ChainClient,
@@ -87,11 +88,21 @@ from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import Evaluation, evaluate, selection_metric, train
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError, StorageUnavailable
-from mcfl_chain.strategies.base import Candidate, Strategy, StrategyContext
+from mcfl_chain.strategies.base import (
+    Candidate,
+    ModelInfo,
+    Strategy,
+    StrategyContext,
+    UpdateInfo,
+)
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
+
+
+FISHER_SAMPLES = 256
+"""Training samples a strategy's Fisher information is estimated on, at most."""
 
 
 class WorkerHalted(RuntimeError):
@@ -138,7 +149,8 @@ class WorkerOptions:
 
 @dataclass
 class _Aggregation:
-    """One parent's aggregation as this trainer computes it (Algorithm 2 + its rule)."""
+    """One aggregation as this trainer computes it (Algorithm 2 + its rule): on one
+    parent, or a merge of several (``parents``, ascending; ``parent`` is the first)."""
 
     parent: bytes
     selected: list[int]
@@ -148,6 +160,7 @@ class _Aggregation:
     weights: StateDict
     rule: tuple[int, int] = (0, 0)
     """(code, parameter word) submitted with the ids; (0, 0): the network's default."""
+    parents: tuple[bytes, ...] = ()
 
 
 class Worker:
@@ -279,6 +292,37 @@ class Worker:
         apply_events(self.dag, events)
         self.state.record(events, head)
 
+    # -- what strategies may read (StrategyContext's views) --------------------------------
+
+    def _model_info(self, model_id: bytes) -> ModelInfo:
+        m = self.dag.models[model_id]
+        return ModelInfo(m.model_id, m.parents, m.round, m.update_ids, m.popularity)
+
+    def _update_info(self, update_id: int) -> UpdateInfo:
+        u = self.dag.updates[update_id]
+        return UpdateInfo(u.update_id, u.trainer_id, u.parent, u.round)
+
+    def _model_weights(self, model_id: bytes) -> StateDict:
+        try:
+            return self.book.model(model_id)
+        except Unavailable as exc:
+            raise LookupError(str(exc)) from exc
+
+    def _update_vector(self, update_id: int) -> np.ndarray:
+        try:
+            return flatten_state(self.book.update(update_id))
+        except Unavailable as exc:
+            raise LookupError(str(exc)) from exc
+
+    def _fisher_diagonal(self, weights: StateDict) -> dict[str, torch.Tensor]:
+        # A sample of the (shuffled) training split bounds the cost: one per-sample
+        # gradient pass per class and sample.
+        x = self.train_data.train_x[:FISHER_SAMPLES]
+        with self.clock.measure("training"):
+            if self.kind == "classifier":
+                return expected_fisher_diagonal(self._load(weights), x)
+            return fisher_diagonal(self._load(weights), x, x, torch.nn.functional.mse_loss)
+
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -321,6 +365,12 @@ class Worker:
                 seed=network_seed(self.dag.genesis_cid),
                 initial_weights=lambda seed: create_model(self.options.arch, seed).state_dict(),
                 validation_loss=lambda weights: self._evaluate(weights).loss,
+                model_info=self._model_info,
+                update_info=self._update_info,
+                models_of_round=lambda r: [m.model_id for m in self.dag.models_of_round(r)],
+                model_weights=self._model_weights,
+                update_vector=self._update_vector,
+                fisher_diagonal=self._fisher_diagonal,
             )
         )
         self._report_interrupted_round()
@@ -508,6 +558,7 @@ class Worker:
 
     def _propose_phase(self, round_: int) -> None:
         """Train every chosen model, then send all updates and the vote in one call."""
+        self.strategy.begin_round(round_)
         chosen = self.state.chosen_for(round_)
         if chosen is None:
             chosen = self._choose_models(round_)
@@ -739,6 +790,11 @@ class Worker:
         net = self._load(start)
         opts = self.options.training
         if self.adversary is None or self.adversary.trains:
+            penalty = self.strategy.regulariser(parent)
+            if penalty is not None:
+                log.info(
+                    "round %d: training %s with the strategy's penalty", round_, short_id(parent)
+                )
             with self.clock.measure("training"):
                 train(
                     net,
@@ -748,6 +804,7 @@ class Worker:
                     lr=opts.lr,
                     momentum=opts.momentum,
                     seed=opts.seed * 1_000_003 + round_,
+                    penalty=penalty,
                 )
         else:
             log.info(
@@ -791,13 +848,17 @@ class Worker:
     # -- AGGREGATE -----------------------------------------------------------------------
 
     def _aggregate_phase(self, round_: int) -> None:
-        """Aggregate on the parents the strategy picks among those trained, then send all
-        of it and the vote in one call."""
+        """Aggregate on the parents the strategy picks among those trained (one
+        aggregation per parent, or the merges it asks for), then send all of it and the
+        vote in one call."""
+        self.strategy.begin_round(round_)
         plans = []
-        for own in self._updates_to_aggregate(round_):
+        for owns in self._aggregations_to_make(round_):
             if self._stop.is_set():
                 return
-            plan = self._plan_aggregation(round_, own.parent, own.update_id)
+            plan = self._plan_aggregation(
+                round_, tuple(u.parent for u in owns), tuple(u.update_id for u in owns)
+            )
             if plan is not None:
                 plans.append(plan)
         if self._stop.is_set():
@@ -808,7 +869,7 @@ class Worker:
             self.sync()
         args = [
             AggregationArg(
-                parents=(plan.parent,),
+                parents=plan.parents,
                 update_ids=tuple(plan.selected),
                 weights_cid=None
                 if plan.model_id in self.dag.models
@@ -878,6 +939,13 @@ class Worker:
         ranked += sorted(set(mine) - set(ranked))
         return [mine[parent] for parent in self.strategy.aggregate_on(ranked)]
 
+    def _aggregations_to_make(self, round_: int) -> list[list[UpdateRecord]]:
+        """This trainer's own updates of the round, grouped as the strategy aggregates
+        them: one list per aggregation, several parents for a merge."""
+        owns = {u.parent: u for u in self._updates_to_aggregate(round_)}
+        groups = self.strategy.merges(list(owns))
+        return [[owns[parent] for parent in group if parent in owns] for group in groups]
+
     def _my_updates(self, round_: int) -> list[UpdateRecord]:
         return sorted(
             (
@@ -888,22 +956,29 @@ class Worker:
             key=lambda u: u.update_id,
         )
 
-    def _plan_aggregation(self, round_: int, parent: bytes, own: int) -> _Aggregation | None:
-        """Paper Algorithm 2, then the aggregation: the trainer's aggregation-rule defence
-        (its code and parameter go to the chain) or the network's default rule; None when
-        it cannot be done."""
-        proposals = [u.update_id for u in self.dag.updates_for(parent, round_)]
+    def _plan_aggregation(
+        self, round_: int, parents: tuple[bytes, ...], owns: tuple[int, ...]
+    ) -> _Aggregation | None:
+        """Paper Algorithm 2, then the aggregation (the trainer's aggregation-rule defence,
+        whose code and parameter go to the chain, or the network's default rule) for one
+        parent, or for a merge of several (the updates on all of them; this trainer's own
+        on each is kept, as the contract demands); None when it cannot be done."""
+        order = sorted(range(len(parents)), key=lambda i: parents[i])
+        parents, owns = tuple(parents[i] for i in order), tuple(owns[i] for i in order)
+        parent, own = parents[0], owns[0]
+        proposals = [u.update_id for p in parents for u in self.dag.updates_for(p, round_)]
         good, bad = self.book.usable_updates(proposals)
         for uid, reason in bad.items():
             log.warning("round %d: update %s excluded: %s", round_, str(uid)[:10], reason)
-        if own not in good:
-            log.error(
-                "round %d: my own update on %s is unusable (%s); not aggregating",
-                round_,
-                short_id(parent),
-                bad.get(own),
-            )
-            return None
+        for mine, on in zip(owns, parents, strict=True):
+            if mine not in good:
+                log.error(
+                    "round %d: my own update on %s is unusable (%s); not aggregating",
+                    round_,
+                    short_id(on),
+                    bad.get(mine),
+                )
+                return None
         try:
             parent_weights = self.book.model(parent)
         except Unavailable as exc:
@@ -918,9 +993,12 @@ class Worker:
             vectors = {uid: flatten_state(w) for uid, w in good.items()}
             start = flatten_state(parent_weights)
             selected = sorted(
-                self.strategy.select_updates(
-                    own, vectors, parent=start, first_round=parent == ROOT_ID
+                set(
+                    self.strategy.select_updates(
+                        own, vectors, parent=start, first_round=parent == ROOT_ID
+                    )
                 )
+                | set(owns)
             )
             if self.adversary is not None:
                 selected = self._adversarys_updates(round_, own, selected, good)
@@ -942,9 +1020,10 @@ class Worker:
             selected=selected,
             proposals=len(proposals),
             excluded=bad,
-            model_id=compute_model_id(parent, selected, *code),
+            model_id=compute_model_id(parents, selected, *code),
             weights=weights,
             rule=code,
+            parents=parents,
         )
 
     def _adversarys_updates(
@@ -988,8 +1067,10 @@ class Worker:
             short_id(plan.model_id),
             _fmt(result),
         )
+        merge = {"parents": ["0x" + p.hex() for p in plan.parents]} if len(plan.parents) > 1 else {}
         return {
             "parent": "0x" + plan.parent.hex(),
+            **merge,
             "model": "0x" + plan.model_id.hex(),
             "selected": len(plan.selected),
             "proposals": plan.proposals,
@@ -1019,6 +1100,7 @@ class Worker:
         round_ = max(rounds)
         if round_ in self.state.reported or self._in_metrics_file(round_):
             return
+        self.strategy.begin_round(round_)
         on_chain = {
             parent: model.model_id
             for model in self.dag.models_of_round(round_)
@@ -1026,11 +1108,15 @@ class Worker:
             for parent in model.parents
         }
         results = []
+        mine = {u.parent: u.update_id for u in self._my_updates(round_)}
+        done: set[bytes] = set()
         for own in self._my_updates(round_):
             model_id = on_chain.get(own.parent)
-            if model_id is None:
+            if model_id is None or model_id in done:
                 continue
-            plan = self._plan_aggregation(round_, own.parent, own.update_id)
+            done.add(model_id)
+            parents = tuple(p for p in self.dag.models[model_id].parents if p in mine)
+            plan = self._plan_aggregation(round_, parents, tuple(mine[p] for p in parents))
             if plan is None:
                 continue
             if plan.model_id != model_id:

@@ -95,3 +95,24 @@ def test_selection_metric() -> None:
     assert selection_metric(Evaluation(0.9, 0.3, 10), "classifier") == 0.9
     assert selection_metric(Evaluation(None, 0.02, 10), "autoencoder") == pytest.approx(50.0)
     assert selection_metric(Evaluation(None, 0.0, 10), "autoencoder") == math.inf
+
+
+def test_a_penalty_is_added_to_the_training_loss(digits_data) -> None:  # type: ignore[no-untyped-def]
+    # Prepare: a strong pull back to the starting weights (an EWC-like regulariser)
+    start = create_model("lenet-light", seed=3)
+    anchor = {k: v.clone() for k, v in start.state_dict().items()}
+
+    def pull(model: torch.nn.Module) -> torch.Tensor:
+        return 100.0 * sum(((p - anchor[n]) ** 2).sum() for n, p in model.named_parameters())
+
+    free, held = create_model("lenet-light", seed=3), create_model("lenet-light", seed=3)
+
+    # Execute
+    train(free, digits_data, epochs=1, lr=0.01, seed=9)
+    train(held, digits_data, epochs=1, lr=0.01, seed=9, penalty=pull)
+
+    # Assert: the penalised model stays far nearer to its start
+    def moved(model: torch.nn.Module) -> float:
+        return sum(float((p - anchor[n]).norm()) for n, p in model.named_parameters())
+
+    assert moved(held) < 0.5 * moved(free)

@@ -4,6 +4,7 @@ and what a waiting trainer says."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from mcfl_chain.learning.codec import decode_weights, encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
 from mcfl_chain.storage import LocalStorage, StorageUnavailable, cid_for_bytes
-from mcfl_chain.strategies import make_strategy
+from mcfl_chain.strategies import FedAvgStrategy, make_strategy
 from mcfl_chain.worker import rounds
 from mcfl_chain.worker.rounds import Worker, WorkerHalted, WorkerOptions
 from mcfl_chain.worker.state import WorkerState
@@ -1009,3 +1010,70 @@ def test_the_adversary_publishes_its_version_of_the_trained_update(tmp_path, mon
     parent = create_model(ARCH, seed=0).state_dict()
     for key, value in parent.items():
         assert torch.allclose(published[key], value - 1.0), key
+
+
+# -- strategy hooks: merges and a training penalty ------------------------------------------
+
+
+class MergeAll(FedAvgStrategy):
+    """FedAvg whose trained parents are aggregated together, as one merge."""
+
+    def merges(self, parents):  # type: ignore[no-untyped-def]
+        return [tuple(parents)]
+
+    def regulariser(self, parent):  # type: ignore[no-untyped-def]
+        return ("penalty on", parent)
+
+
+def test_a_strategys_merge_is_one_aggregation_with_several_parents(tmp_path):
+    # Prepare: as above, this trainer and a peer proposed on the root and on model X in
+    # round 1; the strategy merges what it trained.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    x_updates = [proposed(i, 0, cid=storage.put(weights_blob(10 + i))) for i in (1, 2)]
+    x_ids = [e.args["updateId"] for e in x_updates]
+    x = model_id(ROOT_ID, sorted(x_ids))
+    events = [*x_updates, *created(2, 0, ROOT_ID, x_ids)]
+    for i, parent in ((1, ROOT_ID), (2, ROOT_ID), (1, x), (2, x)):
+        cid = storage.put(weights_blob(20 + i + (0 if parent == ROOT_ID else 5)))
+        events.append(proposed(i, 1, parent=parent, cid=cid, block=3))
+    chain = ScriptedChain(lambda: status(round_=1, phase=Phase.AGGREGATE), events)
+    metrics = tmp_path / "metrics.jsonl"
+    worker = make_worker(
+        tmp_path, chain, storage, genesis, scripted_data(), MergeAll(), metrics_path=metrics
+    )
+    worker.sync()
+
+    # Execute
+    worker._aggregate_phase(1)
+
+    # Assert: one aggregation, both parents ascending, every update on either
+    ((name, (aggregation,)),) = chain.sent
+    assert name == "submitAggregations"
+    assert aggregation.parents == tuple(sorted([ROOT_ID, x]))
+    every = sorted(update_id(i, p, 1) for i in (1, 2) for p in (ROOT_ID, x))
+    assert list(aggregation.update_ids) == every
+    # its weights are the FedAvg of the four, and the metrics name both parents
+    merged = model_id(sorted([ROOT_ID, x]), every)
+    assert aggregation.weights_cid is not None
+    line = json.loads(metrics.read_text().splitlines()[-1])
+    assert line["model"] == "0x" + merged.hex()
+    assert line["aggregations"][0]["parents"] == ["0x" + p.hex() for p in sorted([ROOT_ID, x])]
+
+
+def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
+    # Prepare: training replaced by a recorder
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    penalties: list[Any] = []
+    monkeypatch.setattr(rounds, "train", lambda net, data, **kw: penalties.append(kw["penalty"]))
+    worker = make_worker(
+        tmp_path, ScriptedChain(lambda: status()), storage, genesis, trainer_data(), MergeAll()
+    )
+    worker.sync()
+
+    # Execute
+    worker._trained_update(0, ROOT_ID)
+
+    # Assert
+    assert penalties == [("penalty on", ROOT_ID)]

@@ -1,0 +1,162 @@
+"""What an attack did to a finished run: the measures of ``scripts/bench_adversaries.py``.
+
+Every measure reads only a run directory (its ``metrics.jsonl``, ``dag.json``,
+``config.json`` and blob store), so a campaign can be measured again without rerunning.
+
+- :func:`honest_final`: the honest trainers' accuracy at the last round (adversaries'
+  own figures are left out: the question is what they cost the others);
+- :func:`backdoor_success`: for each honest trainer, the share of its triggered test
+  images (not of the target class) its deployed model classifies as the target;
+- :func:`sybil_adoption`: how often honest trainers trained a model made only of the
+  Sybil coalition's updates.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcfl_chain.adversaries.backdoor import attack_success_rate
+from mcfl_chain.learning.codec import decode_weights
+from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.simulation import report
+from mcfl_chain.storage import open_storage
+
+
+@dataclass(frozen=True)
+class HonestFinal:
+    """The honest trainers' figures at a run's last round (accuracy in [0, 1])."""
+
+    round: int
+    accuracies: dict[int, float]
+    """Trainer index → accuracy of the model deployed for it."""
+
+    @property
+    def worst(self) -> float:
+        return min(self.accuracies.values())
+
+    @property
+    def average(self) -> float:
+        return statistics.fmean(self.accuracies.values())
+
+
+def _lines(run_dir: Path) -> list[dict[str, Any]]:
+    return report.read_metrics([run_dir / "metrics.jsonl"])
+
+
+def honest_final(run_dir: Path) -> HonestFinal:
+    """The honest trainers' accuracies at the last round any trainer reported.
+
+    Raises
+    ------
+    ValueError
+        No honest trainer reported an accuracy at that round.
+    """
+    lines = _lines(run_dir)
+    if not lines:
+        raise ValueError(f"{run_dir}: no metrics")
+    last = max(line["round"] for line in lines)
+    accuracies = {
+        int(line["trainer_index"]): float(line["accuracy"])
+        for line in lines
+        if line["round"] == last and not line.get("adversary") and line.get("accuracy") is not None
+    }
+    if not accuracies:
+        raise ValueError(f"{run_dir}: no honest trainer reported an accuracy in round {last}")
+    return HonestFinal(last, accuracies)
+
+
+def _config(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "config.json").read_text())
+
+
+def backdoor_success(run_dir: Path, target: int = 0) -> dict[int, float]:
+    """Honest trainer index → the backdoor's success on its deployed model at the last
+    round: the share of its triggered test images not of class ``target`` classified as
+    ``target``. The model's weights are those its first aggregator published.
+
+    Raises
+    ------
+    ValueError
+        A deployed model without published weights, or a scenario whose data cannot be
+        rebuilt.
+    """
+    config = _config(run_dir)
+    final = honest_final(run_dir)
+    deployed = {
+        int(line["trainer_index"]): line["model"]
+        for line in _lines(run_dir)
+        if line["round"] == final.round and not line.get("adversary") and line.get("model")
+    }
+    models = {m["id"]: m for m in json.loads((run_dir / "dag.json").read_text())["models"]}
+    specs = scenario_specs(
+        config["scenario"],
+        config["n_trainers"],
+        config["seed"],
+        dataset=config["dataset"],
+        samples_per_trainer=config["samples"],
+        **config["scenario_params"],
+    )
+    store = open_storage(f"local:{run_dir / 'blobs'}")
+    rates: dict[int, float] = {}
+    for index, model_id in sorted(deployed.items()):
+        cid = models[model_id].get("weights_cid")
+        if not cid:
+            raise ValueError(f"{run_dir}: model {model_id} has no published weights")
+        net = create_model(config["arch"], seed=0)
+        net.load_state_dict(decode_weights(store.get(cid), config["arch"]))
+        data = build_trainer_data(specs[index])
+        rates[index] = attack_success_rate(net, data.test_x, data.test_y, target)
+    return rates
+
+
+def sybil_adoption(run_dir: Path) -> float:
+    """Share of the honest trainers' (trainer, round) pairs, from round 1 on, in which it
+    trained a model every update of which a Sybil proposed.
+
+    Raises
+    ------
+    ValueError
+        The run has no Sybil or no honest trainer past round 0.
+    """
+    lines = _lines(run_dir)
+    sybils = {
+        int(line["trainer_id"])
+        for line in lines
+        if str(line.get("adversary") or "").startswith("sybil")
+    }
+    if not sybils:
+        raise ValueError(f"{run_dir}: no Sybil trainer in this run")
+    dag = json.loads((run_dir / "dag.json").read_text())
+    proposer = {u["id"]: int(u["trainer_id"]) for u in dag["updates"]}
+    coalition_models = {
+        m["id"]
+        for m in dag["models"]
+        if m["updates"] and all(proposer.get(u) in sybils for u in m["updates"])
+    }
+    pairs = [
+        bool(coalition_models & set(line.get("trained") or []))
+        for line in lines
+        if line["round"] >= 1 and not line.get("adversary")
+    ]
+    if not pairs:
+        raise ValueError(f"{run_dir}: no honest trainer reported past round 0")
+    return sum(pairs) / len(pairs)
+
+
+def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float]:
+    """(worst, average) accuracy lost to the attack, in percentage points (positive:
+    the attack hurt), over the honest trainers of each run."""
+    return (
+        100.0 * (clean.worst - attacked.worst),
+        100.0 * (clean.average - attacked.average),
+    )
+
+
+def mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")

@@ -1,0 +1,308 @@
+"""Adversaries against FedAvg, MCFL and MCFL with each defence: what they cost honest trainers.
+
+For each scenario (``groups``: 12 trainers in 3 class groups; ``iid``), seed and method,
+a clean run and one run per attack with a share of the trainers adversarial (20 %, and
+40 % for the two strongest, label and sign flipping). Each run is an ordinary
+``mcfl-chain simulate`` network (real chain, real workers) kept in ``--out``; finished
+runs are skipped, so the command resumes where it stopped.
+
+Measures (:mod:`mcfl_chain.simulation.adversarial`), over the honest trainers only, at
+the last round: worst and average accuracy, and their drop against the clean run of the
+same scenario, method and seed; the backdoor's success rate on triggered test images;
+for the Sybils, how often honest trainers trained the coalition's model. The table goes
+to the terminal and to ``docs/results/adversaries.md`` (which ``report_results.py``
+puts in docs/RESULTS.md, section "Adversaries"). The last line printed is
+
+    worst honest accuracy drop, MCFL best defence, 20% label-flip: X pts
+
+where the best defence is the MCFL variant with the smallest mean worst-trainer drop
+under 20 % label flippers, over the seeds and scenarios run.
+
+    python scripts/bench_adversaries.py --list
+    python scripts/bench_adversaries.py --seeds 0,1              # the whole matrix
+    python scripts/bench_adversaries.py --only groups --attacks label-flip:0.2 \\
+        --methods fedavg --methods mcfl-multi-krum --seeds 0     # a slice
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from mcfl_chain.adversaries.backdoor import Backdoor
+from mcfl_chain.algorithms.robust import DefenceNeedsProtocolSupport, defence_names, parse_defence
+from mcfl_chain.simulation import adversarial
+from mcfl_chain.simulation.campaign import load_scenarios, state_of
+from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
+
+ATTACKS = (
+    "label-flip:0.2",
+    "sign-flip:0.2",
+    "backdoor:0.2",
+    "free-rider:0.2",
+    "sample-inflation:0.2",
+    "sybil:0.2",
+    "label-flip:0.4",
+    "sign-flip:0.4",
+)
+"""20 % of the trainers for every attack, 40 % for the two strongest (issue 13)."""
+CLEAN = "clean"
+SCENARIOS = ("groups", "iid")
+HEADLINE_ATTACK = "label-flip:0.2"
+
+
+def _usable_defences() -> list[str]:
+    """Defences a trainer can use on today's protocol (the others need it to commit to
+    an aggregation rule, and are left out with a note)."""
+    usable = []
+    for name in defence_names():
+        try:
+            parse_defence(name)
+        except DefenceNeedsProtocolSupport:
+            continue
+        except ValueError:
+            continue
+        usable.append(name)
+    return usable
+
+
+def methods() -> dict[str, dict[str, object]]:
+    """Method name → the simulation options it sets."""
+    table: dict[str, dict[str, object]] = {
+        "fedavg": {"strategy": "fedavg"},
+        "mcfl-tol1": {"strategy": "mcfl", "tolerance": 1.0},
+        "mcfl-tol2": {"strategy": "mcfl", "tolerance": 2.0},
+    }
+    for defence in _usable_defences():
+        table[f"mcfl-{defence}"] = {"strategy": "mcfl", "tolerance": 1.0, "defence": defence}
+    return table
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    scenario: str
+    method: str
+    attack: str
+    seed: int
+    config: SimulationConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.scenario}-{self.method}-{self.attack.replace(':', '')}-s{self.seed}"
+
+
+def plan(
+    scenarios: Path,
+    only: tuple[str, ...],
+    chosen_methods: tuple[str, ...],
+    attacks: tuple[str, ...],
+    seeds: list[int],
+    rounds: int,
+) -> list[Run]:
+    bases = {c.name: c for c in load_scenarios(scenarios) if c.name in (only or SCENARIOS)}
+    missing = set(only or SCENARIOS) - set(bases)
+    if missing:
+        raise click.ClickException(f"no scenario file named {sorted(missing)} in {scenarios}")
+    table = methods()
+    unknown = set(chosen_methods) - set(table)
+    if unknown:
+        raise click.ClickException(
+            f"unknown method(s) {sorted(unknown)}; known: {', '.join(table)}"
+        )
+    runs = []
+    for seed in seeds:
+        for scenario, base in bases.items():
+            for method in chosen_methods or tuple(table):
+                for attack in (CLEAN, *(attacks or ATTACKS)):
+                    config = dataclasses.replace(
+                        base,
+                        seed=seed,
+                        rounds=min(rounds, base.rounds),
+                        adversaries=None if attack == CLEAN else attack,
+                        **table[method],  # type: ignore[arg-type]
+                    )
+                    run = Run(scenario, method, attack, seed, config)
+                    runs.append(dataclasses.replace(run, config=_named(config, run.name)))
+    return runs
+
+
+def _named(config: SimulationConfig, name: str) -> SimulationConfig:
+    return dataclasses.replace(config, name=name)
+
+
+def _pct(value: float) -> str:
+    return "–" if value != value else f"{100 * value:.1f}"
+
+
+def _pts(value: float) -> str:
+    return "–" if value != value else f"{value:+.1f}"
+
+
+def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str], list[float]]]:
+    """The table's lines, and (method, attack) → worst-trainer drops over seeds and
+    scenarios, for the finished runs."""
+    finals = {
+        run.name: adversarial.honest_final(out / run.name)
+        for run in runs
+        if state_of(out / run.name) == "done"
+    }
+    groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[run.scenario, run.method, run.attack].append(run)
+    drops: dict[tuple[str, str], list[float]] = defaultdict(list)
+    lines = [
+        "| scenario | method | attack | seeds | honest worst % | honest avg % | "
+        "worst drop (pts) | avg drop (pts) | backdoor success % | Sybil adoption % |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (scenario, method, attack), members in groups.items():
+        done = [r for r in members if r.name in finals]
+        if not done:
+            continue
+        worst = [finals[r.name].worst for r in done]
+        average = [finals[r.name].average for r in done]
+        worst_drop, avg_drop = [], []
+        for r in done:
+            clean = dataclasses.replace(r, attack=CLEAN).name
+            if attack != CLEAN and clean in finals:
+                w, a = adversarial.drop_points(finals[clean], finals[r.name])
+                worst_drop.append(w)
+                avg_drop.append(a)
+        drops[method, attack] += worst_drop
+        backdoor = sybil = float("nan")
+        if attack.startswith("backdoor"):
+            target = Backdoor().target
+            rates = [adversarial.backdoor_success(out / r.name, target) for r in done]
+            backdoor = adversarial.mean([statistics.fmean(rate.values()) for rate in rates])
+        if attack.startswith("sybil"):
+            sybil = adversarial.mean([adversarial.sybil_adoption(out / r.name) for r in done])
+        lines.append(
+            f"| {scenario} | {method} | {attack} | {len(done)} | "
+            f"{_pct(adversarial.mean(worst))} | {_pct(adversarial.mean(average))} | "
+            f"{_pts(adversarial.mean(worst_drop))} | {_pts(adversarial.mean(avg_drop))} | "
+            f"{_pct(backdoor)} | {_pct(sybil)} |"
+        )
+    return lines, drops
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--scenarios",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("scenarios/paper"),
+    show_default=True,
+    help="Folder of scenario files (groups.toml and iid.toml are used).",
+)
+@click.option("--only", multiple=True, help="Only this scenario (groups or iid); repeatable.")
+@click.option("--methods", "chosen_methods", multiple=True, help="Only this method; repeatable.")
+@click.option(
+    "--attacks",
+    multiple=True,
+    help="Only this attack, NAME:SHARE as in simulate --adversaries (repeatable). "
+    f"[default: {', '.join(ATTACKS)}]",
+)
+@click.option("--seeds", default="0,1", show_default=True, help="Seeds, comma-separated.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Rounds per run (at most the scenario's).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/adversaries"),
+    show_default=True,
+    help="One run directory per run is made here.",
+)
+@click.option(
+    "--table",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("docs/results/adversaries.md"),
+    show_default=True,
+    help="Where the table of the finished runs is written.",
+)
+@click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
+@click.option("--report-only", is_flag=True, help="Measure the finished runs; run nothing.")
+def main(
+    scenarios: Path,
+    only: tuple[str, ...],
+    chosen_methods: tuple[str, ...],
+    attacks: tuple[str, ...],
+    seeds: str,
+    rounds: int,
+    out: Path,
+    table: Path,
+    list_only: bool,
+    report_only: bool,
+) -> None:
+    """Run (or resume) the adversaries benchmark, then print and write its table."""
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        seed_list = [int(s) for s in seeds.replace(" ", ",").split(",") if s]
+    except ValueError:
+        raise click.BadParameter(
+            f"{seeds!r}: give integers, e.g. 0,1", param_hint="--seeds"
+        ) from None
+    runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds)
+    refused = sorted(set(defence_names()) - set(_usable_defences()))
+    if refused:
+        console.print(
+            f"note: {', '.join(refused)} left out: aggregation rules need the model id to "
+            "commit to them (protocol support)"
+        )
+    todo = [r for r in runs if state_of(out / r.name) != "done"]
+    if list_only:
+        for index, run in enumerate(runs, 1):
+            console.print(f"{index:4}  {state_of(out / run.name):8} {run.name}")
+        console.print(f"{len(runs)} runs planned in {out}: {len(runs) - len(todo)} done")
+        return
+    if not report_only:
+        started = time.monotonic()
+        for index, run in enumerate(todo, 1):
+            run_dir = out / run.name
+            console.rule(
+                f"[{index}/{len(todo)}] {run.name} · elapsed "
+                f"{(time.monotonic() - started) / 60:.0f} min"
+            )
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # an interrupted run: made again from scratch
+            try:
+                run_simulation(run.config, run_dir, console)
+            except SimulationError as exc:
+                raise click.ClickException(
+                    f"{run.name} failed: {exc} (run the same command again to resume)"
+                ) from exc
+    lines, drops = measure(runs, out)
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text("\n".join(lines) + "\n")
+    console.print("\n".join(lines))
+    console.print(f"table written to {table}")
+    candidates = {
+        method: adversarial.mean(values)
+        for (method, attack), values in drops.items()
+        if attack == HEADLINE_ATTACK and method.startswith("mcfl") and values
+    }
+    if not candidates:
+        console.print(
+            f"worst honest accuracy drop, MCFL best defence, 20% label-flip: n/a "
+            f"(no finished MCFL run with {HEADLINE_ATTACK} and its clean run)"
+        )
+        return
+    best = min(candidates, key=lambda m: candidates[m])
+    console.print(f"best MCFL variant under {HEADLINE_ATTACK}: {best}")
+    print(
+        f"worst honest accuracy drop, MCFL best defence, 20% label-flip: {candidates[best]:.1f} pts"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The adversaries benchmark's measures on hand-made run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.models import create_model
+from mcfl_chain.simulation.adversarial import (
+    HonestFinal,
+    backdoor_success,
+    drop_points,
+    honest_final,
+    sybil_adoption,
+)
+from mcfl_chain.storage import open_storage
+
+
+def _write(run: Path, lines: list[dict], dag: dict | None = None, config: dict | None = None):
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    if dag is not None:
+        (run / "dag.json").write_text(json.dumps(dag))
+    if config is not None:
+        (run / "config.json").write_text(json.dumps(config))
+
+
+def _line(round_: int, index: int, accuracy: float, adversary: str | None = None, **extra):
+    return {"round": round_, "trainer": f"0x{index:040x}", "trainer_index": index,
+            "trainer_id": index + 1, "accuracy": accuracy, "adversary": adversary,
+            **extra}  # fmt: skip
+
+
+def test_honest_final_keeps_the_last_round_and_leaves_adversaries_out(tmp_path):
+    # Prepare: round 1 is the last; trainer 2 is a label flipper with a low accuracy.
+    _write(
+        tmp_path,
+        [_line(0, 0, 0.1), _line(1, 0, 0.8), _line(1, 1, 0.6), _line(1, 2, 0.05, "label-flip")],
+    )
+
+    # Execute
+    final = honest_final(tmp_path)
+
+    # Assert
+    assert final.round == 1 and final.accuracies == {0: 0.8, 1: 0.6}
+    assert final.worst == 0.6 and final.average == pytest.approx(0.7)
+
+
+def test_honest_final_without_honest_figures_says_so(tmp_path):
+    _write(tmp_path, [_line(0, 0, 0.5, "sybil")])
+    with pytest.raises(ValueError, match="no honest trainer"):
+        honest_final(tmp_path)
+
+
+def test_drop_points_are_clean_minus_attacked_in_points():
+    clean = HonestFinal(3, {0: 0.90, 1: 0.80})
+    attacked = HonestFinal(3, {0: 0.85, 1: 0.70})
+    worst, average = drop_points(clean, attacked)
+    assert worst == pytest.approx(10.0) and average == pytest.approx(7.5)
+
+
+def test_sybil_adoption_counts_honest_rounds_training_a_coalition_only_model(tmp_path):
+    # Prepare: trainers 3 and 4 (ids) are Sybils. Model A holds only their updates,
+    # model B mixes one of theirs with an honest one. From round 1 on, honest trainer 1
+    # trains A in round 1 only; honest trainer 2 trains B both rounds.
+    updates = [
+        {"id": "11", "trainer_id": 3}, {"id": "12", "trainer_id": 4},
+        {"id": "13", "trainer_id": 1}, {"id": "14", "trainer_id": 3},
+    ]  # fmt: skip
+    models = [{"id": "A", "updates": ["11", "12"]}, {"id": "B", "updates": ["13", "14"]}]
+    lines = [
+        _line(0, 0, 0.5, trained=["A"]),
+        _line(1, 0, 0.5, trained=["A", "B"]),
+        _line(2, 0, 0.5, trained=["B"]),
+        _line(1, 1, 0.5, trained=["B"]),
+        _line(2, 1, 0.5, trained=["B"]),
+        _line(1, 2, 0.5, "sybil", trained=["A"]),
+        _line(1, 3, 0.5, "sybil", trained=["A"]),
+    ]
+    _write(tmp_path, lines, {"models": models, "updates": updates})
+
+    # Execute / Assert: 1 of the 4 honest (trainer, round ≥ 1) pairs trained A.
+    assert sybil_adoption(tmp_path) == 0.25
+
+
+def test_sybil_adoption_of_a_run_without_sybils_is_refused(tmp_path):
+    _write(tmp_path, [_line(1, 0, 0.5)], {"models": [], "updates": []})
+    with pytest.raises(ValueError, match="no Sybil"):
+        sybil_adoption(tmp_path)
+
+
+@pytest.mark.parametrize("favoured, expected", [(0, 1.0), (1, 0.0)])
+def test_backdoor_success_of_models_that_always_answer_one_class(tmp_path, favoured, expected):
+    # Prepare: two honest trainers of an IID digits network deploy a model whose last
+    # layer answers class `favoured` whatever the image; the backdoor's target is 0.
+    config = {"scenario": "iid", "n_trainers": 2, "seed": 0, "dataset": "digits",
+              "samples": 120, "scenario_params": {}, "arch": "lenet5"}  # fmt: skip
+    state = create_model("lenet5", seed=0).state_dict()
+    state["classifier.5.weight"] = torch.zeros_like(state["classifier.5.weight"])
+    bias = torch.zeros_like(state["classifier.5.bias"])
+    bias[favoured] = 10.0
+    state["classifier.5.bias"] = bias
+    store = open_storage(f"local:{tmp_path / 'blobs'}")
+    cid = store.put(encode_weights("lenet5", state))
+    _write(
+        tmp_path,
+        [_line(1, 0, 0.1, model="M"), _line(1, 1, 0.1, model="M")],
+        {"models": [{"id": "M", "updates": [], "weights_cid": cid}], "updates": []},
+        config,
+    )
+
+    # Execute
+    rates = backdoor_success(tmp_path, target=0)
+
+    # Assert: every triggered non-target image goes to class 0, or none does.
+    assert rates == {0: expected, 1: expected}
