@@ -39,8 +39,9 @@ from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.errors import ChainError, ChainUnavailable, ProtocolLimitError
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE, EVENT_SOURCES, ChainEvent
-from mcfl_chain.dag.model_id import MAX_RULE
 
+MAX_RULE = 255
+"""Highest aggregation rule code the contracts accept (``Models.MAX_RULE``)."""
 _VOTE_GAS = 300_000
 """Gas limit of an empty call ending a phase (one uses ~50k-90k). Sent without
 estimate: nodes estimate against the latest block, whose timestamp may still be before

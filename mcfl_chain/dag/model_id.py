@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from eth_abi import encode
 from eth_utils import keccak
 
+from mcfl_chain.chain.client import MAX_RULE
+
 ROOT_MODEL_ID = bytes(32)
 UINT256_MAX = 2**256 - 1
-MAX_RULE = 255
-"""Highest aggregation rule code the contracts accept (``Models.MAX_RULE``)."""
 
 
 def model_id(
