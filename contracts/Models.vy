@@ -11,8 +11,14 @@
         - a merge of several parents:
           `keccak256(abi.encode(bytes32[] parents, uint256[] updateIds))`,
         with parents and update ids strictly ascending, so anyone can recompute
-        it off chain. The root model (id 0) exists from deployment with the
-        genesis weights CID and the task descriptor. A new model id is minted to
+        it off chain. That is the id of an aggregation with rule 0, the
+        network's default (FedAvg, or the rule the task's architecture names).
+        An aggregation with another rule (median, trimmed mean...: a code and
+        a parameter word) hashes that id, `baseId`, again with them:
+        `keccak256(abi.encode(bytes32 baseId, uint256 rule, uint256 ruleParameter))`
+        (`protocol._rule_model_id`), so the id says how to rebuild the weights.
+        The root model (id 0) exists from deployment with the genesis weights
+        CID and the task descriptor. A new model id is minted to
         its first aggregator; submitting an existing id adds one to its
         popularity.
         Quorum: the trainers that voted in the previous phase must vote (round
@@ -60,6 +66,8 @@ event ModelCreated:
     index: uint256
     parents: DynArray[bytes32, protocol.MAX_PARENTS]
     updateIds: DynArray[uint256, protocol.MAX_UPDATES]
+    rule: uint256
+    ruleParameter: uint256
     aggregator: address
     weightsCid: Bytes[render.CID_LENGTH]
 
@@ -80,6 +88,7 @@ MAX_AGGREGATIONS: public(constant(uint256)) = protocol.MAX_AGGREGATIONS
 MAX_PARENTS: public(constant(uint256)) = protocol.MAX_PARENTS
 MAX_UPDATES: public(constant(uint256)) = protocol.MAX_UPDATES
 MAX_CALL_UPDATES: public(constant(uint256)) = protocol.MAX_CALL_UPDATES
+MAX_RULE: public(constant(uint256)) = protocol.MAX_RULE
 CID_LENGTH: public(constant(uint256)) = render.CID_LENGTH
 MAX_TASK_LENGTH: public(constant(uint256)) = 128
 
@@ -132,6 +141,12 @@ updates: public(address)
 
 _state: uint256
 _models: HashMap[bytes32, uint256]
+
+# @dev A model's aggregation rule, stored only when it is not the default
+#      (rule 0, parameter 0), so FedAvg models cost no more than before:
+#      the code, and the parameter word when it is not 0.
+_rules: HashMap[bytes32, uint256]
+_ruleParameters: HashMap[bytes32, uint256]
 
 # @dev The root's weights: sha2-256 digest and whether the CID codec is dag-pb.
 _genesisDigest: bytes32
@@ -264,8 +279,12 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
          only the caller's own updates are checked again. No parent appears
          twice in a call, and aggregations travel with the trainer's first vote
          of the phase: one aggregation per (trainer id, parent, round). Empty
-         lists make a vote alone.
-    @param aggregations (parentCount, updateCount, weights CID or empty) per aggregation.
+         lists make a vote alone. The rule code is at most MAX_RULE; rule 0
+         takes parameter 0 (one id per default aggregation). The model id
+         commits to the rule (see the contract's header): the same ids with
+         another rule make another model.
+    @param aggregations (parentCount, updateCount, rule code, rule parameter
+           word, weights CID or empty) per aggregation.
     @param parents The parents of every aggregation, one after the other.
     @param updateIds The update ids of every aggregation, one after the other.
     """
@@ -287,6 +306,10 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
             "Models: an aggregation holds at most MAX_UPDATES update ids"
         assert aggregation.updateCount <= len(updateIds) - next_update, \
             "Models: the aggregations take more update ids than the call carries"
+        assert aggregation.rule <= protocol.MAX_RULE, \
+            "Models: the aggregation rule code is above MAX_RULE"
+        assert aggregation.rule != 0 or aggregation.ruleParameter == 0, \
+            "Models: rule 0 (the network's default aggregation) takes parameter 0"
         ids: DynArray[uint256, protocol.MAX_UPDATES] = []
         for k: uint256 in range(aggregation.updateCount, bound=protocol.MAX_UPDATES):
             ids.append(updateIds[next_update + k])
@@ -307,6 +330,7 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
             model_id = keccak256(abi_encode(group[0], ids))
         else:
             model_id = keccak256(abi_encode(group, ids))
+        model_id = protocol._rule_model_id(model_id, aggregation.rule, aggregation.ruleParameter)
         packed: uint256 = self._models[model_id]
         popularity: uint256 = 1
         if packed == 0:
@@ -318,8 +342,13 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
             # checkUpdates reverts with the reason of the first failing rule.
             assert staticcall IUpdates(self.updates).checkUpdates(ids, indices, current)
             index: uint256 = self._mint(model_id, current)
+            if aggregation.rule != 0:
+                self._rules[model_id] = aggregation.rule
+                if aggregation.ruleParameter != 0:
+                    self._ruleParameters[model_id] = aggregation.ruleParameter
             log ModelCreated(round=current, modelId=model_id, trainerId=trainer_id, index=index,
-                             parents=group, updateIds=ids, aggregator=msg.sender,
+                             parents=group, updateIds=ids, rule=aggregation.rule,
+                             ruleParameter=aggregation.ruleParameter, aggregator=msg.sender,
                              weightsCid=aggregation.weightsCid)
         else:
             popularity = (packed >> _M_POPULARITY_SHIFT) + 1
@@ -335,19 +364,43 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
 @external
 @pure
 def modelIdOf(parents: DynArray[bytes32, protocol.MAX_PARENTS],
-              updateIds: DynArray[uint256, protocol.MAX_UPDATES]) -> bytes32:
+              updateIds: DynArray[uint256, protocol.MAX_UPDATES],
+              rule: uint256, ruleParameter: uint256) -> bytes32:
     """
-    @notice The id a model made of `parents` and `updateIds` has (or would have).
-    @dev The very computation `submitAggregations` uses; ordering is not checked here.
+    @notice The id a model made of `parents` and `updateIds` with aggregation
+            rule (`rule`, `ruleParameter`) has (or would have).
+    @dev The very computation `submitAggregations` uses; ordering and the rule's
+         bounds are not checked here.
     @param parents One parent, or the ascending parents of a merge.
     @param updateIds The aggregated update ids (strictly ascending in a valid model).
-    @return `keccak256(abi.encode(parents[0], updateIds))` for one parent,
-            `keccak256(abi.encode(parents, updateIds))` for several.
+    @param rule The aggregation rule code (0: the network's default).
+    @param ruleParameter The rule's parameter word (0 for rule 0).
+    @return `baseId` = `keccak256(abi.encode(parents[0], updateIds))` for one
+            parent, `keccak256(abi.encode(parents, updateIds))` for several; for
+            rule 0 and parameter 0 the id is `baseId`, otherwise
+            `keccak256(abi.encode(baseId, rule, ruleParameter))`.
     """
     assert len(parents) != 0, "Models: an aggregation needs at least one parent"
+    base_id: bytes32 = empty(bytes32)
     if len(parents) == 1:
-        return keccak256(abi_encode(parents[0], updateIds))
-    return keccak256(abi_encode(parents, updateIds))
+        base_id = keccak256(abi_encode(parents[0], updateIds))
+    else:
+        base_id = keccak256(abi_encode(parents, updateIds))
+    return protocol._rule_model_id(base_id, rule, ruleParameter)
+
+
+@external
+@view
+def ruleOf(modelId: bytes32) -> (uint256, uint256):
+    """
+    @notice The aggregation rule model `modelId` was made with.
+    @dev (0, 0), the network's default, for the root and every model
+         aggregated without a rule.
+    @param modelId An existing model id.
+    @return (rule code, rule parameter word).
+    """
+    self._packed(modelId)
+    return (self._rules[modelId], self._ruleParameters[modelId])
 
 
 @external

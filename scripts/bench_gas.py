@@ -12,7 +12,9 @@ voted, proposed and owned tokens before, as after a few rounds):
     and the next two of its group: every selection differs, so every aggregation
     creates a model (the worst case).
 (c) one aggregation (with its vote) of 1, 10, 100 and 256 updates, and merges of two
-    parents with 2, 10, 100 and 256 updates (half each).
+    parents with 2, 10, 100 and 256 updates (half each); and aggregations of 10 updates
+    with an aggregation rule (median: code stored; trimmed mean: code and parameter
+    word stored), against FedAvg's 10 (nothing stored).
 
 The thesis contracts (Vyper 0.3, SPEC §2) do the same work with one transaction per
 call: ``propose`` 117,283, ``aggregate`` ~134,000 and ``nextRound`` 26,182 execution
@@ -200,13 +202,17 @@ class Network:
         )
 
     def aggregate(
-        self, sender: str, aggregations: Sequence[tuple[Sequence[bytes], Sequence[int], bytes]]
+        self,
+        sender: str,
+        aggregations: Sequence[tuple[Sequence[bytes], Sequence[int], bytes]],
+        rule: tuple[int, int] = (0, 0),
     ) -> int:
-        """``submitAggregations`` of (parents, update ids, weights CID) triples."""
+        """``submitAggregations`` of (parents, update ids, weights CID) triples, all with
+        aggregation rule ``rule`` (code, parameter word)."""
         return self.send(
             sender,
             self.models.functions.submitAggregations(
-                [(len(parents), len(ids), cid) for parents, ids, cid in aggregations],
+                [(len(parents), len(ids), *rule, cid) for parents, ids, cid in aggregations],
                 [p for parents, _, _ in aggregations for p in parents],
                 [u for _, ids, _ in aggregations for u in ids],
             ),
@@ -334,6 +340,10 @@ def measure_forking_round(
     return result, calls
 
 
+RULES = {"median": (1, 0), "trimmed-mean:beta=0.2": (2, 2000)}
+"""Aggregation rules measured (code, parameter word), see ``measure_sizes``."""
+
+
 def measure_sizes(
     w3: Web3, sizes: Sequence[int] = SIZES, merge_sizes: Sequence[int] = MERGE_SIZES
 ) -> dict[str, int]:
@@ -382,6 +392,14 @@ def measure_sizes(
             per_parent += [own] + others[: size // 2 - 1]
         figures[f"merge 2 parents, {size} updates (new model)"] = net.aggregate(
             merger, [(pair, sorted(per_parent), fake_cid(f"mm{size}"))]
+        )
+    for k, (name, rule) in enumerate(RULES.items()):
+        # Trainers that have not aggregated this round, 10 updates of the first parent.
+        aggregator = ranked[len(merge_sizes) + k]
+        own = net.uid(aggregator, pair[0])
+        others = sorted(net.uid(a, pair[0]) for a in accounts if a != aggregator)
+        figures[f"aggregate 10 with rule {name} (new model)"] = net.aggregate(
+            aggregator, [([pair[0]], sorted([own] + others[:9]), fake_cid(f"rule{name}"))], rule
         )
     return figures
 

@@ -45,15 +45,27 @@ struct Proposal:
     cid: Bytes[render.CID_LENGTH]
     numSamples: uint256
 
+# @dev Highest aggregation rule code (codes are a uint8 registry off chain,
+#      mcfl_chain/algorithms/robust: 0 FedAvg, 1 median, 2 trimmed mean,
+#      3 norm clipping, 4 per-head FedAvg). The contract does not know which
+#      codes are assigned: a reader that does not know a code cannot rebuild
+#      the model's weights, and says so.
+MAX_RULE: constant(uint256) = 255
+
 # @dev One aggregation a trainer submits. Its parents are the next
 #      `parentCount` entries of the call's `parents` list, strictly ascending;
 #      its update ids the next `updateCount` entries of the call's `updateIds`
 #      list, strictly ascending. The lists are flat because a list of lists is
 #      copied to memory at its full bound (16 x 256 ids), which would cost
-#      every call some 60,000 gas.
+#      every call some 60,000 gas. `rule` and `ruleParameter` name the
+#      aggregation rule that computes the weights from the updates (0 and 0:
+#      the network's default, FedAvg or the rule its architecture names); the
+#      model id commits to them (`_rule_model_id`).
 struct Aggregation:
     parentCount: uint256
     updateCount: uint256
+    rule: uint256
+    ruleParameter: uint256
     weightsCid: Bytes[render.CID_LENGTH]
 
 
@@ -66,3 +78,22 @@ def _update_id(trainer_id: uint256, parent: bytes32, round: uint256) -> uint256:
          round whichever address holds its token.
     """
     return convert(keccak256(abi_encode(trainer_id, parent, round)), uint256)
+
+
+
+@internal
+@pure
+def _rule_model_id(base_id: bytes32, rule: uint256, parameter: uint256) -> bytes32:
+    """
+    @dev The model id of an aggregation with rule (`rule`, `parameter`), from
+         `base_id`, the id the same parents and update ids have under rule 0:
+         `base_id` itself for rule 0 (ids from before rules are unchanged),
+         else `keccak256(abi.encode(bytes32 baseId, uint256 rule, uint256 parameter))`.
+         Hashing the base id again, not the lists, costs a rule a 96-byte hash
+         and no second copy of the list. No rule id equals a rule-0 id: the only
+         rule-0 encoding of 96 bytes is one parent with an empty id list, which
+         no aggregation may have.
+    """
+    if rule == 0 and parameter == 0:
+        return base_id
+    return keccak256(abi_encode(base_id, rule, parameter))

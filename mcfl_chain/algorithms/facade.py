@@ -164,6 +164,8 @@ class PerHeadFedAvg(AggregationRule):
     """FACADE's aggregation (:func:`per_head_fedavg`) behind the aggregation-rule
     interface; no parameter, the parent is not read."""
 
+    defence = False  # a multi-head architecture names it: it is such a network's rule 0
+
     def aggregate(
         self, updates: Sequence[Update], parent: Mapping[str, torch.Tensor] | None = None
     ) -> StateDict:

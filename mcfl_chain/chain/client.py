@@ -40,6 +40,8 @@ from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.errors import ChainError, ChainUnavailable, ProtocolLimitError
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE, EVENT_SOURCES, ChainEvent
 
+MAX_RULE = 255
+"""Highest aggregation rule code the contracts accept (``Models.MAX_RULE``)."""
 _VOTE_GAS = 300_000
 """Gas limit of an empty call ending a phase (one uses ~50k-90k). Sent without
 estimate: nodes estimate against the latest block, whose timestamp may still be before
@@ -139,11 +141,19 @@ class AggregationArg:
         Updates of this round on those parents, the caller's own of each included.
     weights_cid
         CIDv1 of the averaged weights, recorded when the model is new; None for none.
+    rule
+        Code of the aggregation rule that computed the weights (0: the network's
+        default, FedAvg or the architecture's rule), 0 to ``Models.MAX_RULE``; the
+        model id commits to it (:func:`~mcfl_chain.dag.model_id.model_id`).
+    rule_parameter
+        The rule's parameter word, a uint256 (0 for rule 0).
     """
 
     parents: tuple[bytes, ...]
     update_ids: tuple[int, ...]
     weights_cid: str | None = None
+    rule: int = 0
+    rule_parameter: int = 0
 
 
 class ProtocolLimits(NamedTuple):
@@ -466,7 +476,8 @@ class ChainClient:
             Before sending, for lists the contracts would refuse: too many
             aggregations, parents or update ids (per aggregation or per call), an
             aggregation without parent or update, a parent twice, an update id twice
-            in an aggregation, a malformed or over-long weights CID.
+            in an aggregation, a malformed or over-long weights CID, a rule code out
+            of range or rule 0 with a parameter.
         ChainError
             When the contracts refuse it (its reason in ``reason``).
         """
@@ -491,7 +502,7 @@ class ChainClient:
                 f"{limits.max_call_updates} (MAX_CALL_UPDATES), all aggregations together",
                 "MAX_CALL_UPDATES",
             )
-        heads: list[tuple[int, int, bytes]] = []
+        heads: list[tuple[int, int, int, int, bytes]] = []
         flat_parents: list[bytes] = []
         flat_ids: list[int] = []
         seen: set[bytes] = set()
@@ -528,8 +539,20 @@ class ChainClient:
                         f"must be distinct",
                         "ASCENDING_UPDATE_IDS",
                     )
+            if not 0 <= a.rule <= MAX_RULE or not 0 <= a.rule_parameter < _UINT256:
+                raise ProtocolLimitError(
+                    f"{what}: aggregation rule ({a.rule}, {a.rule_parameter}): the code "
+                    f"must be 0 to {MAX_RULE} and the parameter a uint256",
+                    "MAX_RULE",
+                )
+            if a.rule == 0 and a.rule_parameter != 0:
+                raise ProtocolLimitError(
+                    f"{what}: rule 0 (the network's default) takes parameter 0, "
+                    f"got {a.rule_parameter}",
+                    "MAX_RULE",
+                )
             cid = self._cid_arg(a.weights_cid, f"{what}: weights") if a.weights_cid else b""
-            heads.append((len(parents), len(ids), cid))
+            heads.append((len(parents), len(ids), a.rule, a.rule_parameter, cid))
             flat_parents += parents
             flat_ids += ids
         receipt = self._send(

@@ -174,8 +174,10 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option(
     "--defence",
-    help="The honest trainers' robust update selection, NAME[:KEY=VALUE...], over the "
-    "updates their strategy keeps: " + ", ".join(defence_names()) + " (e.g. 'multi-krum:f=1').",
+    help="The honest trainers' defence over the updates their strategy keeps, "
+    "NAME[:KEY=VALUE...]: a robust selection rule (e.g. 'multi-krum:f=1') or a robust "
+    "aggregation rule (e.g. 'median', 'trimmed-mean:beta=0.2', 'norm-clipping'; the model "
+    "id commits to the rule's code and parameter). One of " + ", ".join(defence_names()) + ".",
 )
 @click.option(
     "--storage",

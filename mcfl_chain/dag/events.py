@@ -10,8 +10,11 @@ event's name), ``block``, ``tx`` (0x-hex hash) and ``log`` (log index), then, by
 ``UpdateProposed`` ``update_id`` (str), ``parent`` (0x-hex), ``trainer_id``, ``round``,
                    ``proposer`` (address), ``cid``, ``num_samples``
 ``ModelCreated``   ``model_id``, ``round``, ``trainer_id``, ``index``, ``parents``
-                   (0x-hex, ascending), ``update_ids`` (str, ascending), ``aggregator``
-                   (address), ``weights_cid`` (None when none was given)
+                   (0x-hex, ascending), ``update_ids`` (str, ascending), ``rule``
+                   (aggregation rule code), ``rule_parameter`` (its parameter word, a
+                   decimal str), ``aggregator`` (address), ``weights_cid`` (None when
+                   none was given); a record without ``rule`` (written before rules
+                   existed) reads as rule 0
 ``ModelAppended``  ``model_id``, ``round``, ``trainer_id``, ``popularity`` (after it)
 ``PhaseChanged``   ``round``, ``phase`` (0 PROPOSE, 1 AGGREGATE), ``quorum``
 ``NewRound``       ``prev_round``, ``round``
@@ -86,6 +89,8 @@ def event_record(event: ChainEvent) -> dict[str, Any]:
             index=int(a["index"]),
             parents=[_hex(p) for p in a["parents"]],
             update_ids=[str(int(u)) for u in a["updateIds"]],
+            rule=int(a["rule"]),
+            rule_parameter=str(int(a["ruleParameter"])),
             aggregator=a["aggregator"],
             weights_cid=a.get("weightsCid") or None,
         )
@@ -162,6 +167,8 @@ def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:
                 aggregator=r["aggregator"],
                 weights_cid=r["weights_cid"],
                 block=int(r["block"]),
+                rule=int(r.get("rule", 0)),
+                rule_parameter=int(r.get("rule_parameter", "0")),
             )
         elif kind == "ModelAppended":
             dag.add_appended(

@@ -51,6 +51,8 @@ class ModelRecord:
     creation first. ``index`` is the creation index (root 0); None for a model created
     before the first block read, whose parents, updates and creator are then unknown.
     ``creator`` is the address that created it (``ModelCreated.aggregator``).
+    ``rule`` and ``rule_parameter`` are the aggregation rule its id commits to (code and
+    parameter word; 0 and 0: the network's default, FedAvg or the architecture's rule).
     """
 
     model_id: bytes
@@ -64,6 +66,8 @@ class ModelRecord:
     block: int = 0
     index: int | None = None
     creator: str | None = None
+    rule: int = 0
+    rule_parameter: int = 0
 
     @property
     def parent(self) -> bytes | None:
@@ -132,12 +136,15 @@ class ModelDAG:
         aggregator: str,
         weights_cid: str | None,
         block: int = 0,
+        rule: int = 0,
+        rule_parameter: int = 0,
     ) -> ModelRecord:
         """Record a new model (a ``ModelCreated`` event) with popularity 0: the
         ``ModelAppended`` of the same transaction counts its first aggregation.
 
-        ``parents`` is one id or the ids of a merge's parents (kept ascending). A model
-        already created is left as it is.
+        ``parents`` is one id or the ids of a merge's parents (kept ascending);
+        ``rule``/``rule_parameter`` its aggregation rule. A model already created is
+        left as it is.
         """
         if isinstance(parents, bytes):
             parents = (parents,)
@@ -154,6 +161,7 @@ class ModelDAG:
         model.creator = aggregator
         model.weights_cid = weights_cid or None
         model.block = block
+        model.rule, model.rule_parameter = rule, rule_parameter
         return model
 
     def add_appended(
@@ -255,7 +263,8 @@ class ModelDAG:
     # -- export / import ---------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """A plain-JSON picture of the DAG (ids as 0x-hex, update ids as decimal strings)."""
+        """A plain-JSON picture of the DAG (ids as 0x-hex, update ids and rule parameter
+        words as decimal strings)."""
         return {
             "genesis_cid": self.genesis_cid,
             "models": [
@@ -271,6 +280,8 @@ class ModelDAG:
                     "aggregator_ids": list(m.aggregator_ids),
                     "creator": m.creator,
                     "weights_cid": m.weights_cid,
+                    "rule": m.rule,
+                    "rule_parameter": str(m.rule_parameter),
                     "tx_hashes": list(m.tx_hashes),
                     "block": m.block,
                 }
@@ -312,6 +323,9 @@ class ModelDAG:
                 m["block"],
                 m["index"],
                 m["creator"],
+                # a picture written before rules existed: every model is rule 0
+                int(m.get("rule", 0)),
+                int(m.get("rule_parameter", "0")),
             )
         updates = {}
         for u in data["updates"]:

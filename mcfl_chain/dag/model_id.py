@@ -7,16 +7,28 @@ from collections.abc import Sequence
 from eth_abi import encode
 from eth_utils import keccak
 
+from mcfl_chain.chain.client import MAX_RULE
+
 ROOT_MODEL_ID = bytes(32)
 UINT256_MAX = 2**256 - 1
 
 
-def model_id(parents: bytes | Sequence[bytes], update_ids: Sequence[int]) -> bytes:
-    """Id of the model made of ``parents`` plus ``update_ids``.
+def model_id(
+    parents: bytes | Sequence[bytes],
+    update_ids: Sequence[int],
+    rule: int = 0,
+    parameter: int = 0,
+) -> bytes:
+    """Id of the model made of ``parents`` plus ``update_ids`` with aggregation rule
+    (``rule``, ``parameter``), as ``Models.vy`` (``protocol._rule_model_id``).
 
-    One parent: ``keccak256(abi.encode(bytes32 parent, uint256[] updateIds))``; a merge
-    of several parents: ``keccak256(abi.encode(bytes32[] parents, uint256[] updateIds))``,
-    as ``Models.vy``.
+    The base id: one parent ``keccak256(abi.encode(bytes32 parent, uint256[]
+    updateIds))``; a merge of several parents ``keccak256(abi.encode(bytes32[] parents,
+    uint256[] updateIds))``. Rule 0 (the network's default: FedAvg, or the rule the
+    architecture names) is the base id, as before rules existed. Any other rule hashes
+    it again with its code and parameter word, ``keccak256(abi.encode(bytes32 baseId,
+    uint256 rule, uint256 parameter))``, so the same ids aggregated by another rule are
+    another model.
 
     Parameters
     ----------
@@ -25,6 +37,11 @@ def model_id(parents: bytes | Sequence[bytes], update_ids: Sequence[int]) -> byt
         of parent ids, strictly ascending; a sequence of one is the single-parent case.
     update_ids
         The aggregated update ids, strictly ascending, at least one.
+    rule
+        The aggregation rule's code, 0 to :data:`MAX_RULE`
+        (:attr:`~mcfl_chain.algorithms.robust.AggregationRule.code`).
+    parameter
+        The rule's parameter word, a uint256 (0 for rule 0).
 
     Returns
     -------
@@ -36,8 +53,15 @@ def model_id(parents: bytes | Sequence[bytes], update_ids: Sequence[int]) -> byt
     ValueError
         If a parent is not 32 bytes, the parents are empty or not strictly ascending,
         the update list is empty, an id is outside uint256 or the ids are not strictly
-        ascending (the contract refuses such lists).
+        ascending, or the rule is out of range or rule 0 has a parameter (the contract
+        refuses all of these).
     """
+    if isinstance(rule, bool) or not isinstance(rule, int) or not 0 <= rule <= MAX_RULE:
+        raise ValueError(f"the aggregation rule code must be 0 to {MAX_RULE}, got {rule!r}")
+    if not 0 <= parameter <= UINT256_MAX:
+        raise ValueError(f"the rule parameter word {parameter} is not a uint256")
+    if rule == 0 and parameter != 0:
+        raise ValueError(f"rule 0 (the network's default) takes parameter 0, got {parameter}")
     parent_list = [parents] if isinstance(parents, bytes | bytearray) else list(parents)
     if not parent_list:
         raise ValueError("a model has at least one parent; the parent list is empty")
@@ -62,8 +86,12 @@ def model_id(parents: bytes | Sequence[bytes], update_ids: Sequence[int]) -> byt
                 f"is not above {ids[i - 1]:#x}; sort them and drop duplicates"
             )
     if len(parent_list) == 1:
-        return keccak(encode(["bytes32", "uint256[]"], [bytes(parent_list[0]), ids]))
-    return keccak(encode(["bytes32[]", "uint256[]"], [[bytes(p) for p in parent_list], ids]))
+        base = keccak(encode(["bytes32", "uint256[]"], [bytes(parent_list[0]), ids]))
+    else:
+        base = keccak(encode(["bytes32[]", "uint256[]"], [[bytes(p) for p in parent_list], ids]))
+    if rule == 0:  # the id models had before rules existed
+        return base
+    return keccak(encode(["bytes32", "uint256", "uint256"], [base, rule, parameter]))
 
 
 def update_id(trainer_id: int, parent: bytes, round_: int) -> int:

@@ -327,8 +327,9 @@ def check_against_chain(
     """Compare the DAG rebuilt from events with the contract views, and every id with
     the formulas of docs/PROTOCOL.md §7.
 
-    Per model: ``Models.modelExists``, ``roundOf``, ``popularityOf``, ``indexOf``, its id
-    recomputed from its parents and update ids (:func:`~mcfl_chain.dag.model_id.model_id`),
+    Per model: ``Models.modelExists``, ``roundOf``, ``popularityOf``, ``indexOf``,
+    ``ruleOf`` (the aggregation rule its event names), its id recomputed from its
+    parents, update ids and rule (:func:`~mcfl_chain.dag.model_id.model_id`),
     and each of its updates trained from one of its parents in its round. Per update:
     ``Updates.exists``, ``roundOf``, ``numSamplesOf``, ``parentIndexOf`` (the parent's
     creation index) and its id recomputed from (trainer id, parent, round). Per trainer
@@ -387,12 +388,26 @@ def check_against_chain(
         if not model.created_in_range:
             continue  # created before the blocks read: parents and updates unknown
         compare(name, "creation index", view(models.indexOf(model.model_id)), model.index)
+        rule = view(models.ruleOf(model.model_id))
+        compare(
+            name,
+            "aggregation rule (code, parameter)",
+            rule if isinstance(rule, _Reverted) else tuple(rule),
+            (model.rule, model.rule_parameter),
+        )
         try:
-            recomputed = compute_model_id(model.parents, model.update_ids)
+            recomputed = compute_model_id(
+                model.parents, model.update_ids, model.rule, model.rule_parameter
+            )
         except ValueError as exc:
-            problems.append(f"{name}: its parents and updates make no model id ({exc})")
+            problems.append(f"{name}: its parents, updates and rule make no model id ({exc})")
         else:
-            compare(name, "id recomputed from its parents and updates", model.model_id, recomputed)
+            compare(
+                name,
+                "id recomputed from its parents, updates and rule",
+                model.model_id,
+                recomputed,
+            )
         for uid in model.update_ids:
             update = dag.updates.get(uid)
             if update is None:

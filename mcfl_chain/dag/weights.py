@@ -1,12 +1,15 @@
 """Weights of updates and models, fetched from storage and never trusted.
 
 An update's weights are a blob named by the CID its proposer put on chain. A model's
-weights are recomputed from its updates with the network-wide deterministic rule, so
-nobody has to trust the aggregator: FedAvg, or the rule the network's architecture
-names (:attr:`~mcfl_chain.learning.models.Architecture.aggregation`; FACADE's
-``<base>-heads<k>`` models: ``per-head-fedavg``), which the task descriptor on chain
-gives every reader; only when some update cannot be had does the worker
-fall back to the weights CID the first aggregator recorded (checked like any peer blob).
+weights are recomputed from its updates with the deterministic rule its id commits to,
+so nobody has to trust the aggregator: the aggregation rule its ``ModelCreated`` event
+records (median, trimmed mean, norm clipping...: :func:`~mcfl_chain.algorithms.robust.
+rule_from_chain`), or for rule 0 the network's default: FedAvg, or the rule the
+network's architecture names (:attr:`~mcfl_chain.learning.models.Architecture.
+aggregation`; FACADE's ``<base>-heads<k>`` models: ``per-head-fedavg``), which the task
+descriptor on chain gives every reader. Only when some update cannot be had does the
+worker fall back to the weights CID the first aggregator recorded (checked like any
+peer blob).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule
-from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, short_id
+from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule, rule_from_chain
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, short_id
 from mcfl_chain.learning.codec import Layout, WeightsError, decode_weights, encode_weights
 from mcfl_chain.learning.models import get_architecture, is_architecture
 from mcfl_chain.storage.errors import StorageError
@@ -90,7 +93,22 @@ class WeightsBook:
         self._models = _LRU(max(8, cache_size // 8))
         self._rejected: dict[int, str] = {}
         self.rule: AggregationRule = make_aggregation_rule(aggregation_of(arch))
-        """The rule rebuilding a model from its updates (the architecture's)."""
+        """The network's default rule (rule 0 on chain): the architecture's."""
+
+    def rule_of(self, model: ModelRecord) -> AggregationRule:
+        """The rule that rebuilds ``model``: the one its id commits to, :attr:`rule` for 0.
+
+        Raises
+        ------
+        Unavailable
+            If this package knows no rule of that code and parameter word.
+        """
+        if model.rule == 0:
+            return self.rule
+        try:
+            return rule_from_chain(model.rule, model.rule_parameter)
+        except ValueError as exc:
+            raise Unavailable(f"model {short_id(model.model_id)}: {exc}") from exc
 
     def blob(self, cid: str) -> StateDict:
         """Fetch and decode one blob; :class:`Unavailable` says why it is unusable."""
@@ -132,15 +150,47 @@ class WeightsBook:
                 bad[uid] = str(exc)
         return good, bad
 
-    def aggregate(self, update_ids: list[int], weights: Mapping[int, StateDict]) -> StateDict:
-        """The network's deterministic aggregate of the given updates (ascending id,
-        sample-weighted): :attr:`rule`."""
-        return self.rule.aggregate(
-            [(uid, self._dag.updates[uid].num_samples, weights[uid]) for uid in sorted(update_ids)]
-        )
+    def aggregate(
+        self,
+        update_ids: list[int],
+        weights: Mapping[int, StateDict],
+        rule: AggregationRule | None = None,
+        parent: Mapping[str, torch.Tensor] | None = None,
+    ) -> StateDict:
+        """The deterministic aggregate of the given updates (ascending id, with their
+        sample counts) by ``rule``, :attr:`rule` by default; ``parent`` (the parent's
+        weights) for rules working on deltas (norm clipping).
+
+        Raises
+        ------
+        ValueError
+            If the rule refuses the updates (e.g. norm clipping without a parent).
+        """
+        updates = [
+            (uid, self._dag.updates[uid].num_samples, weights[uid]) for uid in sorted(update_ids)
+        ]
+        return (rule or self.rule).aggregate(updates, parent)
+
+    def rebuild(self, model: ModelRecord, weights: Mapping[int, StateDict]) -> StateDict:
+        """``model``'s weights from its updates' ``weights``, by the rule it records.
+
+        The parent's weights are given to the rule when the model has one parent and
+        a rule of its own (rule 0 never needs them).
+
+        Raises
+        ------
+        Unavailable
+            If the rule is unknown, the parent cannot be had, or the rule refuses.
+        """
+        rule = self.rule_of(model)
+        parent = self.model(model.parents[0]) if model.rule and len(model.parents) == 1 else None
+        try:
+            return self.aggregate(list(model.update_ids), weights, rule, parent)
+        except ValueError as exc:
+            raise Unavailable(f"model {short_id(model.model_id)}: {rule.name}: {exc}") from exc
 
     def model(self, model_id: bytes) -> StateDict:
-        """Weights of a model version: genesis blob, or FedAvg of its updates."""
+        """Weights of a model version: genesis blob, or its rule over its updates."""
         cached = self._models.lookup(model_id)
         if cached is not None:
             return cached  # type: ignore[return-value]
@@ -154,7 +204,7 @@ class WeightsBook:
         else:
             good, bad = self.usable_updates(list(record.update_ids))
             if not bad:
-                weights = self.aggregate(list(record.update_ids), good)
+                weights = self.rebuild(record, good)
             elif record.weights_cid:
                 log.info(
                     "model %s: recomputing is impossible (%s); using its published weights %s",
@@ -176,8 +226,8 @@ def check_published_weights(
     dag: ModelDAG, book: WeightsBook, fetch: Callable[[str], bytes], arch: str
 ) -> tuple[int, list[str]]:
     """Rebuild every model whose first aggregator published weights from its update ids
-    and blobs alone (:meth:`WeightsBook.aggregate`, the network's rule) and compare the
-    bytes with the published blob.
+    and blobs alone (:meth:`WeightsBook.rebuild`: the rule the chain records for it, or
+    the network's) and compare the bytes with the published blob.
 
     Parameters
     ----------
@@ -205,7 +255,12 @@ def check_published_weights(
         if bad:
             problems.append(f"{name}: cannot be rebuilt: {next(iter(bad.values()))}")
             continue
-        recomputed = encode_weights(arch, book.aggregate(list(model.update_ids), good))
+        try:
+            rule = book.rule_of(model)
+            recomputed = encode_weights(arch, book.rebuild(model, good))
+        except Unavailable as exc:
+            problems.append(f"{name}: cannot be rebuilt: {exc}")
+            continue
         try:
             published = fetch(model.weights_cid)
         except StorageError as exc:
@@ -214,7 +269,7 @@ def check_published_weights(
         if published != recomputed:
             problems.append(
                 f"{name}: its published weights {model.weights_cid} are not the "
-                f"{book.rule.name} of its {len(good)} updates"
+                f"{rule.name} of its {len(good)} updates"
             )
             continue
         checked += 1

@@ -18,11 +18,12 @@ trained parents aggregated into one model, a merge on chain) and
 :meth:`Strategy.regulariser` (a penalty added to the training loss). Their defaults
 change nothing.
 
-A trainer may add a **defence** to any strategy: a robust selection rule
-(:mod:`mcfl_chain.algorithms.robust`, e.g. Multi-Krum) that :meth:`Strategy.select_updates`
-applies to the updates the strategy's own rule kept. Each strategy's module says what
-that means for it. Only selection rules qualify, since the model must stay the FedAvg of
-the ids submitted (its on-chain id commits to nothing else).
+A trainer may add a **defence** to any strategy (:mod:`mcfl_chain.algorithms.robust`):
+a robust selection rule (e.g. Multi-Krum) that :meth:`Strategy.select_updates` applies to
+the updates the strategy's own rule kept, or a robust aggregation rule (median, trimmed
+mean, norm clipping; :attr:`Strategy.aggregation_rule`) with which the worker aggregates
+the updates the strategy kept, submitting the rule's code and parameter word so that the
+model id commits to it. Each strategy's module says what that means for it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from mcfl_chain.algorithms.robust.base import SelectionRule as Defence
+from mcfl_chain.algorithms.robust.base import AggregationRule, SelectionRule
+from mcfl_chain.algorithms.robust.spec import Defence
 
 K = TypeVar("K", bound=Hashable)
 
@@ -187,8 +189,14 @@ class Strategy(ABC):
     name: str = ""
     context: StrategyContext | None = None
     defence: Defence | None = None
-    """A robust selection rule applied to the updates :meth:`choose_updates` keeps
-    (None: none); :func:`make_strategy` sets it."""
+    """A robust selection rule applied to the updates :meth:`choose_updates` keeps, or an
+    aggregation rule aggregating them (None: none); :func:`make_strategy` sets it."""
+
+    @property
+    def aggregation_rule(self) -> AggregationRule | None:
+        """The defence when it is an aggregation rule (None: the network's default)."""
+        return self.defence if isinstance(self.defence, AggregationRule) else None
+
     round: int | None = None
     """The round being played, as :meth:`begin_round` last said (None before)."""
 
@@ -281,10 +289,10 @@ class Strategy(ABC):
         first_round: bool = False,
     ) -> list[K]:
         """The updates this trainer aggregates: :meth:`choose_updates`, then the
-        :attr:`defence` (if any) over the updates it kept; sorted ascending, ``own``
-        among them. The worker calls this one."""
+        :attr:`defence` (if it is a selection rule) over the updates it kept; sorted
+        ascending, ``own`` among them. The worker calls this one."""
         kept = self.choose_updates(own, vectors, parent, first_round=first_round)
-        if self.defence is None or len(kept) <= 1:
+        if not isinstance(self.defence, SelectionRule) or len(kept) <= 1:
             return kept
         return self.defence.select(own, {key: vectors[key] for key in kept}, parent)
 
@@ -323,9 +331,11 @@ def make_strategy(name: str, defence: Defence | None = None, **options: Any) -> 
     ----------
     name : str
         ``"mcfl"`` or ``"fedavg"`` (or any registered name).
-    defence : SelectionRule, optional
+    defence : SelectionRule or AggregationRule, optional
         A robust selection rule over the updates the strategy keeps
-        (:meth:`Strategy.select_updates`), e.g. ``parse_defence("multi-krum")``.
+        (:meth:`Strategy.select_updates`), e.g. ``parse_defence("multi-krum")``, or an
+        aggregation rule for them (:attr:`Strategy.aggregation_rule`), e.g.
+        ``parse_defence("median")``.
     **options
         Constructor options, e.g. ``tolerance=2.0, divergence="cosine"`` for MCFL.
 

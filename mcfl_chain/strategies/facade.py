@@ -26,7 +26,9 @@ as IFCA's models are here, where the thesis scores them on (a subset of) the tra
 set; and the thesis' remedy for heads that never settle (a few rounds of shared heads
 first, §4.4) is not implemented: with few trainers every cluster may settle on one head.
 
-A defence (``--defence``) runs on every update of the parent, as for FedAvg.
+A selection-rule defence (``--defence``) runs on every update of the parent, as for
+FedAvg. An aggregation-rule defence (median, ...) is refused: it would replace the
+per-head rule the architecture names.
 """
 
 from __future__ import annotations

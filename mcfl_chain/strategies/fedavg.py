@@ -6,7 +6,10 @@ trainers submit the same update set and the DAG stays a chain.
 With a defence (``--defence``, e.g. Multi-Krum) a trainer aggregates the updates the
 rule keeps out of every usable update on the parent, instead of all of them: the
 classic robust FedAvg. Trainers with the same rule and the same updates keep the same
-set, so the DAG still stays a chain among them.
+set, so the DAG still stays a chain among them. An aggregation-rule defence (e.g.
+``--defence median``) keeps every update and aggregates them with that rule instead of
+FedAvg; the model id commits to the rule, so trainers with the same rule agree on one
+model and those with another make another.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ of the paper, kept for ablation (docs/RESULTS.md, "Ablation"):
     ``ranked[0:sqrt(n)]``); see :mod:`mcfl_chain.algorithms.model_selection`.
 
 **A defence** (``--defence``, e.g. Multi-Krum) runs on the updates Algorithm 2 kept,
-not instead of it. Algorithm 2 is what lets the network fork by data: it drops the
+not instead of it (an aggregation-rule defence, e.g. the median, aggregates them
+instead of FedAvg). Algorithm 2 is what lets the network fork by data: it drops the
 updates far from the trainer's own, honest ones of another data group included. Krum
 and its kin assume the honest updates they see are alike; over every update on a parent
 they would take a minority group's honest updates for outliers and drop them, pulling

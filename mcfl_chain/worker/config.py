@@ -268,9 +268,10 @@ class WorkerConfig:
     )
     defence: str | None = _option(
         None,
-        "Robust update selection over the updates the strategy keeps: NAME[:KEY=VALUE...], "
-        "e.g. multi-krum:f=1; NAME one of " + ", ".join(defence_names()) + ". Median, "
-        "trimmed mean and norm clipping need protocol support not yet deployed.",
+        "Defence over the updates the strategy keeps, NAME[:KEY=VALUE...]: a robust "
+        "selection (krum, multi-krum:f=1) or aggregation rule (median, "
+        "trimmed-mean:beta=0.2, norm-clipping), whose code the model id commits to; "
+        "NAME one of " + ", ".join(defence_names()) + ".",
         check=parse_defence,
     )
 

@@ -149,7 +149,7 @@ class WorkerOptions:
 
 @dataclass
 class _Aggregation:
-    """One aggregation as this trainer computes it (Algorithm 2 + FedAvg): on one
+    """One aggregation as this trainer computes it (Algorithm 2 + its rule): on one
     parent, or a merge of several (``parents``, ascending; ``parent`` is the first)."""
 
     parent: bytes
@@ -158,6 +158,8 @@ class _Aggregation:
     excluded: dict[int, str]
     model_id: bytes
     weights: StateDict
+    rule: tuple[int, int] = (0, 0)
+    """(code, parameter word) submitted with the ids; (0, 0): the network's default."""
     parents: tuple[bytes, ...] = ()
 
 
@@ -202,6 +204,15 @@ class Worker:
             )
             self._select_x, self._select_y = data.test_x, data.test_y
         self.book = WeightsBook(self._fetch, options.arch, dag)
+        rule = strategy.aggregation_rule
+        if rule is not None and self.book.rule.code != 0:
+            # A robust rule replaces the whole aggregation: it would average FACADE's
+            # heads over every update, which the architecture's rule must not.
+            raise ValueError(
+                f"defence {rule.name!r} replaces the network's aggregation "
+                f"({self.book.rule.name}, named by architecture {options.arch!r}); "
+                f"choose a selection rule instead"
+            )
         self.clock = RoundClock()
         self.me = chain.address
         self.trainer_id = 0
@@ -863,6 +874,8 @@ class Worker:
                 weights_cid=None
                 if plan.model_id in self.dag.models
                 else self._put(encode_weights(self.options.arch, plan.weights)),
+                rule=plan.rule[0],
+                rule_parameter=plan.rule[1],
             )
             for plan in plans
         ]
@@ -946,9 +959,10 @@ class Worker:
     def _plan_aggregation(
         self, round_: int, parents: tuple[bytes, ...], owns: tuple[int, ...]
     ) -> _Aggregation | None:
-        """Paper Algorithm 2 + FedAvg for one parent, or for a merge of several (the
-        updates on all of them; this trainer's own on each is kept, as the contract
-        demands); None when it cannot be done."""
+        """Paper Algorithm 2, then the aggregation (the trainer's aggregation-rule defence,
+        whose code and parameter go to the chain, or the network's default rule) for one
+        parent, or for a merge of several (the updates on all of them; this trainer's own
+        on each is kept, as the contract demands); None when it cannot be done."""
         order = sorted(range(len(parents)), key=lambda i: parents[i])
         parents, owns = tuple(parents[i] for i in order), tuple(owns[i] for i in order)
         parent, own = parents[0], owns[0]
@@ -988,14 +1002,27 @@ class Worker:
             )
             if self.adversary is not None:
                 selected = self._adversarys_updates(round_, own, selected, good)
-            weights = self.book.aggregate(selected, good)
+            rule = self.strategy.aggregation_rule
+            code = (rule.code, rule.parameter) if rule is not None else (0, 0)
+            try:
+                weights = self.book.aggregate(selected, good, rule, parent_weights)
+            except ValueError as exc:
+                log.error(
+                    "round %d: %s refuses the updates on %s (%s); not aggregating on it",
+                    round_,
+                    (rule or self.book.rule).name,
+                    short_id(parent),
+                    exc,
+                )
+                return None
         return _Aggregation(
             parent=parent,
             selected=selected,
             proposals=len(proposals),
             excluded=bad,
-            model_id=compute_model_id(parents, selected),
+            model_id=compute_model_id(parents, selected, *code),
             weights=weights,
+            rule=code,
             parents=parents,
         )
 

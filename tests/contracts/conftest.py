@@ -97,11 +97,13 @@ def propose(models, person, proposals):
 
 
 def aggregate(models, person, aggregations):
-    """``submitAggregations`` of (parents, update ids, weights CID) triples."""
+    """``submitAggregations`` of (parents, update ids, weights CID) triples, or
+    (parents, update ids, weights CID, rule code, rule parameter) 5-tuples."""
+    full = [tuple(a) + (0, 0) if len(a) == 3 else tuple(a) for a in aggregations]
     return models.submitAggregations(
-        [(len(parents), len(ids), cid) for parents, ids, cid in aggregations],
-        [p for parents, _, _ in aggregations for p in parents],
-        [u for _, ids, _ in aggregations for u in ids],
+        [(len(ps), len(ids), rule, word, cid) for ps, ids, cid, rule, word in full],
+        [p for ps, *_ in full for p in ps],
+        [u for _, ids, *_ in full for u in ids],
         sender=person,
     )
 

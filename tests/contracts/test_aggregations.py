@@ -87,29 +87,32 @@ def test_aggregate_subsets_fork_the_dag(aggregating, people):
 @pytest.mark.parametrize(
     "shape, reason",
     [
-        (([(0, 3, b"")], [], "ids"), "Models: an aggregation needs at least one parent"),
+        (([(0, 3, 0, 0, b"")], [], "ids"), "Models: an aggregation needs at least one parent"),
         (
-            ([(2, 3, b"")], ["root"], "ids"),
+            ([(2, 3, 0, 0, b"")], ["root"], "ids"),
             "Models: the aggregations take more parents than the call carries",
         ),
-        (([(1, 0, b"")], ["root"], []), "Models: an aggregation needs at least one update id"),
         (
-            ([(1, 257, b"")], ["root"], "ids"),
+            ([(1, 0, 0, 0, b"")], ["root"], []),
+            "Models: an aggregation needs at least one update id",
+        ),
+        (
+            ([(1, 257, 0, 0, b"")], ["root"], "ids"),
             "Models: an aggregation holds at most MAX_UPDATES update ids",
         ),
         (
-            ([(1, 4, b"")], ["root"], "ids"),
+            ([(1, 4, 0, 0, b"")], ["root"], "ids"),
             "Models: the aggregations take more update ids than the call carries",
         ),
         (
-            ([(1, 3, b"")], ["root", "other"], "ids"),
+            ([(1, 3, 0, 0, b"")], ["root", "other"], "ids"),
             "Models: the aggregations must use every parent and update id of the call",
         ),
         (
             ([], ["root"], []),
             "Models: the aggregations must use every parent and update id of the call",
         ),
-        (([(1, 3, b"\x01")], ["root"], "ids"), CID_LENGTH_REASON),
+        (([(1, 3, 0, 0, b"\x01")], ["root"], "ids"), CID_LENGTH_REASON),
     ],
 )
 def test_aggregation_shapes_that_do_not_add_up_are_refused(aggregating, people, shape, reason):
@@ -252,7 +255,7 @@ def test_a_merge_combines_several_parents(two_models, running, people):
     assert created.modelId == merged and list(created.parents) == [left, right]
     assert list(created.updateIds) == chosen and created.weightsCid == cid_bin("merged")
     assert models.popularityOf(merged) == 2 and models.roundOf(merged) == 1
-    assert models.modelIdOf([left, right], chosen) == merged
+    assert models.modelIdOf([left, right], chosen, 0, 0) == merged
     assert merged != model_id(left, chosen)
     (appended,) = second.decode_logs(models.ModelAppended)
     assert appended.popularity == 2

@@ -50,7 +50,7 @@ def test_gas_matches_the_snapshot():
     }
     assert set(sizes) == {f"aggregate {n} (new model)" for n in SIZES} | {
         f"merge 2 parents, {n} updates (new model)" for n in MERGE_SIZES
-    }
+    } | {f"aggregate 10 with rule {name} (new model)" for name in bench.RULES}
     problems = _compare("calls", measured["calls"], recorded["calls"])
     for name, figures in measured["per_trainer_round"].items():
         problems += _compare(

@@ -335,17 +335,19 @@ def test_status_of_reads_the_round_state_for_one_trainer(project, deployer, peop
 def test_model_id_of_matches_python(network):
     _, models, _ = network
     parents = sorted([b"\x01" * 32, b"\x02" * 32])
-    assert models.modelIdOf([ROOT_MODEL_ID], [1, 5, 9]) == model_id(ROOT_MODEL_ID, [1, 5, 9])
-    assert models.modelIdOf(parents, [3, 4]) == model_id(parents, [3, 4])
+    root = [ROOT_MODEL_ID]
+    assert models.modelIdOf(root, [1, 5, 9], 0, 0) == model_id(ROOT_MODEL_ID, [1, 5, 9])
+    assert models.modelIdOf(parents, [3, 4], 0, 0) == model_id(parents, [3, 4])
+    assert models.modelIdOf(parents, [3, 4], 1, 0) == model_id(parents, [3, 4], 1, 0)
     with ape.reverts("Models: an aggregation needs at least one parent"):
-        models.modelIdOf([], [1])
+        models.modelIdOf([], [1], 0, 0)
 
 
 def test_model_views_refuse_unknown_ids(network):
     _, models, _ = network
     unknown = b"\x01" * 32
     assert not models.modelExists(unknown)
-    for view in (models.roundOf, models.popularityOf, models.indexOf):
+    for view in (models.roundOf, models.popularityOf, models.indexOf, models.ruleOf):
         with ape.reverts("Models: no model has this id"):
             view(unknown)
     for view in (models.ownerOf, models.getApproved, models.tokenURI):

@@ -13,23 +13,27 @@ bytes32 = st.binary(min_size=32, max_size=32)
 uint256 = st.integers(min_value=0, max_value=2**256 - 1)
 ascending_ids = st.lists(uint256, min_size=1, max_size=40, unique=True).map(sorted)
 ascending_parents = st.lists(bytes32, min_size=2, max_size=6, unique=True).map(sorted)
+# (code, word) pairs the contract accepts: rule 0 with word 0, or a code 1..255 and any word.
+rules = st.just((0, 0)) | st.tuples(st.integers(min_value=1, max_value=255), uint256)
 FIXTURES = [HealthCheck.function_scoped_fixture]
 
 
 @settings(max_examples=40, suppress_health_check=FIXTURES)
-@given(parent=bytes32, ids=ascending_ids)
-def test_model_id_matches_the_contract(network, parent, ids):
+@given(parent=bytes32, ids=ascending_ids, rule=rules)
+def test_model_id_matches_the_contract(network, parent, ids, rule):
     _, models, _ = network
-    assert models.modelIdOf([parent], ids) == model_id(parent, ids) == model_id([parent], ids)
+    expected = model_id(parent, ids, *rule)
+    assert models.modelIdOf([parent], ids, *rule) == expected == model_id([parent], ids, *rule)
+    assert (expected == model_id(parent, ids)) == (rule == (0, 0))
 
 
 @settings(max_examples=30, suppress_health_check=FIXTURES)
-@given(parents=ascending_parents, ids=ascending_ids)
-def test_merged_model_id_matches_the_contract(network, parents, ids):
+@given(parents=ascending_parents, ids=ascending_ids, rule=rules)
+def test_merged_model_id_matches_the_contract(network, parents, ids, rule):
     _, models, _ = network
-    merged = model_id(parents, ids)
-    assert models.modelIdOf(parents, ids) == merged
-    assert merged != model_id(parents[0], ids)
+    merged = model_id(parents, ids, *rule)
+    assert models.modelIdOf(parents, ids, *rule) == merged
+    assert merged != model_id(parents[0], ids, *rule)
 
 
 @settings(max_examples=30, suppress_health_check=FIXTURES)
@@ -68,12 +72,14 @@ def test_arbitrary_update_lists(six_in_aggregate, people, chain, data):
     caller = data.draw(st.integers(0, TRAINERS_IN_ROUND - 1))
     pool = st.sampled_from(ids) | st.integers(1, 2**256 - 1)
     chosen = data.draw(st.lists(pool, min_size=1, max_size=8))
+    rule, word = data.draw(rules | st.tuples(st.integers(0, 2**256 - 1), uint256))
     own = update_id(caller + 1, ROOT_MODEL_ID, 0)
     ascending = all(a < b for a, b in zip(chosen, chosen[1:], strict=False))
-    valid = ascending and set(chosen) <= set(ids) and own in chosen
+    valid_rule = rule <= 255 and (rule != 0 or word == 0)
+    valid = ascending and set(chosen) <= set(ids) and own in chosen and valid_rule
     # Execute
     try:
-        receipt = aggregate(models, people[caller], [([ROOT_MODEL_ID], chosen, b"")])
+        receipt = aggregate(models, people[caller], [([ROOT_MODEL_ID], chosen, b"", rule, word)])
     except ContractLogicError:
         accepted = False
     else:
@@ -82,5 +88,7 @@ def test_arbitrary_update_lists(six_in_aggregate, people, chain, data):
     assert accepted == valid
     if accepted:
         (event,) = receipt.decode_logs(models.ModelCreated)
-        assert event.modelId == model_id(ROOT_MODEL_ID, chosen)
+        assert event.modelId == model_id(ROOT_MODEL_ID, chosen, rule, word)
+        assert (event.rule, event.ruleParameter) == (rule, word)
+        assert models.ruleOf(event.modelId) == (rule, word)
         assert models.popularityOf(event.modelId) == 1

@@ -1,8 +1,9 @@
 """Stateful test: random sequences of protocol calls against a Python reference model.
 
 Rules drive registration, exit, key rotation (trainer-token transfer), proposals, single
-and merged aggregations (with the caller's own update sometimes left out), bare votes and
-waiting past the phase deadline. Each call must succeed exactly when the reference model
+and merged aggregations (with the caller's own update sometimes left out, and each with
+an aggregation rule: FedAvg, median or a trimmed mean), bare votes and waiting past the
+phase deadline. Each call must succeed exactly when the reference model
 says it may, and after every step these invariants hold:
 
 - one proposal and one aggregation per (trainer id, parent, round), whichever address
@@ -10,6 +11,7 @@ says it may, and after every step these invariants hold:
 - every parent of a model exists and comes from an earlier round (the root excepted),
   and following parents from any model reaches the root: the DAG has no cycle;
 - each model's popularity equals the number of accepted aggregations with its id;
+- each model's id commits to its rule, which its event and ``ruleOf`` report;
 - (round, phase) only moves forward, and a phase ended only on a vote that completed
   its quorum or came after its deadline (checked on every vote);
 - the quorum of a phase is the set of trainers that voted in the previous one (round 0's
@@ -39,6 +41,8 @@ from .conftest import AGGREGATE, PROPOSE, ZERO, cid_bin, deploy
 ACCOUNTS = 7
 MIN_TRAINERS = 3
 DURATION = 100_000  # far above a test's run time: only the wait rule expires a phase
+RULES = [(0, 0), (0, 0), (1, 0), (2, 2000)]
+"""(code, parameter) an aggregation may carry: FedAvg twice as often, median, trimmed mean."""
 
 
 class ProtocolMachine(RuleBasedStateMachine):
@@ -214,8 +218,9 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def _aggregate(self, person, count, merge, keep, drop_own):
         """Aggregate up to ``count`` of the caller's parents of this round, separately or
-        merged, each with its own update and the others chosen by ``keep``; ``drop_own``
-        leaves the caller's own update of the first parent out (a refusal)."""
+        merged, each with its own update and the others chosen by ``keep``, and an
+        aggregation rule chosen by ``keep`` too (FedAvg, median or a trimmed mean);
+        ``drop_own`` leaves the caller's own update of the first parent out (a refusal)."""
         trainer = self.trainer_of.get(person.address, 0)
         mine = sorted(p for (t, p, r) in self.proposals if t == trainer and r == self.round)
         chosen = mine[:count]
@@ -229,26 +234,29 @@ class ProtocolMachine(RuleBasedStateMachine):
                 }
             if drop_own:
                 ids.discard(self.proposals[(trainer, group[0], self.round)])
-            aggregations.append((group, sorted(ids)))
+            rule = RULES[(keep >> (2 * len(aggregations))) & 3]
+            aggregations.append((group, sorted(ids), rule))
         ok = self._may_vote(trainer, AGGREGATE, bool(aggregations)) and not (
             drop_own and aggregations
         )
         receipt = self._send(
             self.models.submitAggregations,
-            [(len(g), len(ids), b"") for g, ids in aggregations],
-            [p for g, _ in aggregations for p in g],
-            [u for _, ids in aggregations for u in ids],
+            [(len(g), len(ids), *rule, b"") for g, ids, rule in aggregations],
+            [p for g, _, _ in aggregations for p in g],
+            [u for _, ids, _ in aggregations for u in ids],
             sender=person,
         )
         assert (receipt is not None) == ok
-        event(f"aggregations: {[len(g) for g, _ in aggregations]} accepted={ok}")
+        event(f"aggregations: {[len(g) for g, _, _ in aggregations]} accepted={ok}")
         if not ok:
             return
         for e in receipt.decode_logs(self.models.ModelCreated):
             self._record_created(e)
         appended = receipt.decode_logs(self.models.ModelAppended)
-        assert [e.modelId for e in appended] == [model_id(g, ids) for g, ids in aggregations]
-        for e, (group, _) in zip(appended, aggregations, strict=True):
+        assert [e.modelId for e in appended] == [
+            model_id(g, ids, *rule) for g, ids, rule in aggregations
+        ]
+        for e, (group, _, _) in zip(appended, aggregations, strict=True):
             self.dag[e.modelId]["popularity"] += 1
             self.touched.add(e.modelId)
             assert e.trainerId == trainer
@@ -256,7 +264,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         self._count_vote(trainer)
 
     def _record_created(self, e):
-        assert e.modelId == model_id(list(e.parents), list(e.updateIds))
+        rule = (e.rule, e.ruleParameter)
+        assert e.modelId == model_id(list(e.parents), list(e.updateIds), *rule)
+        assert rule in RULES and self.models.ruleOf(e.modelId) == rule
         assert e.modelId not in self.dag
         assert e.round == self.round == self.models.roundOf(e.modelId)
         assert all(self.models.modelExists(p) for p in e.parents)

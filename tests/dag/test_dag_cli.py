@@ -150,6 +150,8 @@ def test_records_of_every_event_kind_come_from_the_chain(scripted):
         "index": 4,
         "parents": sorted([_hex(m["M1"]), _hex(m["M2"])]),
         "update_ids": [str(u) for u in scripted["merge_updates"]],
+        "rule": 0,
+        "rule_parameter": "0",
         "aggregator": a.address,
         "weights_cid": _cid("w M4"),
     }
@@ -407,7 +409,8 @@ def test_the_check_names_each_disagreement(scripted):
     m4, m5 = short_id(m["M4"]), short_id(m["M5"])
     assert f"model {m5}: popularity on chain 2, from events 3" in problems
     assert any(
-        p.startswith(f"model {m4}: id recomputed from its parents and updates") for p in problems
+        p.startswith(f"model {m4}: id recomputed from its parents, updates and rule")
+        for p in problems
     )
     assert any(
         p.startswith(f"model {m4}: update ") and "not from one of its parents" in p

@@ -45,8 +45,8 @@ def _proposal(trainer: int, who: str, parent: bytes, round_: int, block: int, sa
     return uid, event
 
 
-def _creation(parents, uids, round_, trainer, who, index, block, weights=None):
-    mid = model_id(parents, uids)
+def _creation(parents, uids, round_, trainer, who, index, block, weights=None, rule=(0, 0)):
+    mid = model_id(parents, uids, *rule)
     created = _event(
         "ModelCreated",
         block,
@@ -57,6 +57,8 @@ def _creation(parents, uids, round_, trainer, who, index, block, weights=None):
         index=index,
         parents=tuple(parents),
         updateIds=tuple(uids),
+        rule=rule[0],
+        ruleParameter=rule[1],
         aggregator=who,
         weightsCid=weights,
     )
@@ -108,7 +110,8 @@ def test_a_model_created_record_lists_every_parent_and_update():
     a, b = sorted([bytes.fromhex("aa" * 32), bytes.fromhex("bb" * 32)])
     uids = sorted([update_id(1, a, 1), update_id(1, b, 1), update_id(2, b, 1)])
     weights = cid_for_bytes(b"merged weights")
-    mid, event = _creation((a, b), uids, 1, 1, ALICE, index=3, block=12, weights=weights)
+    rule = (3, 2**64 - 1)  # a parameter word beyond JSON's safe integers
+    mid, event = _creation((a, b), uids, 1, 1, ALICE, index=3, block=12, weights=weights, rule=rule)
 
     # Execute
     record = event_record(event)
@@ -125,9 +128,20 @@ def test_a_model_created_record_lists_every_parent_and_update():
         "index": 3,
         "parents": ["0x" + a.hex(), "0x" + b.hex()],
         "update_ids": [str(u) for u in uids],
+        "rule": 3,
+        "rule_parameter": str(2**64 - 1),
         "aggregator": ALICE,
         "weights_cid": weights,
     }
+    # applied, the DAG records the rule the id commits to
+    dag = ModelDAG()
+    apply_events(dag, [record])
+    assert (dag.models[mid].rule, dag.models[mid].rule_parameter) == rule
+    # a record written before rules existed reads as rule 0
+    old = {k: v for k, v in record.items() if k not in ("rule", "rule_parameter")}
+    old["model_id"] = "0x" + model_id((a, b), uids).hex()
+    apply_events(dag, [old])
+    assert dag.models[model_id((a, b), uids)].rule == 0
     # without weights the CID is None
     _, bare = _creation((a,), uids[:1], 1, 1, ALICE, index=4, block=12)
     assert event_record(bare)["weights_cid"] is None

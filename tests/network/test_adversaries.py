@@ -2,7 +2,8 @@
 
 Four worker processes on scikit-learn's digits over a real Anvil chain; one of them,
 drawn by ``SimulationConfig.adversaries``, publishes sign-flipped updates amplified ten
-times. The three honest trainers run FedAvg with Multi-Krum as their defence.
+times. The three honest trainers run FedAvg with Multi-Krum as their defence (a
+selection rule), or with the coordinate-wise median (an aggregation rule).
 
 Multi-Krum's parameters: with n = 4 updates on a parent, Krum's guarantee (n > 2f + 2)
 allows only f = 0, and the default f = 1 would keep each trainer's own update alone (no
@@ -14,13 +15,20 @@ update far from all the others.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from mcfl_chain.dag.graph import ModelDAG
+from mcfl_chain.algorithms.robust import AggregationRule, parse_defence, rule_from_chain
+from mcfl_chain.chain.devnet import stop_devnet
+from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
+from mcfl_chain.dag.weights import WeightsBook
+from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+from mcfl_chain.storage import open_storage
 
 pytestmark = pytest.mark.slow
 
@@ -84,3 +92,86 @@ def test_honest_trainers_defence_excludes_a_sign_flippers_updates(tmp_path: Path
     }
     assert sum(honest_accuracy[ROUNDS - 1]) > sum(honest_accuracy[0])
     assert min(honest_accuracy[ROUNDS - 1]) > 0.5
+
+
+def test_honest_trainers_aggregate_with_the_median_and_anyone_rebuilds_it(tmp_path: Path):
+    """The same network with the coordinate-wise median as the honest trainers' defence:
+    an aggregation rule, so their models' ids commit to rule 1 and a second process
+    rebuilds them from the ids and the blobs alone."""
+    # Prepare
+    config = SimulationConfig(
+        name="median",
+        dataset="digits",
+        scenario="iid",
+        n_trainers=4,
+        rounds=ROUNDS,
+        samples=440,
+        epochs=5,
+        strategy="fedavg",
+        adversaries="sign-flip:0.25:scale=10",
+        defence="median",
+        round_timeout=240,
+    )
+    median = parse_defence("median")
+    assert isinstance(median, AggregationRule)
+
+    # Execute
+    try:
+        summary = run_simulation(config, tmp_path, Console(quiet=True), keep_running=True)
+        checked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mcfl_chain",
+                "dag",
+                "--deployment",
+                str(tmp_path / "devnet" / "deployment.json"),
+                "--check",
+                "--check-weights",
+                f"local:{tmp_path / 'blobs'}",
+                "--no-cache",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop_devnet(tmp_path / "devnet")
+    dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
+    lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+
+    # Assert: every round completed with every trainer
+    assert [(r["round"], r["trainers"]) for r in summary["rounds"]] == [
+        (round_, 4) for round_ in range(ROUNDS)
+    ]
+    adversary = {line["trainer_id"] for line in lines if line["adversary"]}
+    honest = {line["trainer_id"] for line in lines} - adversary
+    assert len(adversary) == 1 and len(honest) == 3
+    # the honest trainers' models commit to the median (code 1), the adversary's to rule 0
+    for round_ in range(ROUNDS):
+        for model in dag.models_of_round(round_):
+            expected = (median.code, 0) if honest & set(model.aggregator_ids) else (0, 0)
+            assert (model.rule, model.rule_parameter) == expected
+        assert any(m.rule == median.code for m in dag.models_of_round(round_))
+    # a second process checked ids, rules and views against the chain, and rebuilt every
+    # model with published weights, the median ones included, bit-identically
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["check"] == []
+    published = [m for m in dag.models.values() if m.weights_cid and m.model_id != ROOT_ID]
+    assert f"rebuilt {len(published)} models with published weights" in " ".join(
+        checked.stderr.split()
+    )
+    # and here, from the chain's record alone: the rule from its code, the blobs by CID
+    storage = open_storage(f"local:{tmp_path / 'blobs'}")
+    book = WeightsBook(storage.get, "lenet5", dag)
+    for model in published:
+        if model.rule != median.code:
+            continue
+        rule = rule_from_chain(model.rule, model.rule_parameter)
+        updates = [
+            (uid, dag.updates[uid].num_samples, book.update(uid)) for uid in model.update_ids
+        ]
+        rebuilt = encode_weights("lenet5", rule.aggregate(updates))
+        assert rebuilt == storage.get(model.weights_cid)

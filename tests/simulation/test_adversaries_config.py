@@ -62,7 +62,7 @@ def test_a_scenario_file_names_adversaries_and_a_defence(tmp_path):
     [
         ({"adversaries": "label-flip:0.6,backdoor:0.5"}, "adversaries: adversary shares add up"),
         ({"adversaries": "label-flip"}, "adversaries: .*needs one share"),
-        ({"defence": "median"}, "defence: 'median' is an aggregation rule .*protocol support"),
+        ({"defence": "fedavg"}, "defence: 'fedavg' is no defence but a network's own"),
     ],
 )
 def test_wrong_adversaries_or_defences_are_refused_before_anything_starts(overrides, message):

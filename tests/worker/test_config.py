@@ -364,10 +364,9 @@ def test_an_adversary_and_a_defence_with_parameters_round_trip(parse):
         ({"adversary": "sign-flip:scale=-1"}, "adversary: scale λ must be a finite number > 0"),
         ({"defence": "krum:f=-1"}, "defence: Krum: f is a number of Byzantine updates >= 0"),
         (
-            {"defence": "median"},
-            "defence: 'median' is an aggregation rule (code 1): its weights are not the "
-            "FedAvg of the kept updates, so the model id must commit to the rule, which "
-            "needs protocol support not yet deployed",
+            {"defence": "per-head-fedavg"},
+            "defence: 'per-head-fedavg' is no defence but a network's own aggregation "
+            "(rule code 4)",
         ),
     ],
 )
@@ -377,17 +376,22 @@ def test_an_adversary_or_defence_nobody_can_play_is_refused_naming_why(values, m
     assert str(raised.value).startswith(f"worker.toml: {message}")
 
 
-def test_the_command_line_refuses_a_defence_that_needs_protocol_support(monkeypatch):
+def test_an_aggregation_rule_is_a_defence_a_trainer_can_name():
+    config = WorkerConfig.from_mapping({"defence": "trimmed-mean:beta=0.2"}, source="w.toml")
+    assert config.defence == "trimmed-mean:beta=0.2"
+
+
+def test_the_command_line_refuses_a_defence_that_is_the_networks_own_rule(monkeypatch):
     # Prepare
     for name in ["MCFL_CONFIG", *(f"MCFL_{o.name.upper()}" for o in OPTIONS)]:
         monkeypatch.delenv(name, raising=False)
 
     # Execute
-    result = CliRunner().invoke(worker_cli.worker, ["--defence", "trimmed-mean:beta=0.1"])
+    result = CliRunner().invoke(worker_cli.worker, ["--defence", "fedavg"])
 
     # Assert: a usage error before anything is built.
     assert result.exit_code == 2
-    assert "needsprotocolsupportnotyetdeployed" in _compact(result.output)
+    assert "isnodefencebutanetwork'sownaggregation" in _compact(result.output)
 
 
 @pytest.fixture

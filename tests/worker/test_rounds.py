@@ -131,6 +131,8 @@ def created(
                 "index": 1,
                 "parents": (parent,),
                 "updateIds": tuple(sorted(update_ids)),
+                "rule": 0,
+                "ruleParameter": 0,
                 "aggregator": ME if trainer_id == 1 else PEER,
                 "weightsCid": None,
             },
@@ -211,7 +213,12 @@ class ScriptedChain:
             raise self.refuse
         self.sent.append(("submitAggregations", tuple(aggregations)))
         return [
-            model_id(a.parents[0] if len(a.parents) == 1 else list(a.parents), list(a.update_ids))
+            model_id(
+                a.parents[0] if len(a.parents) == 1 else list(a.parents),
+                list(a.update_ids),
+                a.rule,
+                a.rule_parameter,
+            )
             for a in aggregations
         ]
 
@@ -228,12 +235,13 @@ def make_worker(
 ) -> Worker:
     state = WorkerState.open(tmp_path / f"state-{chain.id}", ME, deployment_block=0)
     options.setdefault("poll_interval", 0.01)
+    options.setdefault("arch", ARCH)
     worker = Worker(
         chain,  # type: ignore[arg-type]
         storage or LocalStorage(tmp_path / "blobs"),
         data or scripted_data(10),  # no training here
         strategy or make_strategy("fedavg"),
-        WorkerOptions(arch=ARCH, **options),
+        WorkerOptions(**options),
         state,
         ModelDAG(genesis_cid=genesis_cid),
         adversary,
@@ -930,6 +938,47 @@ def test_a_defence_chooses_among_the_updates_the_strategy_keeps(tmp_path):
     # Assert: Multi-Krum (n = 5, f = 1) keeps the four close updates, not every one.
     ((_, (aggregation,)),) = chain.sent
     assert aggregation.update_ids == tuple(sorted(ids[:4]))
+
+
+def test_an_aggregation_rule_defence_aggregates_with_its_rule_and_submits_its_code(
+    tmp_path, caplog
+):
+    # Prepare: five updates on the root; trainer 5's weights are scaled far away.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    far = {k: v * 50 for k, v in create_model(ARCH, seed=15).state_dict().items()}
+    blobs = {i: weights_blob(10 + i) for i in range(1, 5)} | {5: encode_weights(ARCH, far)}
+    events = [proposed(i, 0, cid=storage.put(blob)) for i, blob in blobs.items()]
+    ids = sorted(e.args["updateId"] for e in events)
+    chain = ScriptedChain(lambda: status(phase=Phase.AGGREGATE), events)
+    rule = parse_defence("trimmed-mean:beta=0.2")
+    strategy = make_strategy("fedavg", defence=rule)
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), strategy)
+    worker.sync()
+    worker.state.set_chosen(0, [ROOT_ID])
+
+    # Execute
+    worker._aggregate_phase(0)
+
+    # Assert: every update kept, aggregated by the trimmed mean, whose code and parameter
+    # word go to the chain with the ids (and into the model id the worker expects)
+    ((_, (aggregation,)),) = chain.sent
+    assert aggregation.update_ids == tuple(ids)
+    assert (aggregation.rule, aggregation.rule_parameter) == (2, 2000)
+    assert aggregation.weights_cid is not None
+    published = decode_weights(storage.get(aggregation.weights_cid), ARCH)
+    updates = [(uid, worker.dag.updates[uid].num_samples, worker.book.update(uid)) for uid in ids]
+    expected = rule.aggregate(updates)
+    assert all(torch.equal(published[k], expected[k]) for k in expected)
+    # the id the worker computed is the chain's (ScriptedChain hashes the rule as Models)
+    assert "the chain recorded model" not in caplog.text
+
+
+def test_a_robust_aggregation_rule_is_refused_where_the_architecture_names_its_own(tmp_path):
+    chain = ScriptedChain(lambda: status())
+    strategy = make_strategy("fedavg", defence=parse_defence("median"))
+    with pytest.raises(ValueError, match="replaces the network's aggregation"):
+        make_worker(tmp_path, chain, strategy=strategy, arch="lenet5-heads2")
 
 
 def test_the_adversary_publishes_its_version_of_the_trained_update(tmp_path, monkeypatch):

@@ -1,16 +1,18 @@
 """Defences against Byzantine trainers: robust update selection and aggregation rules.
 
-Selection rules (the model stays FedAvg of the kept ids, model id unchanged):
+Selection rules (the model stays the network's aggregate of the kept ids, rule 0):
 
 - ``krum``         Krum (Blanchard et al. 2017) + the own update
 - ``multi-krum``   Multi-Krum + the own update
 
-Aggregation rules (the model id commits to the rule's code and parameter word):
+Aggregation rules (the aggregator submits the rule's code and parameter word with the
+ids, and the model id commits to them: ``keccak256(abi.encode(baseId, code,
+parameter))``, where rule 0 keeps ``baseId = keccak256(abi.encode(parent, ids))``):
 
 ====  ================  ==========================================  ====================
 code  name              weights                                     parameter word
 ====  ================  ==========================================  ====================
-0     ``fedavg``        sample-weighted mean (today's rule)         0
+0     ``fedavg``        sample-weighted mean (the default)          0
 1     ``median``        coordinate-wise median                      0
 2     ``trimmed-mean``  coordinate-wise β-trimmed mean              β in basis points
 3     ``norm-clipping`` deltas clipped to τ, then FedAvg            0 (median τ) or τ's bits
@@ -18,11 +20,13 @@ code  name              weights                                     parameter wo
                         that chose it (:mod:`..facade`)
 ====  ================  ==========================================  ====================
 
-``per-head-fedavg`` is no defence: a multi-head architecture names it as its rule.
+``fedavg`` and ``per-head-fedavg`` are no defences: they are a network's rule 0, FedAvg
+or the rule a multi-head architecture names; a model aggregated with rule 0 is rebuilt
+with the network's.
 
 See :mod:`.base` for the interfaces and how anyone recomputes a model bit-identically.
-A trainer selects a defence by text, ``parse_defence("multi-krum:f=1")`` (:mod:`.spec`);
-only selection rules are accepted until the protocol's model id commits to an
+A trainer selects a defence by text, ``parse_defence("multi-krum:f=1")`` or
+``parse_defence("trimmed-mean:beta=0.2")`` (:mod:`.spec`): a selection rule or an
 aggregation rule.
 """
 
@@ -45,11 +49,7 @@ from mcfl_chain.algorithms.robust.clipping import NormClipping
 from mcfl_chain.algorithms.robust.fedavg import FedAvgRule
 from mcfl_chain.algorithms.robust.krum import KrumSelection, MultiKrumSelection
 from mcfl_chain.algorithms.robust.median import CoordinateMedian
-from mcfl_chain.algorithms.robust.spec import (
-    DefenceNeedsProtocolSupport,
-    defence_names,
-    parse_defence,
-)
+from mcfl_chain.algorithms.robust.spec import Defence, defence_names, parse_defence
 from mcfl_chain.algorithms.robust.trimmed_mean import TrimmedMean
 
 __all__ = [
@@ -58,7 +58,7 @@ __all__ = [
     "SELECTION_RULES",
     "AggregationRule",
     "CoordinateMedian",
-    "DefenceNeedsProtocolSupport",
+    "Defence",
     "FedAvgRule",
     "KrumSelection",
     "MultiKrumSelection",

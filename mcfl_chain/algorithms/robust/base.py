@@ -9,14 +9,19 @@ A defence is one of two kinds, told apart by what the on-chain model id commits 
   <mcfl_chain.strategies.base.Strategy.choose_updates>`'s, so a strategy can delegate
   to it.
 - an **aggregation rule** (:class:`AggregationRule`) computes weights that are *not*
-  the FedAvg of the ids, so the model id must also commit to the rule: each rule has a
+  the FedAvg of the ids, so the model id also commits to the rule: each rule has a
   stable small integer ``code`` and a ``parameter`` word (a uint256 that fixes its
-  parameters exactly), which the protocol hashes into the id beside the parent and the
-  ids. FedAvg itself is rule 0.
+  parameters exactly), which the aggregator submits with the ids
+  (``submitAggregations``) and the contract hashes into the id:
+  ``keccak256(abi.encode(baseId, code, parameter))``, where ``baseId`` is the id above
+  (:func:`mcfl_chain.dag.model_id.model_id`). Rule 0 is the network's default (FedAvg,
+  or the rule the architecture names) and keeps ``baseId`` itself.
 
-Anyone recomputes an aggregation-rule model from the chain alone: fetch each update's
-weights (by its CID) and sample count, recompute the parent's weights the same way, then
-``rule_from_chain(code, parameter).aggregate([(id, num_samples, state), ...], parent)``.
+Anyone recomputes an aggregation-rule model from the chain alone: its ``ModelCreated``
+event (or ``Models.ruleOf``) gives the code and parameter; fetch each update's weights
+(by its CID) and sample count, recompute the parent's weights the same way, then
+``rule_from_chain(code, parameter).aggregate([(id, num_samples, state), ...], parent)``
+(:meth:`mcfl_chain.dag.weights.WeightsBook.rebuild`).
 Every rule is deterministic in the *set* of updates (sorted by ascending id first),
 computes in float64 with one IEEE-754 operation per NumPy ufunc call (no fused
 multiply-add, no reduction whose order depends on threads or SIMD width), and casts back
@@ -72,6 +77,9 @@ class AggregationRule(ABC):
     name: ClassVar[str] = ""
     code: ClassVar[int] = -1
     """Stable small integer the model id commits to; never reuse or renumber one."""
+    defence: ClassVar[bool] = True
+    """Whether a trainer may select it as a defence (FedAvg, the default, and a rule an
+    architecture names, such as FACADE's, are not)."""
 
     @property
     def parameter(self) -> int:

@@ -18,6 +18,8 @@ from mcfl_chain.algorithms.robust.base import (
 class FedAvgRule(AggregationRule):
     """Sample-weighted FedAvg (:func:`~mcfl_chain.algorithms.fedavg.fedavg`); no parameter."""
 
+    defence = False  # the network's default: rule 0 on chain
+
     def aggregate(
         self, updates: Sequence[Update], parent: Mapping[str, torch.Tensor] | None = None
     ) -> StateDict:

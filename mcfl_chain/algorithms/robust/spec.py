@@ -1,18 +1,21 @@
 """Defences named in text, as a trainer selects one: ``NAME[:KEY=VALUE[:KEY=VALUE...]]``.
 
-``parse_defence("multi-krum:f=1:m=3")`` builds the registered selection rule of that name
-with those options (values read as ``true``/``false``, an integer, a float, or else kept
-as text; the rule's constructor checks them). Any rule registered with
-:func:`~.base.register_selection_rule` is selectable by its name, with nothing to edit
-here.
+``parse_defence("multi-krum:f=1:m=3")`` builds the registered rule of that name with
+those options (values read as ``true``/``false``, an integer, a float, or else kept as
+text; the rule's constructor checks them). Any rule registered with
+:func:`~.base.register_selection_rule` or :func:`~.base.register_aggregation_rule` is
+selectable by its name, with nothing to edit here.
 
-Only **selection rules** can be used on the deployed network: they choose update ids and
-the model stays the FedAvg of those ids, so its id, ``keccak256(abi.encode(parent,
-sortedUpdateIds))``, still says how anyone recomputes it. An **aggregation rule**
-(median, trimmed mean, norm clipping) computes other weights from the same ids; its
-model id must also commit to the rule's code and parameter word, which the deployed
-contracts do not hash yet, so naming one is refused with that reason
-(:class:`DefenceNeedsProtocolSupport`).
+A defence is one of two kinds (:mod:`.base`):
+
+- a **selection rule** (Krum, Multi-Krum) chooses update ids; the model stays the
+  network's aggregate of those ids, rule 0 on chain;
+- an **aggregation rule** (``median``, ``trimmed-mean:beta=0.2``, ``norm-clipping``)
+  computes other weights from the ids; the trainer submits its code and parameter word
+  with them and the model id commits to the rule, so anyone rebuilds the model.
+
+FedAvg (the network's default) and a rule an architecture names (FACADE's
+``per-head-fedavg``) are no defences (:attr:`~.base.AggregationRule.defence`).
 """
 
 from __future__ import annotations
@@ -22,15 +25,14 @@ from collections.abc import Sequence
 from mcfl_chain.algorithms.robust.base import (
     AGGREGATION_RULES,
     SELECTION_RULES,
+    AggregationRule,
     SelectionRule,
+    make_aggregation_rule,
     make_selection_rule,
 )
 
 Value = bool | int | float | str
-
-
-class DefenceNeedsProtocolSupport(ValueError):
-    """The defence named is an aggregation rule: its model ids need a protocol change."""
+Defence = SelectionRule | AggregationRule
 
 
 def _value(text: str) -> Value:
@@ -64,21 +66,21 @@ def parse_key_values(fields: Sequence[str], context: str) -> dict[str, Value]:
 
 
 def defence_names() -> list[str]:
-    """The defences a trainer can select today: every registered selection rule."""
-    return sorted(SELECTION_RULES)
+    """The defences a trainer can select: every registered selection rule and every
+    aggregation rule that is a defence (not FedAvg, not an architecture's own rule)."""
+    aggregation = [name for name, rule in AGGREGATION_RULES.items() if rule.defence]
+    return sorted([*SELECTION_RULES, *aggregation])
 
 
-def parse_defence(text: str) -> SelectionRule:
-    """The selection rule ``NAME[:KEY=VALUE...]`` names, e.g. ``"krum:f=2"``.
+def parse_defence(text: str) -> Defence:
+    """The defence ``NAME[:KEY=VALUE...]`` names, e.g. ``"krum:f=2"`` or
+    ``"trimmed-mean:beta=0.2"``: a selection rule or an aggregation rule.
 
     Raises
     ------
-    DefenceNeedsProtocolSupport
-        If the name is an aggregation rule (median, trimmed-mean, norm-clipping): its
-        model ids must commit to the rule, which the deployed contracts do not do yet.
     ValueError
-        If the name is unknown, a field is not ``KEY=VALUE``, or the rule refuses an
-        option or a value.
+        If the name is unknown or no defence (``fedavg``, ``per-head-fedavg``), a field
+        is not ``KEY=VALUE``, or the rule refuses an option or a value.
     """
     name, *fields = text.split(":")
     name = name.strip()
@@ -88,19 +90,10 @@ def parse_defence(text: str) -> SelectionRule:
     available = ", ".join(defence_names())
     if name in AGGREGATION_RULES:
         rule = AGGREGATION_RULES[name]
-        if rule.code == 0:
-            raise ValueError(
-                f"{name!r} is the network's own aggregation (FedAvg of the kept "
-                f"updates): leave the defence unset, or choose one of {available}"
-            )
-        raise DefenceNeedsProtocolSupport(
-            f"{name!r} is an aggregation rule (code {rule.code}): its weights are "
-            f"not the FedAvg of the kept updates, so the model id must commit to the rule, "
-            f"which needs protocol support not yet deployed (the contracts hash only the "
-            f"parents and the update ids); defences available now: {available}"
+        if rule.defence:
+            return make_aggregation_rule(name, **options)
+        raise ValueError(
+            f"{name!r} is no defence but a network's own aggregation (rule code "
+            f"{rule.code}): leave the defence unset, or choose one of {available}"
         )
-    raise ValueError(
-        f"unknown {name!r}; available now: {available} "
-        f"(aggregation rules needing protocol support not yet deployed: "
-        f"{', '.join(sorted(n for n, r in AGGREGATION_RULES.items() if r.code != 0))})"
-    )
+    raise ValueError(f"unknown {name!r}; available: {available}")

@@ -1,5 +1,4 @@
-"""Defences named in text: selection rules by registry name, aggregation rules refused
-until the protocol's model id commits to them."""
+"""Defences named in text: selection and aggregation rules by registry name."""
 
 from __future__ import annotations
 
@@ -7,12 +6,16 @@ import pytest
 
 from mcfl_chain.algorithms.robust import (
     SELECTION_RULES,
-    DefenceNeedsProtocolSupport,
+    AggregationRule,
+    CoordinateMedian,
     KrumSelection,
     MultiKrumSelection,
+    NormClipping,
     SelectionRule,
+    TrimmedMean,
     defence_names,
     parse_defence,
+    rule_from_chain,
 )
 
 
@@ -24,20 +27,37 @@ def test_a_selection_rule_is_built_with_its_typed_options() -> None:
     # Assert
     assert isinstance(multi, MultiKrumSelection) and (multi.f, multi.m) == (2, 3)
     assert isinstance(krum, KrumSelection) and krum.f == 1
-    assert defence_names() == ["krum", "multi-krum"]
+    assert defence_names() == ["krum", "median", "multi-krum", "norm-clipping", "trimmed-mean"]
 
 
-@pytest.mark.parametrize("name", ["median", "trimmed-mean:beta=0.2", "norm-clipping"])
-def test_an_aggregation_rule_needs_protocol_support_not_yet_deployed(name: str) -> None:
-    with pytest.raises(DefenceNeedsProtocolSupport, match="protocol support not yet deployed"):
-        parse_defence(name)
+@pytest.mark.parametrize(
+    ("text", "kind", "code", "parameter"),
+    [
+        ("median", CoordinateMedian, 1, 0),
+        ("trimmed-mean:beta=0.2", TrimmedMean, 2, 2000),
+        ("norm-clipping", NormClipping, 3, 0),
+        ("norm-clipping:bound=1.5", NormClipping, 3, 0x3FF8000000000000),
+    ],
+)
+def test_an_aggregation_rule_is_a_defence_with_its_chain_code(
+    text: str, kind: type[AggregationRule], code: int, parameter: int
+) -> None:
+    # Execute
+    rule = parse_defence(text)
+
+    # Assert: the (code, word) the chain records rebuilds the same rule
+    assert isinstance(rule, kind) and (rule.code, rule.parameter) == (code, parameter)
+    again = rule_from_chain(rule.code, rule.parameter)
+    assert type(again) is kind and again.parameter == parameter
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("fedavg", "the network's own aggregation"),
-        ("bulyan", "unknown 'bulyan'; available now: krum, multi-krum"),
+        ("fedavg", "no defence but a network's own aggregation \\(rule code 0\\)"),
+        ("per-head-fedavg", "no defence but a network's own aggregation \\(rule code 4\\)"),
+        ("bulyan", "unknown 'bulyan'; available: krum, median, multi-krum, norm-clipping"),
+        ("trimmed-mean:beta=0.6", "beta"),
         ("krum:2", "'2' is not KEY=VALUE"),
         ("krum:g=2", "unknown options \\['g'\\]"),
         ("multi-krum:m=0", "m >= 1"),
