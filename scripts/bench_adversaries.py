@@ -37,7 +37,7 @@ import click
 from rich.console import Console
 
 from mcfl_chain.adversaries.backdoor import Backdoor
-from mcfl_chain.algorithms.robust import DefenceNeedsProtocolSupport, defence_names, parse_defence
+from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.simulation import adversarial
 from mcfl_chain.simulation.campaign import load_scenarios, state_of
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
@@ -59,16 +59,13 @@ HEADLINE_ATTACK = "label-flip:0.2"
 
 
 def _usable_defences() -> list[str]:
-    """Defences a trainer can use on today's protocol (the others need it to commit to
-    an aggregation rule, and are left out with a note)."""
+    """Every defence a trainer can select (selection and aggregation rules alike)."""
     usable = []
     for name in defence_names():
         try:
             parse_defence(name)
-        except DefenceNeedsProtocolSupport:
-            continue
         except ValueError:
-            continue
+            continue  # a name that is no defence (the network's default rule)
         usable.append(name)
     return usable
 
@@ -253,12 +250,6 @@ def main(
             f"{seeds!r}: give integers, e.g. 0,1", param_hint="--seeds"
         ) from None
     runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds)
-    refused = sorted(set(defence_names()) - set(_usable_defences()))
-    if refused:
-        console.print(
-            f"note: {', '.join(refused)} left out: aggregation rules need the model id to "
-            "commit to them (protocol support)"
-        )
     todo = [r for r in runs if state_of(out / r.name) != "done"]
     if list_only:
         for index, run in enumerate(runs, 1):
