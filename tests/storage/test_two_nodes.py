@@ -135,14 +135,18 @@ def test_a_blob_put_on_a_is_fetched_from_b_by_cid(nodes: tuple[Node, Node], size
     print(f"\n{size} bytes fetched by CID from the other node in {seconds:.2f} s")
 
 
-def _stats_after(store: IpfsStorage, before: ExchangeStats, timeout: float = 10.0):
-    """The counters once they moved: js-bitswap recomputes them at most once a second."""
+def _settled(store: IpfsStorage, timeout: float = 15.0) -> ExchangeStats:
+    """The counters once they stopped moving: js-bitswap recomputes them only after a
+    second without exchange activity, so a read right after a fetch can be stale."""
     deadline = time.monotonic() + timeout
-    while True:
-        stats = store.exchange_stats()
-        if stats.blocks_received > before.blocks_received or time.monotonic() > deadline:
-            return stats
-        time.sleep(0.25)
+    last = store.exchange_stats()
+    while time.monotonic() < deadline:
+        time.sleep(1.5)
+        now = store.exchange_stats()
+        if now == last:
+            return now
+        last = now
+    return last
 
 
 def test_b_counts_what_bitswap_brought_and_releases_a_pin(nodes: tuple[Node, Node]) -> None:
@@ -153,9 +157,9 @@ def test_b_counts_what_bitswap_brought_and_releases_a_pin(nodes: tuple[Node, Nod
     # Execute: B fetches and pins it, counting bitswap before and after; then unpins it.
     with a.store() as on_a, b.store() as on_b:
         cid = on_a.put(blob)
-        before = on_b.exchange_stats()
+        before = _settled(on_b)
         on_b.pin(cid)
-        after = _stats_after(on_b, before)
+        after = _settled(on_b)
         pinned = on_b.is_pinned(cid)
         on_b.unpin(cid)
         on_b.unpin(cid)  # twice: not pinned any more is no error
