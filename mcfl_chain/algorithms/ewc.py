@@ -81,11 +81,7 @@ def fisher_diagonal(
     ValueError
         If there is no sample or the batch size is below one.
     """
-    n = inputs.shape[0]
-    if n == 0:
-        raise ValueError("the Fisher information needs at least one sample; the split is empty")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    n = _checked_sample_count(inputs, batch_size)
     params = {name: p.detach() for name, p in model.named_parameters()}
     per_sample = _per_sample_gradients(model, loss)
     totals = {name: torch.zeros_like(p) for name, p in params.items()}
@@ -131,11 +127,7 @@ def expected_fisher_diagonal(
     ValueError
         If there is no sample or the batch size is below one.
     """
-    n = inputs.shape[0]
-    if n == 0:
-        raise ValueError("the Fisher information needs at least one sample; the split is empty")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    n = _checked_sample_count(inputs, batch_size)
     params = {name: p.detach() for name, p in model.named_parameters()}
     totals = {name: torch.zeros_like(p) for name, p in params.items()}
     per_sample = _per_sample_gradients(model, nn.functional.cross_entropy)
@@ -156,6 +148,16 @@ def expected_fisher_diagonal(
     finally:
         model.train(was_training)
     return {name: total / n for name, total in totals.items()}
+
+
+def _checked_sample_count(inputs: torch.Tensor, batch_size: int) -> int:
+    """N, the number of samples the Fisher diagonal averages over (both estimators)."""
+    n = int(inputs.shape[0])
+    if n == 0:
+        raise ValueError("the Fisher information needs at least one sample; the split is empty")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return n
 
 
 def _per_sample_gradients(model: nn.Module, loss: Loss) -> Callable[..., dict[str, torch.Tensor]]:
