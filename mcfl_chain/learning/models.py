@@ -38,6 +38,29 @@ from torch import nn
 ModelKind = Literal["classifier", "autoencoder"]
 
 
+def _lenet_core(channels: tuple[int, int]) -> tuple[nn.Sequential, list[nn.Module]]:
+    """LeNet's convolutions, and its fully connected layers up to the 84 units (the last
+    layer, the single or multiple heads, is the caller's): one definition, so that LeNet
+    and its multi-head version keep the same parameter names and shapes."""
+    first, second = channels
+    features = nn.Sequential(
+        nn.Conv2d(1, first, kernel_size=5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(first, second, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+    core: list[nn.Module] = [
+        nn.Flatten(),
+        nn.Linear(second * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+    ]
+    return features, core
+
+
 class LeNet(nn.Module):
     """LeNet-5 classifier with configurable convolution widths (6/16, or 3/9 for light)."""
 
@@ -45,23 +68,8 @@ class LeNet(nn.Module):
 
     def __init__(self, channels: tuple[int, int] = (6, 16), num_classes: int = 10) -> None:
         super().__init__()
-        first, second = channels
-        self.features = nn.Sequential(
-            nn.Conv2d(1, first, kernel_size=5, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(first, second, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        self.classifier = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(second * 5 * 5, 120),
-            nn.ReLU(),
-            nn.Linear(120, 84),
-            nn.ReLU(),
-            nn.Linear(84, num_classes),
-        )
+        self.features, core = _lenet_core(channels)
+        self.classifier = nn.Sequential(*core, nn.Linear(84, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits, shape N×num_classes."""
@@ -90,22 +98,8 @@ class MultiHeadLeNet(nn.Module):
         super().__init__()
         if heads < 1:
             raise ValueError(f"a multi-head model needs at least one head, got {heads}")
-        first, second = channels
-        self.features = nn.Sequential(
-            nn.Conv2d(1, first, kernel_size=5, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(first, second, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        self.classifier = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(second * 5 * 5, 120),
-            nn.ReLU(),
-            nn.Linear(120, 84),
-            nn.ReLU(),
-        )
+        self.features, core = _lenet_core(channels)
+        self.classifier = nn.Sequential(*core)
         self.heads = nn.ModuleList(nn.Linear(84, num_classes) for _ in range(heads))
         self.register_buffer(HEAD_CHOICE, torch.tensor(0, dtype=torch.int64))
 
