@@ -73,13 +73,14 @@ EXPERIMENTS = (
         tuple((name, (name,)) for name in ("rotation-16-16", "rotation-24-8", "rotation-30-2")),
     ),
 )
-BASELINES = ("fedavg", "local", "ifca", "oracle", "facade")
+BASELINES = ("fedavg", "local", "ifca", "oracle", "facade", "fedfmc")
 LABELS = {
     "mcfl": "MCFL",
     "fedavg": "FedAvg",
     "local": "local",
     "ifca": "IFCA",
     "facade": "FACADE",
+    "fedfmc": "FedFMC",
     "oracle": "oracle",
     "mcfl-shared": "shared start (root)",
     "mcfl-all": "aggregate on every parent",
@@ -600,6 +601,74 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
     return out
 
 
+# -- clustered methods compared ----------------------------------------------------------
+
+COMPARED = ("mcfl", "fedfmc", "facade", "ifca", "fedavg", "local", "oracle")
+HEADLINE_SCENARIO = "rotation-30-2"
+
+
+def comparison_rows(scenario: str, runs: Runs) -> list[tuple[Row, stats.SeedSummary | None]]:
+    """MCFL on ``scenario``'s file, then every other compared method on its baselines."""
+    stem = campaign.baseline_stem(SimulationConfig(name=scenario))
+    rows = []
+    for method in COMPARED:
+        row = Row(LABELS[method], scenario if method == "mcfl" else stem, method)
+        rows.append((row, stats.over_seeds(figures_of(runs.get((row.scenario, row.method), {})))))
+    return rows
+
+
+def comparison_section(runs: Runs, docs: Path) -> list[str]:
+    """Issue 14's table: each clustered method and the brackets on the same scenarios,
+    with the fair and minority accuracy and what a trainer-round costs."""
+    out = [
+        "## Clustered methods compared",
+        "",
+        "`python scripts/run_experiments.py --comparison`: MCFL, FedFMC (schedule fitted to "
+        "the run: merges of 5 rounds, the fork stage before them), FACADE (k heads), IFCA "
+        "(k models), FedAvg, local training and the oracle on the same data, contracts and "
+        "seeds. Final round, mean ± 95 % half-width over seeds, in %; fair accuracy is "
+        "FACADE's (α = 2/3) over the data groups; minority = mean accuracy of the smallest "
+        "group's trainers (– where no group is smaller than the others); traffic = bytes a "
+        "trainer stored plus fetched per round, gas = gas a trainer paid per round "
+        "(registration apart), both averaged over every trainer-round of the run.",
+        "",
+    ]
+    discussion = docs / "discussion" / "clustered.md"
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    header = [
+        "method", "seeds", "worst", "average", "fair accuracy", "minority",
+        "kB / trainer-round", "gas / trainer-round",
+    ]  # fmt: skip
+    headline = []
+    for scenario in campaign.COMPARISON_SCENARIOS:
+        lines = []
+        for row, summary in comparison_rows(scenario, runs):
+            if summary is None:
+                lines.append([row.label, "0", *[NOT_RUN] * (len(header) - 2)])
+                if scenario == HEADLINE_SCENARIO:
+                    headline.append(f"{row.label} {NOT_RUN}")
+                continue
+            metric = summary.metric
+            cells = [row.label, str(len(summary.seeds))]
+            cells += [cell(summary.worst, metric), cell(summary.average, metric)]
+            cells += [cell(summary.fair, metric) if summary.fair is not None else "–"]
+            cells += [cell(summary.minority, metric) if summary.minority is not None else "–"]
+            cells += [summary.traffic.format(1e-3, 0) if summary.traffic is not None else "–"]
+            cells += [summary.gas.format(1.0, 0) if summary.gas is not None else "–"]
+            lines.append(cells)
+            if scenario == HEADLINE_SCENARIO:
+                headline.append(f"{row.label} {cells[5]} / {cells[4]}")
+        out += [f"### {scenario}", "", *table(header, lines)]
+    out += [
+        f"**Headline, {HEADLINE_SCENARIO}** (minority-cluster accuracy / fair accuracy, %): "
+        + "; ".join(headline)
+        + ".",
+        "",
+    ]
+    return out
+
+
 # -- adversaries --------------------------------------------------------------------------
 
 
@@ -742,14 +811,19 @@ RECORD_KEYS = (
     "loss",
     "model",
     "seconds",
+    "traffic",
+    "gas",
 )
+COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
+"""What the records keep of the earlier rounds: the costs averaged over every round."""
 
 
 def keep_records(runs: Runs, target: Path) -> None:
     """Copy each finished run's small records next to the report: its configuration,
-    per-round table and summary, and its trainers' final-round metrics lines (the
-    figures every table here is computed from), so the report can be checked, and made
-    again with ``--runs docs/results/runs``, without the run directories."""
+    per-round table and summary, its trainers' final-round metrics lines (the figures
+    every table here is computed from) and the earlier rounds' costs (traffic, gas), so
+    the report can be checked, and made again with ``--runs docs/results/runs``, without
+    the run directories."""
     for seeds in runs.values():
         for run in seeds.values():
             folder = target / run.name
@@ -763,8 +837,9 @@ def keep_records(runs: Runs, target: Path) -> None:
             last = max((line["round"] for line in lines), default=None)
             with open(folder / "metrics.jsonl", "w") as f:
                 for line in lines:
-                    if line["round"] == last:
-                        record = {k: line[k] for k in RECORD_KEYS if k in line}
+                    keys = RECORD_KEYS if line["round"] == last else COST_KEYS
+                    if line["round"] == last or "traffic" in line or "gas" in line:
+                        record = {k: line[k] for k in keys if k in line}
                         f.write(json.dumps(record) + "\n")
 
 
@@ -823,6 +898,7 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
         ),
         *sections,
         *ablation_section(runs, claims),
+        *comparison_section(runs, docs),
         *adversaries_section(docs),
         *performance_section(runs, runs_dir, docs),
     ]

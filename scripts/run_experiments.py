@@ -14,6 +14,7 @@ a summary.json is skipped, an unfinished one is removed and made again. Then
 
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
+       python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
 """
 
 from __future__ import annotations
@@ -113,6 +114,13 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
     "mcfl-all, mcfl-ceil) and all three (mcfl-v1), on groups and autoencoders.",
 )
 @click.option(
+    "--comparison",
+    is_flag=True,
+    help="The clustered methods side by side (docs/RESULTS.md, 'Clustered methods "
+    "compared'): MCFL, FedFMC, FACADE, IFCA, FedAvg, local and the oracle on groups, "
+    "gaussian-tol1 and the three rotation ratios; not with --only or --methods.",
+)
+@click.option(
     "--published-size",
     is_flag=True,
     help="The paper's size: 38 trainers, all samples, 2 epochs; rounds capped by "
@@ -136,6 +144,7 @@ def main(
     methods: tuple[str, ...],
     seed_values: tuple[str, ...],
     ablation: bool,
+    comparison: bool,
     published_size: bool,
     max_rounds: int | None,
     list_only: bool,
@@ -144,6 +153,10 @@ def main(
     console = Console(highlight=False, soft_wrap=True)
     seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
     out = out or Path("runs/experiments-published" if published_size else "runs/experiments")
+    if comparison:
+        if only or methods:
+            raise click.UsageError("--comparison chooses the scenarios and methods itself")
+        only, methods = campaign.COMPARISON_SCENARIOS, campaign.COMPARISON_METHODS
     try:
         plan = campaign.plan(
             campaign.load_scenarios(scenarios),

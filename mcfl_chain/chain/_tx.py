@@ -140,6 +140,9 @@ class Transactor:
         self._base_fee: int | None = 0
         self._fee_checked = 0.0
         self._chain_id = w3.eth.chain_id
+        self.gas_used = 0
+        """Gas of every mined transaction this account sent, reverted ones included
+        (they are paid for too)."""
 
     @property
     def address(self) -> str:
@@ -199,6 +202,7 @@ class Transactor:
                     ) from exc2
             self._nonce += 1
         receipt = self._wait_for_receipt(tx_hash, description)
+        self.gas_used += int(receipt["gasUsed"])
         if receipt["status"] != 1:
             reason = self._replay_reason(tx, receipt["blockNumber"])
             raise ChainError(

@@ -326,6 +326,12 @@ class ChainClient:
         """Checksummed address of this trainer's account."""
         return self._sender().address
 
+    @property
+    def gas_used(self) -> int:
+        """Gas this client's account has paid for so far (mined transactions, reverted
+        ones included); 0 for a read-only client."""
+        return 0 if self._tx is None else self._tx.gas_used
+
     def _sender(self) -> Transactor:
         if self._tx is None:
             raise ChainError(

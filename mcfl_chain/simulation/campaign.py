@@ -7,6 +7,9 @@ Methods, on the same data, chain code and seeds:
 - ``local``: every trainer alone;
 - ``ifca``: IFCA with k = the scenario's ``n_groups`` (3 if it has none);
 - ``facade``, on request only (``--methods facade``): FACADE with k heads, k as for IFCA;
+- ``fedfmc``, on request only: FedFMC with its schedule fitted to the scenario's rounds
+  (:func:`fedfmc_schedule`: merges of 5 rounds for k − 1 groups, k as for IFCA, the
+  fork stage before them);
 - ``oracle``: FedAvg run separately inside each true data group (one network per group,
   of that group's trainers only, with the data shares of the whole scenario), the parts
   merged into one run directory; only where the scenario has several groups and some
@@ -42,12 +45,25 @@ from mcfl_chain.learning.models import MULTI_HEAD_BASES
 from mcfl_chain.learning.scenario import scenario_specs
 from mcfl_chain.simulation import report
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
+from mcfl_chain.strategies.fedfmc import FORK_END, FORK_START
 
 METHODS = ("mcfl", "fedavg", "local", "ifca", "oracle")
 """The methods every scenario is run with (``oracle`` where it applies)."""
-ON_REQUEST = ("facade",)
+ON_REQUEST = ("facade", "fedfmc")
 """Baselines run only when named (``--methods``): not part of the paper's comparison."""
-BASELINES = ("fedavg", "local", "ifca", "oracle", "facade")
+BASELINES = ("fedavg", "local", "ifca", "oracle", "facade", "fedfmc")
+COMPARISON_SCENARIOS = (
+    "groups",
+    "gaussian-tol1",
+    "rotation-16-16",
+    "rotation-24-8",
+    "rotation-30-2",
+)
+COMPARISON_METHODS = ("mcfl", "fedfmc", "facade", "ifca", "fedavg", "local", "oracle")
+"""``run_experiments.py --comparison``: the clustered methods side by side (issue 14)."""
+FEDFMC_MERGE_ROUNDS = 5
+"""FedFMC's M in the campaign: the least its paper's early stop allows (5-round windows),
+so that the fork stage keeps most of a 25-round run."""
 ABLATIONS: dict[str, dict[str, Any]] = {
     "mcfl-shared": {"start": "shared"},
     "mcfl-all": {"aggregate_on": "all"},
@@ -147,7 +163,32 @@ def method_config(config: SimulationConfig, method: str) -> SimulationConfig:
         return replace(base, strategy="local")
     if method in ("ifca", "facade"):
         return replace(base, strategy=method, clusters=true_group_count(config))
+    if method == "fedfmc":
+        fork_rounds, merge_rounds = fedfmc_schedule(config)
+        return replace(base, strategy="fedfmc", fork_rounds=fork_rounds, merge_rounds=merge_rounds)
     raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+
+
+def fedfmc_schedule(config: SimulationConfig) -> tuple[int, int]:
+    """FedFMC's (T, M) for ``config``'s rounds: merges of :data:`FEDFMC_MERGE_ROUNDS`
+    rounds folding k − 1 groups into the first (k as for IFCA) end with the run, the fork
+    stage takes the rounds before them. Should the trainers form more groups than k, the
+    last ones are still unmerged when the run ends, as a budget of rounds would leave them.
+
+    Raises
+    ------
+    CampaignError
+        When the fork stage would have no fork-eligible round.
+    """
+    merges = (true_group_count(config) - 1) * FEDFMC_MERGE_ROUNDS
+    fork_rounds = config.rounds - merges
+    if fork_rounds <= FORK_START + FORK_END:
+        raise CampaignError(
+            f"{config.name}: FedFMC needs more than {FORK_START + FORK_END + merges} rounds "
+            f"(a fork stage with a fork-eligible round, then {merges} merge rounds); the "
+            f"scenario has {config.rounds}"
+        )
+    return fork_rounds, FEDFMC_MERGE_ROUNDS
 
 
 def true_group_count(config: SimulationConfig) -> int:
@@ -293,7 +334,13 @@ def plan(
                 if method not in wanted:
                     continue
                 name = f"{stem}-{method}-s{seed}"
-                run_config = replace(method_config(seeded, method), name=name)
+                try:
+                    run_config = replace(method_config(seeded, method), name=name)
+                except CampaignError as exc:
+                    if method != "fedfmc":
+                        raise
+                    notes[f"{stem}-fedfmc"] = f"{stem}: no FedFMC run, {exc}"
+                    continue
                 parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
                 if method == "oracle":
                     parts, why = oracle_parts(run_config)

@@ -137,6 +137,14 @@ class RunFigures:
         FACADE's fair accuracy over the groups (accuracy only).
     models : int
         Distinct models the trainers hold (deploy) at the final round.
+    minority : float or None
+        Mean over the trainers of the smallest data group, when one group is smaller
+        than every other (None otherwise: one group, or a tie for the smallest).
+    traffic : float or None
+        Bytes a trainer stored plus fetched per round, mean over every trainer-round
+        that reports them (all rounds, not only the last); None if none does.
+    gas : float or None
+        Gas a trainer paid per round, mean over every trainer-round that reports it.
     """
 
     metric: str
@@ -148,6 +156,29 @@ class RunFigures:
     by_group: dict[str, float]
     fair: float | None
     models: int
+    minority: float | None = None
+    traffic: float | None = None
+    gas: float | None = None
+
+
+def minority_group(sizes: Mapping[str, int]) -> str | None:
+    """The one group with fewer trainers than every other; None without one."""
+    if len(sizes) < 2:
+        return None
+    smallest = min(sizes.values())
+    below = [g for g, n in sizes.items() if n == smallest]
+    return below[0] if len(below) == 1 else None
+
+
+def per_trainer_round(lines: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """Mean of ``key`` (a number, or the stored plus fetched bytes of ``traffic``) over
+    the lines that have it."""
+    values = [
+        line[key]["stored_bytes"] + line[key]["fetched_bytes"] if key == "traffic" else line[key]
+        for line in lines
+        if line.get(key) is not None
+    ]
+    return statistics.fmean(values) if values else None
 
 
 def run_figures(lines: Sequence[Mapping[str, Any]], metric: str | None = None) -> RunFigures | None:
@@ -166,6 +197,7 @@ def run_figures(lines: Sequence[Mapping[str, Any]], metric: str | None = None) -
         per_trainer[int(line.get("trainer_index", len(per_trainer)))] = value
         groups[str(line.get("group", ""))].append(value)
     values = list(per_trainer.values())
+    minority = minority_group({g: len(v) for g, v in groups.items()})
     return RunFigures(
         metric=metric,
         round=last,
@@ -176,6 +208,9 @@ def run_figures(lines: Sequence[Mapping[str, Any]], metric: str | None = None) -
         by_group={g: statistics.fmean(v) for g, v in sorted(groups.items())},
         fair=fair_accuracy(dict(groups)) if metric == "accuracy" else None,
         models=len({line["model"] for line in final if line.get("model")}),
+        minority=None if minority is None else statistics.fmean(groups[minority]),
+        traffic=per_trainer_round(lines, "traffic"),
+        gas=per_trainer_round(lines, "gas"),
     )
 
 
@@ -194,6 +229,9 @@ class SeedSummary:
     fair: Interval | None
     models: Interval
     by_group: dict[str, Interval]
+    minority: Interval | None = None
+    traffic: Interval | None = None
+    gas: Interval | None = None
 
 
 def over_seeds(runs: Mapping[int, RunFigures]) -> SeedSummary | None:
@@ -210,6 +248,12 @@ def over_seeds(runs: Mapping[int, RunFigures]) -> SeedSummary | None:
 
     groups = sorted({g for f in figures for g in f.by_group})
     fair = [f.fair for f in figures if f.fair is not None]
+
+    def every(values: Iterable[float | None]) -> Interval | None:
+        """The interval when every seed has the figure, else None."""
+        present = [v for v in values if v is not None]
+        return mean_interval(present) if len(present) == len(figures) else None
+
     return SeedSummary(
         metric=figures[0].metric,
         seeds=seeds,
@@ -219,6 +263,9 @@ def over_seeds(runs: Mapping[int, RunFigures]) -> SeedSummary | None:
         fair=mean_interval(fair) if len(fair) == len(figures) else None,
         models=interval(f.models for f in figures),
         by_group={g: interval(f.by_group[g] for f in figures if g in f.by_group) for g in groups},
+        minority=every(f.minority for f in figures),
+        traffic=every(f.traffic for f in figures),
+        gas=every(f.gas for f in figures),
     )
 
 

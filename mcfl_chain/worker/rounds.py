@@ -232,6 +232,7 @@ class Worker:
         self._needed_now: set[str] = set()
         self._needed_before: set[str] = set()
         self._traffic = Traffic()
+        self._gas_reported = 0
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -354,6 +355,8 @@ class Worker:
                     raise WorkerHalted(
                         f"chain: registering {self.me} as a trainer failed: {exc}"
                     ) from exc
+            # Rounds report their own transactions' gas; the one-off registration is not one.
+            self._gas_reported = self.chain.gas_used
             self.trainer_id = self.chain.trainer_id()
             log.info("trainer %d (%s)", self.trainer_id, self.me)
             # The history first: past participation sets where --rounds counts from.
@@ -1183,8 +1186,10 @@ class Worker:
             "seconds": round(now - self._round_started, 3),
             "split": self.clock.split(),
             "traffic": self._traffic.split(),
+            "gas": self.chain.gas_used - self._gas_reported,
             "time": time.time(),
         }
+        self._gas_reported = self.chain.gas_used
         self._log_traffic(round_, line["traffic"])
         self._release()
         self._round_started = now

@@ -75,6 +75,17 @@ def _transactions_to(chain: ChainClient, contract: str) -> Counter[str]:
     return senders
 
 
+def _gas_to(chain: ChainClient, contract: str) -> Counter[str]:
+    """Gas of the mined transactions sent to one of the network's contracts, per sender."""
+    w3, to = chain.w3, chain.deployment.addresses[contract]
+    gas: Counter[str] = Counter()
+    for n in range(chain.deployment.deployment_block, w3.eth.block_number + 1):
+        for tx in w3.eth.get_block(n, full_transactions=True)["transactions"]:
+            if tx["to"] == to:
+                gas[tx["from"]] += w3.eth.get_transaction_receipt(tx["hash"])["gasUsed"]
+    return gas
+
+
 def test_four_trainers_three_rounds(tmp_path):
     # Execute
     summary = run_simulation(_config(), tmp_path, Console(quiet=True), keep_running=True)
@@ -95,6 +106,18 @@ def test_four_trainers_three_rounds(tmp_path):
         trainers = [ChainClient(deployment, account_index=i + 1).address for i in range(4)]
         sent = _transactions_to(chain, "Models")
         assert {a: sent[a] for a in trainers} == {a: 2 * 3 for a in trainers}
+        # each round's metrics carry its gas (those transactions', registration apart)
+        # and the blobs the trainer stored and fetched
+        lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        reported: Counter[str] = Counter()
+        for line in lines:
+            reported[line["trainer"]] += line["gas"]
+            assert line["traffic"]["stored_blobs"] >= 1 and line["traffic"]["stored_bytes"] > 0
+        assert reported == {a: g for a, g in _gas_to(chain, "Models").items() if a in trainers}
+        assert all(
+            sum(line["traffic"]["fetched_blobs"] for line in lines if line["trainer"] == a) >= 1
+            for a in trainers
+        )
         # accuracy rises
         assert rounds[-1]["metric_avg"] > rounds[0]["metric_avg"]
         assert rounds[-1]["metric_avg"] > 0.6

@@ -46,13 +46,15 @@ def write_run(
     metric: str = "accuracy",
     seconds: float = 60.0,
     trainers: list[int] | None = None,
+    extra: Callable[[int, int], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A finished run: trainer ``i`` scores ``value(i, round)`` in every round."""
+    """A finished run: trainer ``i`` scores ``value(i, round)`` in every round, its lines
+    carrying ``extra(i, round)`` too."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1))
     indices = trainers if trainers is not None else config.trainer_indices()
     lines = [
-        metrics_line(r, i, value(i, r), groups(i), metric)
+        {**metrics_line(r, i, value(i, r), groups(i), metric), **(extra(i, r) if extra else {})}
         for r in range(config.rounds)
         for i in indices
     ]

@@ -355,3 +355,54 @@ def test_facade_runs_only_when_asked_for_with_k_the_true_groups(paper):
     assert asked["groups-facade-s0"].config.clusters == 3
     assert asked["rotation-30-2-facade-s0"].config.network_arch == "lenet5-heads2"
     assert "autoencoders-facade-s0" not in asked
+
+
+def test_fedfmc_runs_only_when_asked_for_with_its_schedule_fitted_to_the_rounds(paper):
+    # Execute
+    default = {r.method for r in campaign.plan(paper, seeds=[0]).runs}
+    asked = {r.name: r.config for r in campaign.plan(paper, seeds=[0], methods=["fedfmc"]).runs}
+
+    # Assert: 25 rounds; 3 class groups → two merges of 5 rounds after 15 fork rounds,
+    # 2 rotations → one merge after 20
+    assert "fedfmc" not in default
+    groups, rotation = asked["groups-fedfmc-s0"], asked["rotation-30-2-fedfmc-s0"]
+    assert (groups.strategy, groups.fork_rounds, groups.merge_rounds) == ("fedfmc", 15, 5)
+    assert (rotation.fork_rounds, rotation.merge_rounds) == (20, 5)
+    assert groups.tolerance == SimulationConfig().tolerance  # MCFL's options reset
+
+
+def test_fedfmc_is_left_out_with_a_note_when_its_schedule_does_not_fit():
+    # Prepare: 12 rounds, 3 groups: 10 merge rounds leave 2 fork rounds, none eligible
+    short = _scenario(name="short", rounds=12, scenario_params={"n_groups": 3}, n_trainers=6)
+
+    # Execute
+    plan = campaign.plan([short], seeds=[0], methods=["fedfmc"])
+
+    # Assert
+    assert plan.runs == []
+    assert plan.notes == [
+        "short: no FedFMC run, short: FedFMC needs more than 20 rounds (a fork stage with "
+        "a fork-eligible round, then 10 merge rounds); the scenario has 12"
+    ]
+    with pytest.raises(campaign.CampaignError, match="FedFMC needs more than 20 rounds"):
+        campaign.method_config(short, "fedfmc")
+
+
+def test_the_comparison_plans_every_clustered_method_on_its_scenarios(paper, load_script):
+    # Execute
+    plan = campaign.plan(
+        paper,
+        seeds=[0],
+        methods=campaign.COMPARISON_METHODS,
+        only=campaign.COMPARISON_SCENARIOS,
+        ablation=False,
+    )
+    result = CliRunner().invoke(
+        load_script("run_experiments").main, ["--comparison", "--only", "iid", "--list"]
+    )
+
+    # Assert: 5 scenarios × 7 methods, but no oracle on gaussian (one trainer a group)
+    names = {r.name for r in plan.runs}
+    assert len(names) == 5 * 7 - 1 and "gaussian-oracle-s0" not in names
+    assert {"gaussian-tol1-mcfl-s0", "gaussian-fedfmc-s0", "rotation-24-8-facade-s0"} <= names
+    assert result.exit_code == 2 and "--comparison chooses the scenarios" in result.output

@@ -233,3 +233,51 @@ def test_a_broken_claims_file_is_named(tmp_path, load_script):
         ],
     )
     assert result.exit_code == 1 and "claims.toml" in result.output
+
+
+def test_the_clustered_methods_are_compared_with_minority_fair_accuracy_and_costs(
+    tmp_path, run_writer, load_script
+):
+    # Prepare: rotation-30-2 at 3 trainers, trainer 2 the minority; MCFL serves it
+    # (0.8), FedAvg does not (0.2); MCFL's trainers store 1 kB and fetch 3 kB a round.
+    runs = tmp_path / "runs"
+    params = {k: v for k, v in GROUPS.items() if k not in ("scenario_params", "n_trainers")}
+    for name, minority in (("rotation-30-2-mcfl-s0", 0.8), ("rotation-30-2-fedavg-s0", 0.2)):
+        config = SimulationConfig(
+            name=name,
+            n_trainers=3,
+            scenario_params={"n_groups": 2, "group_sizes": [2, 1]},
+            **params,
+        )
+        costs = {
+            "traffic": {
+                "stored_blobs": 1,
+                "stored_bytes": 1000,
+                "fetched_blobs": 3,
+                "fetched_bytes": 3000,
+            },
+            "gas": 150_000,
+        }
+        run_writer(
+            runs / name,
+            config,
+            lambda i, r, minority=minority: minority if i == 2 else 0.9,
+            lambda i: "rotation 180°" if i == 2 else "rotation 0°",
+            extra=(lambda i, r, costs=costs: costs) if "mcfl" in name else None,
+        )
+    script = load_script("report_results")
+
+    # Execute
+    text = script.write_report(runs, tmp_path / "docs", tmp_path / "claims.toml").read_text()
+    again = script.write_report(
+        tmp_path / "docs" / "results" / "runs", tmp_path / "docs", tmp_path / "claims.toml"
+    ).read_text()
+
+    # Assert: fair = 2/3·mean + 1/3·(1 − gap); costs only where the run reported them
+    section = _section(text, "Clustered methods compared")
+    fair = 100 * (2 / 3 * (0.9 + 0.8) / 2 + 1 / 3 * (1 - 0.1))
+    assert f"| MCFL | 1 | 80.0 | 86.7 | {fair:.1f} | 80.0 | 4 | 150000 |" in section
+    assert "| FedAvg | 1 | 20.0 | 66.7 |" in section and "| 20.0 | – | – |" in section
+    assert "| FedFMC | 0 | not run |" in section
+    assert f"MCFL 80.0 / {fair:.1f}; FedFMC not run" in section
+    assert _section(again, "Clustered methods compared") == section

@@ -179,3 +179,68 @@ def test_mse_gains_both_percentages():
     assert gains["mnist"].reduction.mean == pytest.approx((0.0036 - 0.0029) / 0.0036)
     assert gains["fmnist"].ratio.mean == pytest.approx(0.0093 / 0.0080 - 1)
     assert gains["fmnist"].reduction.mean == pytest.approx(0.0013 / 0.0093)
+
+
+def _costs(line, stored, fetched, gas):
+    return {
+        **line,
+        "traffic": {
+            "stored_blobs": 1,
+            "stored_bytes": stored,
+            "fetched_blobs": 2,
+            "fetched_bytes": fetched,
+        },
+        "gas": gas,
+    }
+
+
+def test_run_figures_give_the_minority_and_the_costs_per_trainer_round():
+    # Prepare: two trainers in "big", one in "small"; costs in rounds 0 and 1, and a
+    # line without costs (a run made before they were reported) that must not count.
+    lines = [
+        _costs(_line(0, 0, 0.1, "big"), 100, 300, 1_000),
+        _costs(_line(0, 2, 0.1, "small"), 100, 0, 3_000),
+        _line(0, 1, 0.1, "big"),
+        _costs(_line(1, 0, 0.9, "big"), 200, 600, 2_000),
+        _costs(_line(1, 1, 0.7, "big"), 100, 100, 2_000),
+        _costs(_line(1, 2, 0.4, "small"), 0, 0, 2_000),
+    ]
+
+    # Execute
+    figures = stats.run_figures(lines)
+
+    # Assert: bytes 400, 100, 800, 200, 0 → 300; gas 1000, 3000, 2000 ×3 → 2000
+    assert figures.minority == pytest.approx(0.4)
+    assert figures.traffic == pytest.approx(300)
+    assert figures.gas == pytest.approx(2_000)
+
+
+def test_no_minority_without_a_single_smallest_group_and_no_costs_unreported():
+    # Execute
+    tie = stats.run_figures([_line(1, 0, 0.9, "a"), _line(1, 1, 0.7, "b")])
+    one = stats.run_figures([_line(1, 0, 0.9, "a"), _line(1, 1, 0.7, "a")])
+
+    # Assert
+    assert tie.minority is None and one.minority is None
+    assert tie.traffic is None and tie.gas is None
+    assert stats.minority_group({"a": 3, "b": 1, "c": 2}) == "b"
+    assert stats.minority_group({"a": 1, "b": 1, "c": 2}) is None
+
+
+def test_over_seeds_reports_minority_and_costs_only_when_every_seed_has_them():
+    # Prepare
+    with_costs = [
+        _costs(_line(1, 0, 0.8, "a"), 10, 20, 100),
+        _costs(_line(1, 1, 0.6, "a"), 10, 20, 100),
+        _costs(_line(1, 2, 0.5, "b"), 10, 20, 100),
+    ]
+    without = [_line(1, 0, 0.8, "a"), _line(1, 1, 0.6, "a"), _line(1, 2, 0.3, "b")]
+
+    # Execute
+    both = stats.over_seeds({0: stats.run_figures(with_costs), 1: stats.run_figures(without)})
+    one = stats.over_seeds({0: stats.run_figures(with_costs)})
+
+    # Assert: the minority (group b) is known at both seeds; the costs at one only
+    assert both.minority.mean == pytest.approx(0.4)
+    assert both.traffic is None and both.gas is None
+    assert one.traffic.mean == pytest.approx(30) and one.gas.mean == pytest.approx(100)
