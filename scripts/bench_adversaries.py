@@ -6,12 +6,21 @@ a clean run and one run per attack with a share of the trainers adversarial (20 
 ``mcfl-chain simulate`` network (real chain, real workers) kept in ``--out``; finished
 runs are skipped, so the command resumes where it stopped.
 
+``--registration allowlist`` (or ``deposit``; repeatable) adds the Sybil attacks under
+that registration policy of protocol v2 (``simulate --registration``), named with the
+policy as a suffix (``groups-mcfl-tol1-sybil0.2-allowlist-s0``); every other run, and
+the clean run their drops are measured against, registers openly.
+
 Measures (:mod:`mcfl_chain.simulation.adversarial`), over the honest trainers only, at
 the last round: worst and average accuracy, and their drop against the clean run of the
 same scenario, method and seed; the backdoor's success rate on triggered test images;
-for the Sybils, how often honest trainers trained the coalition's model. The table goes
-to the terminal and to ``docs/results/adversaries.md`` (which ``report_results.py``
-puts in docs/RESULTS.md, section "Adversaries"). The last line printed is
+for the Sybils, how often honest trainers trained the coalition's model. A second table
+sets the Sybil runs of each registration policy side by side: the coalition's
+identities that registered, the stake they locked, adoption and the worst drop. Under
+the tables, for the sample-inflation runs, what the inflators declared against the
+network's cap and the honest trainers' counts. The tables go to the terminal and to
+``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
+section "Adversaries"). The last line printed is
 
     worst honest accuracy drop, MCFL best defence, 20% label-flip: X pts
 
@@ -22,6 +31,8 @@ under 20 % label flippers, over the seeds and scenarios run.
     python scripts/bench_adversaries.py --seeds 0,1              # the whole matrix
     python scripts/bench_adversaries.py --only groups --attacks label-flip:0.2 \\
         --methods fedavg --methods mcfl-multi-krum --seeds 0     # a slice
+    python scripts/bench_adversaries.py --attacks sybil:0.2 --registration allowlist \\
+        --registration deposit --methods mcfl-tol1 --seeds 0     # Sybils and policies
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from mcfl_chain.adversaries.backdoor import Backdoor
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.simulation import adversarial
 from mcfl_chain.simulation.campaign import load_scenarios, state_of
+from mcfl_chain.simulation.registration import ETHER, POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 
 ATTACKS = (
@@ -56,6 +68,8 @@ ATTACKS = (
 CLEAN = "clean"
 SCENARIOS = ("groups", "iid")
 HEADLINE_ATTACK = "label-flip:0.2"
+OPEN = "open"
+"""The registration policy of every run but the ``--registration`` ones."""
 
 
 def _usable_defences() -> list[str]:
@@ -89,10 +103,21 @@ class Run:
     attack: str
     seed: int
     config: SimulationConfig
+    policy: str = OPEN
 
     @property
     def name(self) -> str:
-        return f"{self.scenario}-{self.method}-{self.attack.replace(':', '')}-s{self.seed}"
+        policy = "" if self.policy == OPEN else f"-{self.policy}"
+        return f"{self.scenario}-{self.method}-{self.attack.replace(':', '')}{policy}-s{self.seed}"
+
+    @property
+    def clean(self) -> str:
+        """The name of the run its drops are measured against: clean, open registration."""
+        return dataclasses.replace(self, attack=CLEAN, policy=OPEN).name
+
+
+def is_sybil(attack: str) -> bool:
+    return attack.startswith("sybil")
 
 
 def plan(
@@ -102,6 +127,7 @@ def plan(
     attacks: tuple[str, ...],
     seeds: list[int],
     rounds: int,
+    policies: tuple[str, ...] = (),
 ) -> list[Run]:
     bases = {c.name: c for c in load_scenarios(scenarios) if c.name in (only or SCENARIOS)}
     missing = set(only or SCENARIOS) - set(bases)
@@ -125,13 +151,12 @@ def plan(
                         adversaries=None if attack == CLEAN else attack,
                         **table[method],  # type: ignore[arg-type]
                     )
-                    run = Run(scenario, method, attack, seed, config)
-                    runs.append(dataclasses.replace(run, config=_named(config, run.name)))
+                    extra = [p for p in policies if p != OPEN] if is_sybil(attack) else []
+                    for policy in (OPEN, *extra):
+                        run = Run(scenario, method, attack, seed, config, policy)
+                        named = dataclasses.replace(config, name=run.name, registration=policy)
+                        runs.append(dataclasses.replace(run, config=named))
     return runs
-
-
-def _named(config: SimulationConfig, name: str) -> SimulationConfig:
-    return dataclasses.replace(config, name=name)
 
 
 def _pct(value: float) -> str:
@@ -152,7 +177,8 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
     }
     groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        groups[run.scenario, run.method, run.attack].append(run)
+        if run.policy == OPEN:
+            groups[run.scenario, run.method, run.attack].append(run)
     drops: dict[tuple[str, str], list[float]] = defaultdict(list)
     lines = [
         "| scenario | method | attack | seeds | honest worst % | honest avg % | "
@@ -167,9 +193,8 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
         average = [finals[r.name].average for r in done]
         worst_drop, avg_drop = [], []
         for r in done:
-            clean = dataclasses.replace(r, attack=CLEAN).name
-            if attack != CLEAN and clean in finals:
-                w, a = adversarial.drop_points(finals[clean], finals[r.name])
+            if attack != CLEAN and r.clean in finals:
+                w, a = adversarial.drop_points(finals[r.clean], finals[r.name])
                 worst_drop.append(w)
                 avg_drop.append(a)
         drops[method, attack] += worst_drop
@@ -178,7 +203,7 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
             target = Backdoor().target
             rates = [adversarial.backdoor_success(out / r.name, target) for r in done]
             backdoor = adversarial.mean([statistics.fmean(rate.values()) for rate in rates])
-        if attack.startswith("sybil"):
+        if is_sybil(attack):
             sybil = adversarial.mean([adversarial.sybil_adoption(out / r.name) for r in done])
         lines.append(
             f"| {scenario} | {method} | {attack} | {len(done)} | "
@@ -186,7 +211,81 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
             f"{_pts(adversarial.mean(worst_drop))} | {_pts(adversarial.mean(avg_drop))} | "
             f"{_pct(backdoor)} | {_pct(sybil)} |"
         )
+    lines += policy_lines(runs, out, finals)
+    lines += inflation_lines(runs, out, finals)
     return lines, drops
+
+
+def policy_lines(
+    runs: list[Run], out: Path, finals: dict[str, adversarial.HonestFinal]
+) -> list[str]:
+    """The second table: the finished Sybil runs by registration policy (none: no line)."""
+    groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        if is_sybil(run.attack) and run.name in finals:
+            groups[run.scenario, run.method, run.attack, run.policy].append(run)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "### Registration policies against Sybils",
+        "",
+        "| scenario | method | attack | policy | seeds | Sybil identities registered | "
+        "stake locked (ETH) | Sybil adoption % | honest worst drop (pts) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    order = {policy: rank for rank, policy in enumerate(POLICIES)}
+    for scenario, method, attack, policy in sorted(
+        groups, key=lambda key: (*key[:3], order.get(key[3], len(order)))
+    ):
+        done = groups[scenario, method, attack, policy]
+        records = [adversarial.sybil_registration(out / r.name) for r in done]
+        registered = adversarial.mean([float(r.registered) for r in records])
+        identities = adversarial.mean([float(r.identities) for r in records])
+        locked = adversarial.mean([r.locked_wei / ETHER for r in records])
+        adoption = adversarial.mean([adversarial.sybil_adoption(out / r.name) for r in done])
+        drops = [
+            adversarial.drop_points(finals[r.clean], finals[r.name])[0]
+            for r in done
+            if r.clean in finals
+        ]
+        lines.append(
+            f"| {scenario} | {method} | {attack} | {policy} | {len(done)} | "
+            f"{registered:g} of {identities:g} | {locked:g} | {_pct(adoption)} | "
+            f"{_pts(adversarial.mean(drops))} |"
+        )
+    lines += [
+        "",
+        "Allowlist: the admin admits one identity per organisation, so a coalition keeps "
+        "one; deposit: every identity registers, each locking the deposit until it exits "
+        "and the cooldown passes. Drops against the clean run with open registration.",
+    ]
+    return lines
+
+
+def inflation_lines(
+    runs: list[Run], out: Path, finals: dict[str, adversarial.HonestFinal]
+) -> list[str]:
+    """A note per scenario on what the sample inflators declared (none: no line)."""
+    by_scenario: dict[str, list[adversarial.SampleClaims]] = defaultdict(list)
+    for run in runs:
+        if run.attack.startswith("sample-inflation") and run.name in finals:
+            by_scenario[run.scenario].append(adversarial.sample_claims(out / run.name))
+    lines = []
+    for scenario, claims in by_scenario.items():
+        caps = sorted({c.cap for c in claims})
+        declared = max(c.adversary for c in claims)
+        honest = statistics.median(c.honest for c in claims)
+        at_cap = declared == max(caps)
+        lines += [
+            "",
+            f"Sample inflation, {scenario}: the inflators declared {declared:,} samples per "
+            f"update ({'the' if at_cap else 'under the'} network's cap, `maxSamples` = "
+            f"{', '.join(f'{cap:,}' for cap in caps)}) against {honest:,.0f} for an honest "
+            f"trainer (median): in FedAvg one inflated update weighs as much as "
+            f"{declared / honest:,.0f} honest ones.",
+        ]
+    return lines
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -204,6 +303,14 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
     multiple=True,
     help="Only this attack, NAME:SHARE as in simulate --adversaries (repeatable). "
     f"[default: {', '.join(ATTACKS)}]",
+)
+@click.option(
+    "--registration",
+    "policies",
+    multiple=True,
+    type=click.Choice([p for p in POLICIES if p != OPEN]),
+    help="Also run the Sybil attacks under this registration policy (repeatable); every "
+    "run registers openly besides.",
 )
 @click.option("--seeds", default="0,1", show_default=True, help="Seeds, comma-separated.")
 @click.option(
@@ -234,6 +341,7 @@ def main(
     only: tuple[str, ...],
     chosen_methods: tuple[str, ...],
     attacks: tuple[str, ...],
+    policies: tuple[str, ...],
     seeds: str,
     rounds: int,
     out: Path,
@@ -249,7 +357,7 @@ def main(
         raise click.BadParameter(
             f"{seeds!r}: give integers, e.g. 0,1", param_hint="--seeds"
         ) from None
-    runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds)
+    runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds, policies)
     todo = [r for r in runs if state_of(out / r.name) != "done"]
     if list_only:
         for index, run in enumerate(runs, 1):

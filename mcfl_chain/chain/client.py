@@ -371,19 +371,25 @@ class ChainClient:
                 reason,
             ) from exc
 
-    def register(self, value: int | None = None) -> int:
+    def register(self, value: int | None = None, gas: int | None = None) -> int:
         """Register this account as a trainer; returns its trainer id.
 
         Parameters
         ----------
         value
             Wei sent with the registration; by default the network's deposit
-            (``Trainers.deposit()``: 0 but under the DEPOSIT policy).
+            (:meth:`deposit`: 0 but under the DEPOSIT policy).
+        gas
+            Gas limit. Given, the transaction is sent without an estimate, so a
+            registration the contract refuses is mined and reverts on chain (its
+            reason read back) instead of being refused by the estimate.
         """
         if value is None:
-            value = int(self._view(self.trainers.functions.deposit()))
+            value = self.deposit()
         paid = f" with {value} wei" if value else ""
-        self._send(f"Trainers.register{paid}", self.trainers.functions.register(), value=value)
+        self._send(
+            f"Trainers.register{paid}", self.trainers.functions.register(), gas=gas, value=value
+        )
         return self.trainer_id()
 
     def set_allowed(self, accounts: Sequence[str], allowed: bool = True) -> TxReceipt:
@@ -666,6 +672,10 @@ class ChainClient:
         except ChainError:
             return None
 
+    def deposit(self) -> int:
+        """Wei a registration takes (``Trainers.deposit()``: 0 but under DEPOSIT)."""
+        return int(self._view(self.trainers.functions.deposit()))
+
     def trainer_count(self) -> int:
         """Number of registered (live) trainers."""
         return int(self._view(self.trainers.functions.totalSupply()))
@@ -856,7 +866,7 @@ class ChainClient:
             "min_trainers": int(self._view(models.functions.minTrainers())),
             "phase_duration": int(self._view(models.functions.phaseDuration())),
             "registration": names.get(policy, f"unknown policy {policy}"),
-            "deposit": int(self._view(trainers.functions.deposit())),
+            "deposit": self.deposit(),
             "cooldown": int(self._view(trainers.functions.cooldown())),
             "max_samples": self.max_samples(),
             "links": bool(links),

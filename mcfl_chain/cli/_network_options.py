@@ -1,10 +1,15 @@
-"""Options that set a network's parameters, shared by `devnet up` and `deploy`."""
+"""Options that set a network's parameters, shared by `devnet up`, `deploy` and `simulate`."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SEED = click.option(
     "--seed",
@@ -20,13 +25,23 @@ MIN_TRAINERS = click.option(
     show_default=True,
     help="Registered trainers needed before round 0 opens.",
 )
-DEPOSIT = click.option(
-    "--deposit",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Wei a registration takes (deposit only, then required above 0).",
-)
+
+
+def deposit_option(
+    default: int | None = 0,
+    help: str = "Wei a registration takes (deposit only, then required above 0).",
+) -> Callable[[F], F]:
+    """``--deposit`` in wei; ``default`` None leaves the value to a scenario file."""
+    return click.option(
+        "--deposit",
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+DEPOSIT = deposit_option()
 COOLDOWN = click.option(
     "--cooldown",
     type=click.IntRange(min=0),

@@ -15,7 +15,9 @@ from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.adversaries import ADVERSARIES
 from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.algorithms.robust import defence_names
+from mcfl_chain.cli import _network_options as network_options
 from mcfl_chain.learning.scenario import SCENARIOS
+from mcfl_chain.simulation.registration import POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 from mcfl_chain.strategies import STRATEGIES
 from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS
@@ -178,6 +180,17 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "NAME[:KEY=VALUE...]: a robust selection rule (e.g. 'multi-krum:f=1') or a robust "
     "aggregation rule (e.g. 'median', 'trimmed-mean:beta=0.2', 'norm-clipping'; the model "
     "id commits to the rule's code and parameter). One of " + ", ".join(defence_names()) + ".",
+)
+@click.option(
+    "--registration",
+    type=click.Choice(POLICIES),
+    help="Who may register: anyone (open); those the admin admits (allowlist: every "
+    "trainer, but one identity per Sybil coalition; the others are refused on chain); or "
+    "anyone paying --deposit (deposit).  [default: open]",
+)
+@network_options.deposit_option(
+    default=None,
+    help="Wei a registration takes under --registration deposit.  [default: 10**18, 1 ETH]",
 )
 @click.option(
     "--storage",

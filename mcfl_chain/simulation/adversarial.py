@@ -8,7 +8,11 @@ Every measure reads only a run directory (its ``metrics.jsonl``, ``dag.json``,
 - :func:`backdoor_success`: for each honest trainer, the share of its triggered test
   images (not of the target class) its deployed model classifies as the target;
 - :func:`sybil_adoption`: how often honest trainers trained a model made only of the
-  Sybil coalition's updates.
+  Sybil coalition's updates;
+- :func:`sybil_registration`: how many Sybil identities the registration policy let in,
+  and the stake they locked;
+- :func:`sample_claims`: the sample counts adversaries and honest trainers declared,
+  against the network's cap.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain.adversaries.backdoor import attack_success_rate
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES
 from mcfl_chain.learning.codec import decode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
@@ -125,11 +130,7 @@ def sybil_adoption(run_dir: Path) -> float:
         The run has no Sybil or no honest trainer past round 0.
     """
     lines = _lines(run_dir)
-    sybils = {
-        int(line["trainer_id"])
-        for line in lines
-        if str(line.get("adversary") or "").startswith("sybil")
-    }
+    sybils = _sybil_ids(lines)
     if not sybils:
         raise ValueError(f"{run_dir}: no Sybil trainer in this run")
     dag = json.loads((run_dir / "dag.json").read_text())
@@ -147,6 +148,99 @@ def sybil_adoption(run_dir: Path) -> float:
     if not pairs:
         raise ValueError(f"{run_dir}: no honest trainer reported past round 0")
     return sum(pairs) / len(pairs)
+
+
+@dataclass(frozen=True)
+class SybilRegistration:
+    """What a run's registration policy let a Sybil coalition do."""
+
+    policy: str
+    identities: int
+    """The coalition's identities among the run's trainers."""
+    registered: int
+    """Those that hold a trainer token (registered)."""
+    locked_wei: int
+    """The deposits those registered identities locked."""
+
+
+def _sybil_ids(lines: Sequence[dict[str, Any]]) -> set[int]:
+    return {
+        int(line["trainer_id"])
+        for line in lines
+        if str(line.get("adversary") or "").startswith("sybil")
+    }
+
+
+def sybil_registration(run_dir: Path) -> SybilRegistration:
+    """The registration record of ``summary.json`` (written by the simulator since
+    registration policies exist); for a run made before, an open network in which every
+    Sybil that reported registered without a deposit.
+
+    Raises
+    ------
+    ValueError
+        The run has no Sybil.
+    """
+    summary = json.loads((run_dir / "summary.json").read_text())
+    record = summary.get("registration")
+    if record is None:
+        identities = len(_sybil_ids(_lines(run_dir)))
+        if not identities:
+            raise ValueError(f"{run_dir}: no Sybil trainer in this run")
+        return SybilRegistration("open", identities, identities, 0)
+    if not record["sybils"]:
+        raise ValueError(f"{run_dir}: no Sybil trainer in this run")
+    return SybilRegistration(
+        record["policy"],
+        len(record["sybils"]),
+        len(record["sybils_registered"]),
+        int(record["deposit_locked_wei"]),
+    )
+
+
+@dataclass(frozen=True)
+class SampleClaims:
+    """The sample counts a run's updates declared (their FedAvg weights)."""
+
+    cap: int
+    """The network's cap on one update's count (``Updates.maxSamples``)."""
+    adversary: int
+    """The most an adversary's update declared."""
+    honest: float
+    """The median an honest trainer's update declared."""
+
+    @property
+    def weight_ratio(self) -> float:
+        """How many honest updates one adversarial update outweighs in FedAvg."""
+        return self.adversary / self.honest
+
+
+def sample_claims(run_dir: Path) -> SampleClaims:
+    """The declared sample counts of a run's updates, from ``dag.json`` (what the chain
+    recorded), told apart by the metrics' ``adversary``; the cap from the run's copy of
+    the deployment file (the default cap when it has none).
+
+    Raises
+    ------
+    ValueError
+        No update of an adversary, or none of an honest trainer.
+    """
+    lines = _lines(run_dir)
+    adversaries = {int(line["trainer_id"]) for line in lines if line.get("adversary")}
+    honest_ids = {int(line["trainer_id"]) for line in lines} - adversaries
+    updates = json.loads((run_dir / "dag.json").read_text())["updates"]
+    declared = {
+        kind: [int(u["num_samples"]) for u in updates if int(u["trainer_id"]) in ids]
+        for kind, ids in (("adversary", adversaries), ("honest", honest_ids))
+    }
+    for kind, counts in declared.items():
+        if not counts:
+            raise ValueError(f"{run_dir}: no update of an {kind} trainer")
+    deployment = run_dir / "deployment.json"
+    cap = DEFAULT_MAX_SAMPLES
+    if deployment.exists():
+        cap = int(json.loads(deployment.read_text()).get("max_samples", DEFAULT_MAX_SAMPLES))
+    return SampleClaims(cap, max(declared["adversary"]), statistics.median(declared["honest"]))
 
 
 def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float]:

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from web3 import Web3
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain._utils.process import free_port
@@ -31,10 +32,21 @@ from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
+from mcfl_chain.chain.errors import ChainError
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
 from mcfl_chain.simulation import report
+from mcfl_chain.simulation.registration import (
+    DEFAULT_DEPOSIT,
+    DEV_ACCOUNT_BALANCE,
+    ETHER,
+    POLICIES,
+    REGISTER_GAS,
+    Refusal,
+    admitted_trainers,
+    coalitions,
+)
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
 from mcfl_chain.strategies import make_strategy
@@ -122,6 +134,13 @@ class SimulationConfig:
     defence: str | None = None
     """The honest trainers' robust update selection, ``NAME[:KEY=VALUE...]`` (``krum``,
     ``multi-krum``); adversaries play without it. None: none."""
+    registration: str = "open"
+    """Who may register (docs/PROTOCOL.md §3): open (anyone), allowlist (the admin, dev
+    account 0, admits every trainer but one identity per Sybil coalition; the others
+    are refused on chain and run no worker) or deposit (everyone pays :attr:`deposit`)."""
+    deposit: int | None = None
+    """Wei a registration takes under ``registration = "deposit"`` (None: 10**18, one
+    ETH); only for that policy."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
@@ -285,11 +304,59 @@ class SimulationConfig:
             self.adversary_assignment()
         except ValueError as exc:
             raise SimulationError(f"scenario {self.name!r}: adversaries: {exc}") from exc
+        self._validate_registration()
         try:
             for index in self.trainer_indices():
                 self.trainer_config(index)
         except ConfigError as exc:
             raise SimulationError(f"scenario {self.name!r}: {exc}") from exc
+
+    def _validate_registration(self) -> None:
+        where = f"scenario {self.name!r}"
+        if self.registration not in POLICIES:
+            raise SimulationError(
+                f"{where}: registration must be one of {', '.join(map(repr, POLICIES))}, "
+                f"not {self.registration!r}"
+            )
+        if self.deposit is None:
+            return
+        if self.registration != "deposit":
+            raise SimulationError(
+                f"{where}: deposit only applies to registration 'deposit', not "
+                f"{self.registration!r}: remove it, or set registration = 'deposit'"
+            )
+        if isinstance(self.deposit, bool) or not isinstance(self.deposit, int):
+            raise SimulationError(
+                f"{where}: deposit must be a whole number of wei (1 ETH = 10**18), "
+                f"not {self.deposit!r}"
+            )
+        if not 0 < self.deposit < DEV_ACCOUNT_BALANCE:
+            raise SimulationError(
+                f"{where}: deposit must be above 0 and below the "
+                f"{DEV_ACCOUNT_BALANCE // ETHER:,} ETH each dev account holds (gas must "
+                f"remain), not {self.deposit} wei"
+            )
+
+    @property
+    def deposit_wei(self) -> int:
+        """Wei one registration takes in this scenario (0 but under ``deposit``)."""
+        if self.registration != "deposit":
+            return 0
+        return DEFAULT_DEPOSIT if self.deposit is None else self.deposit
+
+    def admitted_trainers(self) -> list[int]:
+        """The run's trainers that may register, hence run a worker: all of
+        :meth:`trainer_indices` but under ``allowlist``, where each Sybil coalition
+        keeps one identity (:func:`~mcfl_chain.simulation.registration.admitted_trainers`).
+        """
+        if self.registration != "allowlist":
+            return self.trainer_indices()
+        return admitted_trainers(self.trainer_indices(), self.adversary_assignment())
+
+    def refused_trainers(self) -> list[int]:
+        """The run's trainers the allowlist leaves out (none but under ``allowlist``)."""
+        admitted = set(self.admitted_trainers())
+        return [index for index in self.trainer_indices() if index not in admitted]
 
     def _validate_trainers(self) -> None:
         if self.trainers is None:
@@ -325,12 +392,18 @@ class Network:
         self.storage_spec = ""
         self.deployment: Deployment | None = None
         self.deployment_path = run_dir / "devnet" / "deployment.json"
+        self.trainers = config.admitted_trainers()
+        """The trainers that register and run a worker, in order (see
+        :meth:`SimulationConfig.admitted_trainers`)."""
+        self.refusals: list[Refusal] = []
+        """The registrations the contract refused (:meth:`start` tries them)."""
 
     # -- services ----------------------------------------------------------------------
 
     def start(self, min_trainers: int | None = None) -> None:
         """Storage, genesis weights, devnet; round 0 opens at ``min_trainers``
-        registrations (default: every trainer this run starts)."""
+        registrations (default: every trainer this run starts). Under ``allowlist``, the
+        identities the admin left out then try to register (:attr:`refusals`)."""
         cfg = self.config
         if cfg.storage == "ipfs":
             port = free_port()
@@ -345,12 +418,41 @@ class Network:
             port=free_port(),
             genesis_cid=genesis_cid,
             task=cfg.task,
-            min_trainers=min_trainers or len(cfg.trainer_indices()),
+            min_trainers=min_trainers or len(self.trainers),
             phase_duration=cfg.phase_duration,
             accounts=cfg.n_trainers + 2,
+            registration=cfg.registration,
+            allowed=(
+                [self.account_index(i) for i in self.trainers]
+                if cfg.registration == "allowlist"
+                else None
+            ),
+            deposit=cfg.deposit_wei,
         )
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")
+        self.refusals = [self.try_to_register(i) for i in cfg.refused_trainers()]
+
+    def try_to_register(self, index: int) -> Refusal:
+        """Send the registration of trainer ``index``, which the allowlist leaves out,
+        and return the contract's refusal. The transaction is really sent, and mined: it
+        reverts on chain, for everyone to see.
+
+        Raises
+        ------
+        SimulationError
+            If the contract registered it after all.
+        """
+        assert self.deployment is not None
+        client = ChainClient(self.deployment, account_index=self.account_index(index))
+        try:
+            trainer_id = client.register(gas=REGISTER_GAS)
+        except ChainError as exc:
+            return Refusal(index, client.address, exc.reason or str(exc))
+        raise SimulationError(
+            f"trainer {index} ({client.address}) registered as trainer {trainer_id} although "
+            f"the allowlist leaves it out: the contracts do not enforce the policy"
+        )
 
     def account_index(self, index: int) -> int:
         """The devnet account trainer ``index`` signs with."""
@@ -358,8 +460,14 @@ class Network:
 
     def adversaries(self) -> dict[int, AdversarySpec]:
         """Trainer index → its adversary as its worker is told it: colluders (Sybils)
-        learn their coalition's addresses (the devnet accounts they sign with)."""
-        assignment = self.config.adversary_assignment()
+        learn their coalition's addresses (the devnet accounts they sign with), only
+        the identities that may register (under ``allowlist``, one per coalition)."""
+        refused = set(self.config.refused_trainers())
+        assignment = {
+            index: spec
+            for index, spec in self.config.adversary_assignment().items()
+            if index not in refused
+        }
         addresses = {
             index: str(dev_account(self.account_index(index)).address) for index in assignment
         }
@@ -390,9 +498,9 @@ class Network:
         ]
 
     def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
-        """One worker process per trainer of the run (:meth:`SimulationConfig.trainer_indices`,
-        in that order); ``extra_args`` adds options to some of them, by trainer index."""
-        for index in self.config.trainer_indices():
+        """One worker process per trainer that may register (:attr:`trainers`, in that
+        order); ``extra_args`` adds options to some of them, by trainer index."""
+        for index in self.trainers:
             self.procs.append(self.spawn(index, (extra_args or {}).get(index, [])))
 
     def spawn(self, index: int, extra_args: list[str] | None = None) -> subprocess.Popen[bytes]:
@@ -434,7 +542,7 @@ class Network:
         cfg = self.config
         assert self.deployment is not None
         observer = ChainClient.read_only(self.deployment)
-        total = cfg.rounds * len(cfg.trainer_indices())
+        total = cfg.rounds * len(self.trainers)
         last_progress, done = time.monotonic(), 0
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -476,9 +584,8 @@ class Network:
                 time.sleep(0.5)
 
     def _trainer_of(self, position: int) -> int:
-        """The trainer index of ``procs[position]`` (procs follow the run's trainers)."""
-        indices = self.config.trainer_indices()
-        return indices[position] if position < len(indices) else position
+        """The trainer index of ``procs[position]`` (procs follow :attr:`trainers`)."""
+        return self.trainers[position] if position < len(self.trainers) else position
 
     def _failure(self, index: int, code: int | None) -> str:
         log = self.run_dir / "trainers" / f"{index:03d}" / "worker.log"
@@ -486,6 +593,43 @@ class Network:
         return f"worker {index} exited with code {code}; last lines of {log}:\n{tail}"
 
     # -- results -----------------------------------------------------------------------
+
+    def registration(self) -> dict[str, Any]:
+        """What the registration policy did, as the chain records it (``summary.json``'s
+        ``registration``): ``policy``; ``deposit_wei``, per registration; ``trainers``,
+        the tokens live; ``refused``, one record per refusal (:class:`Refusal`);
+        ``sybils``, the trainer indices of the run's colluding identities, and
+        ``sybils_registered``, those holding a trainer token; ``deposit_locked_wei``, the
+        wei those locked (the contract takes exactly the deposit per registration);
+        ``deposits_held_wei``, the Trainers contract's balance (every deposit paid)."""
+        assert self.deployment is not None
+        observer = ChainClient.read_only(self.deployment)
+        deposit = observer.deposit()
+        sybils = [
+            index
+            for members in coalitions(
+                self.config.trainer_indices(), self.config.adversary_assignment()
+            )
+            for index in members
+        ]
+        registered = [
+            index
+            for index in sybils
+            if observer.is_registered(str(dev_account(self.account_index(index)).address))
+        ]
+        held = observer.w3.eth.get_balance(
+            Web3.to_checksum_address(self.deployment.addresses["Trainers"])
+        )
+        return {
+            "policy": self.deployment.registration,
+            "deposit_wei": deposit,
+            "trainers": observer.trainer_count(),
+            "refused": [refusal.to_json() for refusal in self.refusals],
+            "sybils": sorted(sybils),
+            "sybils_registered": sorted(registered),
+            "deposit_locked_wei": len(registered) * deposit,
+            "deposits_held_wei": int(held),
+        }
 
     def dag(self) -> ModelDAG:
         assert self.deployment is not None
@@ -514,29 +658,53 @@ def run_simulation(
             network.start()
         console.print(
             f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
-            f"storage {network.storage_spec}, {len(config.trainer_indices())} trainers"
+            f"storage {network.storage_spec}, {len(network.trainers)} trainers"
             + (
-                f" (indices {', '.join(map(str, config.trainer_indices()))} of {config.n_trainers})"
-                if config.trainers is not None
+                f" (indices {', '.join(map(str, network.trainers))} of {config.n_trainers})"
+                if network.trainers != list(range(config.n_trainers))
                 else ""
             )
+            + _policy_note(config)
         )
+        for refusal in network.refusals:
+            console.print(
+                f"trainer {refusal.trainer_index} ({refusal.address}) was refused "
+                f"registration: {refusal.reason}"
+            )
         for index, spec in sorted(config.adversary_assignment().items()):
-            if index in config.trainer_indices():
+            if index in network.trainers:
                 console.print(f"trainer {index} plays the adversary {spec}")
         network.spawn_workers()
         network.wait()
         dag = network.dag()
+        registration = network.registration()
     finally:
         if not keep_running:
             network.stop()
-    return finish_run(run_dir, config, dag, time.monotonic() - started, console)
+    return finish_run(
+        run_dir, config, dag, time.monotonic() - started, console, registration=registration
+    )
+
+
+def _policy_note(config: SimulationConfig) -> str:
+    """How the run's trainers register, for the console ("" when anyone may)."""
+    if config.registration == "deposit":
+        return f", registration by deposit ({config.deposit_wei / ETHER:g} ETH each)"
+    if config.registration == "allowlist":
+        return ", registration by allowlist (one identity per Sybil coalition)"
+    return ""
 
 
 def finish_run(
-    run_dir: Path, config: SimulationConfig, dag: ModelDAG, seconds: float, console: Console
+    run_dir: Path,
+    config: SimulationConfig,
+    dag: ModelDAG,
+    seconds: float,
+    console: Console,
+    registration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Merge the workers' metrics, write the DAG, tables, plots and print the table."""
+    """Merge the workers' metrics, write the DAG, tables, plots and print the table;
+    ``registration`` (:meth:`Network.registration`) goes into the summary as it is."""
     (run_dir / "dag.json").write_text(json.dumps(dag.to_json(), indent=1))
     lines = report.read_metrics(sorted((run_dir / "trainers").glob("*/metrics.jsonl")))
     with open(run_dir / "metrics.jsonl", "w") as f:
@@ -556,6 +724,7 @@ def finish_run(
             "metric": metric_name,
             "models_total": len(dag.models) - 1,
             "updates_total": len(dag.updates),
+            "registration": registration,
         },
     )
     report.plot(run_dir, lines, summaries, metric_name)

@@ -12,10 +12,14 @@ from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.simulation.adversarial import (
     HonestFinal,
+    SampleClaims,
+    SybilRegistration,
     backdoor_success,
     drop_points,
     honest_final,
+    sample_claims,
     sybil_adoption,
+    sybil_registration,
 )
 from mcfl_chain.storage import open_storage
 
@@ -118,3 +122,50 @@ def test_backdoor_success_of_models_that_always_answer_one_class(tmp_path, favou
 
     # Assert: every triggered non-target image goes to class 0, or none does.
     assert rates == {0: expected, 1: expected}
+
+
+def test_sybil_registration_reads_the_summary_record(tmp_path):
+    # Prepare: Sybils 3 and 4 under deposit, both registered at 0.5 ETH each.
+    record = {"policy": "deposit", "deposit_wei": 5 * 10**17, "trainers": 5, "refused": [],
+              "sybils": [3, 4], "sybils_registered": [3, 4], "deposit_locked_wei": 10**18,
+              "deposits_held_wei": 25 * 10**17}  # fmt: skip
+    _write(tmp_path, [_line(0, 3, 0.5, "sybil")])
+    (tmp_path / "summary.json").write_text(json.dumps({"registration": record}))
+
+    # Execute / Assert
+    assert sybil_registration(tmp_path) == SybilRegistration("deposit", 2, 2, 10**18)
+
+
+def test_sybil_registration_of_a_run_before_the_record_is_open_registration(tmp_path):
+    # Prepare: no record; trainers 2 and 3 played Sybils.
+    _write(tmp_path, [_line(0, 1, 0.5), _line(0, 2, 0.5, "sybil"), _line(0, 3, 0.5, "sybil")])
+    (tmp_path / "summary.json").write_text(json.dumps({"seconds": 1}))
+
+    # Execute / Assert
+    assert sybil_registration(tmp_path) == SybilRegistration("open", 2, 2, 0)
+
+
+def test_sample_claims_tell_the_inflators_count_from_the_honest_ones(tmp_path):
+    # Prepare: trainer 2 (id 3) declares the cap of 5,000, honest trainers 100 to 300;
+    # the run's deployment file sets the cap.
+    updates = [{"id": "1", "trainer_id": 1, "num_samples": 100},
+               {"id": "2", "trainer_id": 2, "num_samples": 300},
+               {"id": "3", "trainer_id": 3, "num_samples": 5000},
+               {"id": "4", "trainer_id": 2, "num_samples": 200}]  # fmt: skip
+    lines = [_line(0, 0, 0.5), _line(0, 1, 0.5), _line(0, 2, 0.5, "sample-inflation")]
+    _write(tmp_path, lines, {"models": [], "updates": updates})
+    (tmp_path / "deployment.json").write_text(json.dumps({"max_samples": 5000}))
+
+    # Execute
+    claims = sample_claims(tmp_path)
+
+    # Assert
+    assert claims == SampleClaims(cap=5000, adversary=5000, honest=200)
+    assert claims.weight_ratio == 25
+
+
+def test_sample_claims_without_an_adversarys_update_say_so(tmp_path):
+    updates = [{"id": "1", "trainer_id": 1, "num_samples": 100}]
+    _write(tmp_path, [_line(0, 0, 0.5)], {"models": [], "updates": updates})
+    with pytest.raises(ValueError, match="no update of an adversary trainer"):
+        sample_claims(tmp_path)

@@ -1,0 +1,214 @@
+"""``scripts/bench_adversaries.py`` on hand-made run directories: the runs it plans under
+``--registration``, its table of registration policies and its sample-inflation note."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+HONEST = (0, 1, 2)
+ETH = 10**18
+
+
+def _record(policy: str, registered: list[int], deposit: int = 0) -> dict:
+    """A summary's ``registration``, for Sybils 3 and 4."""
+    return {"policy": policy, "deposit_wei": deposit, "trainers": 3 + len(registered),
+            "refused": [], "sybils": [3, 4], "sybils_registered": registered,
+            "deposit_locked_wei": deposit * len(registered),
+            "deposits_held_wei": deposit * (3 + len(registered))}  # fmt: skip
+
+
+def _write_run(
+    run: Path,
+    accuracies: tuple[float, ...],
+    adversary: str | None = None,
+    adversaries: tuple[int, ...] = (),
+    adopters: tuple[int, ...] = (),
+    registration: dict | None = None,
+    declared: int | None = None,
+) -> None:
+    """A finished two-round run: honest trainers 0-2 score ``accuracies`` in round 1,
+    ``adversaries`` play ``adversary``; in round 1 the ``adopters`` train model S, made
+    only of the adversaries' updates, the others model H. Honest updates declare 200
+    samples, adversarial ones ``declared`` (default 200)."""
+    run.mkdir(parents=True)
+    lines = []
+    for round_ in (0, 1):
+        for index in (*HONEST, *adversaries):
+            honest = index in HONEST
+            lines.append({
+                "round": round_, "trainer_index": index, "trainer_id": index + 1,
+                "trainer": f"0x{index:040x}", "adversary": None if honest else adversary,
+                "accuracy": accuracies[index] if honest else 0.1,
+                "trained": ["S" if index in adopters or not honest else "H"],
+            })  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    updates = [
+        {"id": str(10 + index), "trainer_id": index + 1,
+         "num_samples": 200 if index in HONEST else (declared or 200)}
+        for index in (*HONEST, *adversaries)
+    ]  # fmt: skip
+    models = [
+        {"id": "S", "updates": [str(10 + i) for i in adversaries]},
+        {"id": "H", "updates": [str(10 + i) for i in HONEST]},
+    ]
+    (run / "dag.json").write_text(json.dumps({"models": models, "updates": updates}))
+    (run / "deployment.json").write_text(json.dumps({"max_samples": 1_000_000}))
+    summary = {"seconds": 1.0} if registration is None else {"registration": registration}
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def bench(load_script, tmp_path):
+    """The script, a scenarios folder with ``groups`` (5 trainers) and an output folder."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "groups.toml").write_text(
+        'name = "groups"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 5\n'
+        "rounds = 2\nsamples = 300\n"
+    )
+    return load_script("bench_adversaries"), scenarios, tmp_path / "runs"
+
+
+def _plan(script, scenarios, policies=("allowlist", "deposit")):
+    return script.plan(
+        scenarios, ("groups",), ("mcfl-tol1",),
+        ("label-flip:0.2", "sample-inflation:0.2", "sybil:0.4"), [0], 2, policies,
+    )  # fmt: skip
+
+
+def test_registration_policies_add_runs_of_the_sybil_attacks_only(bench):
+    # Prepare
+    script, scenarios, _ = bench
+
+    # Execute
+    runs = _plan(script, scenarios)
+
+    # Assert: the policies as suffixes of the Sybil runs, set in their configs; one clean
+    # run with open registration, against which every drop is measured.
+    assert [(r.name, r.config.registration) for r in runs] == [
+        ("groups-mcfl-tol1-clean-s0", "open"),
+        ("groups-mcfl-tol1-label-flip0.2-s0", "open"),
+        ("groups-mcfl-tol1-sample-inflation0.2-s0", "open"),
+        ("groups-mcfl-tol1-sybil0.4-s0", "open"),
+        ("groups-mcfl-tol1-sybil0.4-allowlist-s0", "allowlist"),
+        ("groups-mcfl-tol1-sybil0.4-deposit-s0", "deposit"),
+    ]
+    assert all(r.config.name == r.name for r in runs)
+    assert {r.clean for r in runs} == {"groups-mcfl-tol1-clean-s0"}
+    assert [r.name for r in _plan(script, scenarios, ())] == [r.name for r in runs[:4]]
+
+
+def test_the_policy_table_sets_the_sybil_runs_side_by_side(bench):
+    # Prepare: clean 0.9/0.8/0.85; the open Sybils (2 registered) are adopted by two
+    # honest trainers and cost 30 points at worst; under the allowlist one identity
+    # registered and nobody adopted it; under deposit both paid 1 ETH, 2 locked (a run made
+    # before the record existed stands for open: its Sybils' metrics count).
+    script, scenarios, out = bench
+    runs = _plan(script, scenarios)
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    sybil = dict(adversary="sybil", adversaries=(3, 4))
+    _write_run(out / "groups-mcfl-tol1-sybil0.4-s0", (0.9, 0.5, 0.6), adopters=(0, 1), **sybil)
+    _write_run(
+        out / "groups-mcfl-tol1-sybil0.4-allowlist-s0",
+        (0.9, 0.8, 0.8),
+        registration=_record("allowlist", [3]),
+        adversary="sybil",
+        adversaries=(3,),
+    )
+    _write_run(
+        out / "groups-mcfl-tol1-sybil0.4-deposit-s0",
+        (0.9, 0.7, 0.85),
+        adopters=(2,),
+        registration=_record("deposit", [3, 4], ETH),
+        **sybil,
+    )
+
+    # Execute
+    lines, drops = script.measure(runs, out)
+
+    # Assert: the first table keeps one Sybil row, the open one; the second has a row
+    # per policy, in the order open, allowlist, deposit.
+    first = [line for line in lines[2:] if line.startswith("| groups")][:2]
+    assert [line.split(" | ")[2] for line in first] == ["clean", "sybil:0.4"]
+    start = lines.index("### Registration policies against Sybils")
+    assert lines[start + 2 : start + 7] == [
+        "| scenario | method | attack | policy | seeds | Sybil identities registered | "
+        "stake locked (ETH) | Sybil adoption % | honest worst drop (pts) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| groups | mcfl-tol1 | sybil:0.4 | open | 1 | 2 of 2 | 0 | 66.7 | +30.0 |",
+        "| groups | mcfl-tol1 | sybil:0.4 | allowlist | 1 | 1 of 2 | 0 | 0.0 | +0.0 |",
+        "| groups | mcfl-tol1 | sybil:0.4 | deposit | 1 | 2 of 2 | 2 | 33.3 | +10.0 |",
+    ]
+    # and only the open run's drop counts among the benchmark's drops
+    assert {key: value for key, value in drops.items() if value} == {
+        ("mcfl-tol1", "sybil:0.4"): [pytest.approx(30.0)]
+    }
+
+
+def test_the_sample_inflation_note_gives_the_claim_the_cap_and_the_honest_count(bench):
+    # Prepare: trainer 4 declares the cap, the honest trainers 200 samples each.
+    script, scenarios, out = bench
+    runs = _plan(script, scenarios, ())
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    _write_run(
+        out / "groups-mcfl-tol1-sample-inflation0.2-s0",
+        (0.5, 0.4, 0.45),
+        adversary="sample-inflation",
+        adversaries=(4,),
+        declared=1_000_000,
+    )
+
+    # Execute
+    lines, _ = script.measure(runs, out)
+
+    # Assert
+    assert lines[-1] == (
+        "Sample inflation, groups: the inflators declared 1,000,000 samples per update (the "
+        "network's cap, `maxSamples` = 1,000,000) against 200 for an honest trainer "
+        "(median): in FedAvg one inflated update weighs as much as 5,000 honest ones."
+    )
+    assert "### Registration policies against Sybils" not in lines
+
+
+def test_list_and_report_only_keep_working_and_the_last_line_is_unchanged(bench, tmp_path):
+    # Prepare: a label-flip run and its clean run, and an allowlisted Sybil run.
+    script, scenarios, out = bench
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    _write_run(
+        out / "groups-mcfl-tol1-label-flip0.2-s0",
+        (0.9, 0.7, 0.85),
+        adversary="label-flip",
+        adversaries=(4,),
+    )
+    _write_run(
+        out / "groups-mcfl-tol1-sybil0.4-allowlist-s0",
+        (0.9, 0.8, 0.8),
+        registration=_record("allowlist", [3]),
+        adversary="sybil",
+        adversaries=(3,),
+    )
+    table = tmp_path / "adversaries.md"
+    common = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+              "--attacks", "label-flip:0.2", "--attacks", "sybil:0.4", "--seeds", "0",
+              "--registration", "allowlist", "--out", str(out), "--table", str(table)]  # fmt: skip
+
+    # Execute
+    listed = CliRunner().invoke(script.main, [*common, "--list"])
+    reported = CliRunner().invoke(script.main, [*common, "--report-only"])
+
+    # Assert
+    assert listed.exit_code == 0, listed.output
+    assert "done     groups-mcfl-tol1-sybil0.4-allowlist-s0" in listed.output
+    assert "4 runs planned" in listed.output and "3 done" in listed.output
+    assert reported.exit_code == 0, reported.output
+    assert reported.output.splitlines()[-1] == (
+        "worst honest accuracy drop, MCFL best defence, 20% label-flip: 10.0 pts"
+    )
+    written = table.read_text()
+    assert "| groups | mcfl-tol1 | sybil:0.4 | allowlist | 1 | 1 of 2 | 0 | 0.0 | +0.0 |" in (
+        written
+    )
