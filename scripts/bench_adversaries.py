@@ -9,16 +9,19 @@ runs are skipped, so the command resumes where it stopped.
 ``--registration allowlist`` (or ``deposit``; repeatable) adds the Sybil attacks under
 that registration policy of protocol v2 (``simulate --registration``), named with the
 policy as a suffix (``groups-mcfl-tol1-sybil0.2-allowlist-s0``); every other run, and
-the clean run their drops are measured against, registers openly.
+the clean run their drops are measured against, registers openly. ``--sample-cap N``
+(repeatable) likewise adds the sample-inflation attacks on a network whose contracts
+cap a declared sample count at N (``simulate --max-samples``), named ``…-capN``.
 
 Measures (:mod:`mcfl_chain.simulation.adversarial`), over the honest trainers only, at
 the last round: worst and average accuracy, and their drop against the clean run of the
 same scenario, method and seed; the backdoor's success rate on triggered test images;
 for the Sybils, how often honest trainers trained the coalition's model. A second table
 sets the Sybil runs of each registration policy side by side: the coalition's
-identities that registered, the stake they locked, adoption and the worst drop. Under
-the tables, for the sample-inflation runs, what the inflators declared against the
-network's cap and the honest trainers' counts. The tables go to the terminal and to
+identities that registered, the stake they locked, adoption and the worst drop. A third
+sets the sample-inflation runs of each cap side by side: what the inflators declared,
+the honest trainers' counts, the weight that buys in FedAvg, and the drops. The tables
+go to the terminal and to
 ``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
 section "Adversaries"). The last line printed is
 
@@ -33,6 +36,8 @@ under 20 % label flippers, over the seeds and scenarios run.
         --methods fedavg --methods mcfl-multi-krum --seeds 0     # a slice
     python scripts/bench_adversaries.py --attacks sybil:0.2 --registration allowlist \\
         --registration deposit --methods mcfl-tol1 --seeds 0     # Sybils and policies
+    python scripts/bench_adversaries.py --attacks sample-inflation:0.2 --sample-cap 1500 \\
+        --methods fedavg --methods mcfl-tol1                      # inflation and a cap
 """
 
 from __future__ import annotations
@@ -104,16 +109,30 @@ class Run:
     seed: int
     config: SimulationConfig
     policy: str = OPEN
+    cap: int | None = None
+    """The network's ``maxSamples`` (None: the contracts' default)."""
 
     @property
     def name(self) -> str:
         policy = "" if self.policy == OPEN else f"-{self.policy}"
-        return f"{self.scenario}-{self.method}-{self.attack.replace(':', '')}{policy}-s{self.seed}"
+        cap = "" if self.cap is None else f"-cap{self.cap}"
+        attack = self.attack.replace(":", "")
+        return f"{self.scenario}-{self.method}-{attack}{policy}{cap}-s{self.seed}"
 
     @property
     def clean(self) -> str:
-        """The name of the run its drops are measured against: clean, open registration."""
-        return dataclasses.replace(self, attack=CLEAN, policy=OPEN).name
+        """The name of the run its drops are measured against: clean, open registration,
+        the default cap."""
+        return dataclasses.replace(self, attack=CLEAN, policy=OPEN, cap=None).name
+
+    @property
+    def variant(self) -> bool:
+        """A run of the policy or cap tables only, not of the main one."""
+        return self.policy != OPEN or self.cap is not None
+
+
+def is_inflation(attack: str) -> bool:
+    return attack.startswith("sample-inflation")
 
 
 def is_sybil(attack: str) -> bool:
@@ -128,6 +147,7 @@ def plan(
     seeds: list[int],
     rounds: int,
     policies: tuple[str, ...] = (),
+    caps: tuple[int, ...] = (),
 ) -> list[Run]:
     bases = {c.name: c for c in load_scenarios(scenarios) if c.name in (only or SCENARIOS)}
     missing = set(only or SCENARIOS) - set(bases)
@@ -152,9 +172,14 @@ def plan(
                         **table[method],  # type: ignore[arg-type]
                     )
                     extra = [p for p in policies if p != OPEN] if is_sybil(attack) else []
-                    for policy in (OPEN, *extra):
-                        run = Run(scenario, method, attack, seed, config, policy)
-                        named = dataclasses.replace(config, name=run.name, registration=policy)
+                    variants: list[tuple[str, int | None]] = [(OPEN, None)]
+                    variants += [(policy, None) for policy in extra]
+                    variants += [(OPEN, cap) for cap in caps] if is_inflation(attack) else []
+                    for policy, cap in variants:
+                        run = Run(scenario, method, attack, seed, config, policy, cap)
+                        named = dataclasses.replace(
+                            config, name=run.name, registration=policy, max_samples=cap
+                        )
                         runs.append(dataclasses.replace(run, config=named))
     return runs
 
@@ -177,7 +202,7 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
     }
     groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        if run.policy == OPEN:
+        if not run.variant:
             groups[run.scenario, run.method, run.attack].append(run)
     drops: dict[tuple[str, str], list[float]] = defaultdict(list)
     lines = [
@@ -222,7 +247,7 @@ def policy_lines(
     """The second table: the finished Sybil runs by registration policy (none: no line)."""
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        if is_sybil(run.attack) and run.name in finals:
+        if is_sybil(run.attack) and run.cap is None and run.name in finals:
             groups[run.scenario, run.method, run.attack, run.policy].append(run)
     if not groups:
         return []
@@ -266,25 +291,45 @@ def policy_lines(
 def inflation_lines(
     runs: list[Run], out: Path, finals: dict[str, adversarial.HonestFinal]
 ) -> list[str]:
-    """A note per scenario on what the sample inflators declared (none: no line)."""
-    by_scenario: dict[str, list[adversarial.SampleClaims]] = defaultdict(list)
+    """The third table: the finished sample-inflation runs by the network's cap (none:
+    no line)."""
+    groups: dict[tuple[str, str, str, int], list[Run]] = defaultdict(list)
+    claims: dict[str, adversarial.SampleClaims] = {}
     for run in runs:
-        if run.attack.startswith("sample-inflation") and run.name in finals:
-            by_scenario[run.scenario].append(adversarial.sample_claims(out / run.name))
-    lines = []
-    for scenario, claims in by_scenario.items():
-        caps = sorted({c.cap for c in claims})
-        declared = max(c.adversary for c in claims)
-        honest = statistics.median(c.honest for c in claims)
-        at_cap = declared == max(caps)
-        lines += [
-            "",
-            f"Sample inflation, {scenario}: the inflators declared {declared:,} samples per "
-            f"update ({'the' if at_cap else 'under the'} network's cap, `maxSamples` = "
-            f"{', '.join(f'{cap:,}' for cap in caps)}) against {honest:,.0f} for an honest "
-            f"trainer (median): in FedAvg one inflated update weighs as much as "
-            f"{declared / honest:,.0f} honest ones.",
+        if is_inflation(run.attack) and run.policy == OPEN and run.name in finals:
+            claims[run.name] = adversarial.sample_claims(out / run.name)
+            groups[run.scenario, run.method, run.attack, claims[run.name].cap].append(run)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "### Sample cap against inflation",
+        "",
+        "| scenario | method | attack | cap (`maxSamples`) | seeds | declared by an inflator | "
+        "honest (median) | one inflated update weighs (honest ones) | honest worst drop (pts) "
+        "| honest avg drop (pts) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for scenario, method, attack, cap in sorted(groups):
+        done = groups[scenario, method, attack, cap]
+        declared = max(claims[r.name].adversary for r in done)
+        honest = statistics.median(claims[r.name].honest for r in done)
+        drops = [
+            adversarial.drop_points(finals[r.clean], finals[r.name])
+            for r in done
+            if r.clean in finals
         ]
+        lines.append(
+            f"| {scenario} | {method} | {attack} | {cap:,} | {len(done)} | {declared:,} | "
+            f"{honest:,.0f} | {declared / honest:,.1f} | "
+            f"{_pts(adversarial.mean([d[0] for d in drops]))} | "
+            f"{_pts(adversarial.mean([d[1] for d in drops]))} |"
+        )
+    lines += [
+        "",
+        "Inflators declare the network's cap; an honest trainer its own sample count. Drops "
+        "against the clean run under the default cap.",
+    ]
     return lines
 
 
@@ -311,6 +356,15 @@ def inflation_lines(
     type=click.Choice([p for p in POLICIES if p != OPEN]),
     help="Also run the Sybil attacks under this registration policy (repeatable); every "
     "run registers openly besides.",
+)
+@click.option(
+    "--sample-cap",
+    "caps",
+    multiple=True,
+    type=click.IntRange(min=1),
+    help="Also run the sample-inflation attacks on a network capping a declared sample "
+    "count at this (repeatable; e.g. the scenario's samples per trainer); every run has "
+    "the contracts' default cap besides.",
 )
 @click.option("--seeds", default="0,1", show_default=True, help="Seeds, comma-separated.")
 @click.option(
@@ -342,6 +396,7 @@ def main(
     chosen_methods: tuple[str, ...],
     attacks: tuple[str, ...],
     policies: tuple[str, ...],
+    caps: tuple[int, ...],
     seeds: str,
     rounds: int,
     out: Path,
@@ -357,7 +412,7 @@ def main(
         raise click.BadParameter(
             f"{seeds!r}: give integers, e.g. 0,1", param_hint="--seeds"
         ) from None
-    runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds, policies)
+    runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds, policies, caps)
     todo = [r for r in runs if state_of(out / r.name) != "done"]
     if list_only:
         for index, run in enumerate(runs, 1):

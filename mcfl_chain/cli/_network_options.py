@@ -49,10 +49,18 @@ COOLDOWN = click.option(
     show_default=True,
     help="Seconds between a trainer's exit and its deposit refund (deposit only).",
 )
-MAX_SAMPLES = click.option(
-    "--max-samples",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SAMPLES,
-    show_default=True,
-    help="Largest sample count one update may declare (caps a trainer's FedAvg weight).",
-)
+
+
+def max_samples_option(default: int | None = DEFAULT_MAX_SAMPLES) -> Callable[[F], F]:
+    """``--max-samples``; ``default`` None leaves the value to a scenario file."""
+    return click.option(
+        "--max-samples",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help="Largest sample count one update may declare (caps a trainer's FedAvg weight)."
+        + ("" if default is not None else f"  [default: {DEFAULT_MAX_SAMPLES:,}]"),
+    )
+
+
+MAX_SAMPLES = max_samples_option()

@@ -30,7 +30,7 @@ from mcfl_chain._utils.process import free_port
 from mcfl_chain.adversaries import AdversarySpec, assign_adversaries, with_coalitions
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.chain.errors import ChainError
 from mcfl_chain.dag.events import apply_events, event_record
@@ -141,6 +141,10 @@ class SimulationConfig:
     deposit: int | None = None
     """Wei a registration takes under ``registration = "deposit"`` (None: 10**18, one
     ETH); only for that policy."""
+    max_samples: int | None = None
+    """The network's cap on the sample count one update may declare (the contracts'
+    ``maxSamples``; None: theirs by default, 1,000,000). A cap near the honest trainers'
+    counts bounds what a sample inflator gains."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
@@ -305,6 +309,15 @@ class SimulationConfig:
         except ValueError as exc:
             raise SimulationError(f"scenario {self.name!r}: adversaries: {exc}") from exc
         self._validate_registration()
+        if self.max_samples is not None and (
+            isinstance(self.max_samples, bool)
+            or not isinstance(self.max_samples, int)
+            or self.max_samples < 1
+        ):
+            raise SimulationError(
+                f"scenario {self.name!r}: max_samples must be a whole number >= 1 (the "
+                f"largest sample count an update may declare), not {self.max_samples!r}"
+            )
         try:
             for index in self.trainer_indices():
                 self.trainer_config(index)
@@ -428,6 +441,7 @@ class Network:
                 else None
             ),
             deposit=cfg.deposit_wei,
+            max_samples=cfg.max_samples or DEFAULT_MAX_SAMPLES,
         )
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")

@@ -102,7 +102,7 @@ def test_under_deposit_every_sybil_identity_pays_and_the_run_records_the_stake(t
     # Prepare: the network's services, without workers: each trainer registers as a
     # worker does (ChainClient.register pays the network's deposit).
     deposit = 3 * 10**17
-    config = _config(registration="deposit", deposit=deposit)
+    config = _config(registration="deposit", deposit=deposit, max_samples=250)
     sybils = sorted(config.adversary_assignment())
     net = Network(config, tmp_path, Console(quiet=True))
     net.start()
@@ -114,6 +114,7 @@ def test_under_deposit_every_sybil_identity_pays_and_the_run_records_the_stake(t
         # Execute
         record = net.registration()
         after = {i: _balance(net, i) for i in sybils}
+        cap = ChainClient.read_only(net.deployment).max_samples()
     finally:
         net.stop()
 
@@ -130,6 +131,7 @@ def test_under_deposit_every_sybil_identity_pays_and_the_run_records_the_stake(t
         "deposits_held_wei": 5 * deposit,
     }
     assert all(before[i] - after[i] >= deposit for i in sybils)
+    assert cap == 250  # the scenario's max_samples reaches the contracts
 
 
 def _balance(net: Network, index: int) -> int:

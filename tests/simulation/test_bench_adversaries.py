@@ -149,10 +149,34 @@ def test_the_policy_table_sets_the_sybil_runs_side_by_side(bench):
     }
 
 
-def test_the_sample_inflation_note_gives_the_claim_the_cap_and_the_honest_count(bench):
-    # Prepare: trainer 4 declares the cap, the honest trainers 200 samples each.
+def test_sample_caps_add_runs_of_the_inflation_attacks_only(bench):
+    # Prepare
+    script, scenarios, _ = bench
+
+    # Execute
+    runs = script.plan(
+        scenarios, ("groups",), ("mcfl-tol1",), ("label-flip:0.2", "sample-inflation:0.2"),
+        [0], 2, (), (250,),
+    )  # fmt: skip
+
+    # Assert: the cap as a suffix and in the config; drops against the default-cap clean run
+    assert [(r.name, r.config.max_samples) for r in runs] == [
+        ("groups-mcfl-tol1-clean-s0", None),
+        ("groups-mcfl-tol1-label-flip0.2-s0", None),
+        ("groups-mcfl-tol1-sample-inflation0.2-s0", None),
+        ("groups-mcfl-tol1-sample-inflation0.2-cap250-s0", 250),
+    ]
+    assert {r.clean for r in runs} == {"groups-mcfl-tol1-clean-s0"}
+    assert [r.variant for r in runs] == [False, False, False, True]
+
+
+def test_the_sample_cap_table_gives_the_claims_the_weight_and_the_drops(bench):
+    # Prepare: trainer 4 declares the cap, the honest trainers 200 samples each; under
+    # the default cap the honest trainers lose 40 points, under a cap of 250 nothing.
     script, scenarios, out = bench
-    runs = _plan(script, scenarios, ())
+    runs = script.plan(
+        scenarios, ("groups",), ("mcfl-tol1",), ("sample-inflation:0.2",), [0], 2, (), (250,)
+    )
     _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
     _write_run(
         out / "groups-mcfl-tol1-sample-inflation0.2-s0",
@@ -161,16 +185,26 @@ def test_the_sample_inflation_note_gives_the_claim_the_cap_and_the_honest_count(
         adversaries=(4,),
         declared=1_000_000,
     )
+    capped = out / "groups-mcfl-tol1-sample-inflation0.2-cap250-s0"
+    _write_run(
+        capped, (0.9, 0.8, 0.85), adversary="sample-inflation", adversaries=(4,), declared=250
+    )
+    (capped / "deployment.json").write_text(json.dumps({"max_samples": 250}))
 
     # Execute
-    lines, _ = script.measure(runs, out)
+    lines, drops = script.measure(runs, out)
 
-    # Assert
-    assert lines[-1] == (
-        "Sample inflation, groups: the inflators declared 1,000,000 samples per update (the "
-        "network's cap, `maxSamples` = 1,000,000) against 200 for an honest trainer "
-        "(median): in FedAvg one inflated update weighs as much as 5,000 honest ones."
+    # Assert: the capped run is in the cap table only
+    table = lines[lines.index("### Sample cap against inflation") :]
+    assert (
+        "| groups | mcfl-tol1 | sample-inflation:0.2 | 250 | 1 | 250 | 200 | 1.2 | +0.0 | +0.0 |"
+        in table
     )
+    assert (
+        "| groups | mcfl-tol1 | sample-inflation:0.2 | 1,000,000 | 1 | 1,000,000 | 200 | "
+        "5,000.0 | +40.0 | +40.0 |"
+    ) in table
+    assert drops[("mcfl-tol1", "sample-inflation:0.2")] == [pytest.approx(40.0)]
     assert "### Registration policies against Sybils" not in lines
 
 

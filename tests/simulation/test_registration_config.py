@@ -85,6 +85,8 @@ def test_the_config_refuses_the_identities_the_allowlist_leaves_out():
         ({"registration": "deposit", "deposit": 10_000 * 10**18}, "deposit must be above 0"),
         ({"registration": "deposit", "deposit": 1.5}, "deposit must be a whole number of wei"),
         ({"registration": "deposit", "deposit": True}, "deposit must be a whole number of wei"),
+        ({"max_samples": 0}, "max_samples must be a whole number >= 1"),
+        ({"max_samples": 2.5}, "max_samples must be a whole number >= 1"),
     ],
 )  # fmt: skip
 def test_wrong_registration_settings_are_refused_before_anything_starts(overrides, message):
@@ -104,14 +106,16 @@ def test_a_scenario_file_and_the_command_line_set_the_policy(monkeypatch, tmp_pa
     # Execute
     from_file = SimulationConfig.load_file(path)
     CliRunner().invoke(simulate_cli.simulate, ["--config", str(path), "--deposit", str(7 * 10**18)])
-    CliRunner().invoke(simulate_cli.simulate, ["--registration", "allowlist"])
+    CliRunner().invoke(
+        simulate_cli.simulate, ["--registration", "allowlist", "--max-samples", "900"]
+    )
     refused = CliRunner().invoke(simulate_cli.simulate, ["--registration", "bond"])
 
     # Assert: the file's policy is kept under an override of its deposit.
     assert (from_file.registration, from_file.deposit_wei) == ("deposit", 5000)
-    assert [(c.registration, c.deposit) for c in given] == [
-        ("deposit", 7 * 10**18),
-        ("allowlist", None),
+    assert [(c.registration, c.deposit, c.max_samples) for c in given] == [
+        ("deposit", 7 * 10**18, None),
+        ("allowlist", None, 900),
     ]
     assert refused.exit_code == 2 and "'bond' is not one of 'open', 'allowlist'" in refused.output
 
