@@ -55,7 +55,7 @@ from rich.console import Console
 from mcfl_chain.adversaries.backdoor import Backdoor
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.simulation import adversarial
-from mcfl_chain.simulation.campaign import load_scenarios, state_of
+from mcfl_chain.simulation.campaign import load_scenarios, parse_seeds, state_of
 from mcfl_chain.simulation.registration import ETHER, POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 
@@ -407,11 +407,9 @@ def main(
     """Run (or resume) the adversaries benchmark, then print and write its table."""
     console = Console(highlight=False, soft_wrap=True)
     try:
-        seed_list = [int(s) for s in seeds.replace(" ", ",").split(",") if s]
-    except ValueError:
-        raise click.BadParameter(
-            f"{seeds!r}: give integers, e.g. 0,1", param_hint="--seeds"
-        ) from None
+        seed_list = parse_seeds([seeds])
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}; give e.g. 0,1", param_hint="'--seeds'") from exc
     runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds, policies, caps)
     todo = [r for r in runs if state_of(out / r.name) != "done"]
     if list_only:

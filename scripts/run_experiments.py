@@ -19,7 +19,6 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -31,22 +30,11 @@ from mcfl_chain.simulation.runner import SimulationError
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
-    """``("0,1", "2")`` or ``("0 1 2",)`` → ``[0, 1, 2]``.
-
-    Raises
-    ------
-    click.BadParameter
-        For anything but non-negative integers.
-    """
-    seeds = []
-    for value in values:
-        for item in re.split(r"[,\s]+", value.strip()):
-            if not item.isdigit():
-                raise click.BadParameter(
-                    f"{item!r} is not a seed (a whole number >= 0)", param_hint="'--seeds'"
-                )
-            seeds.append(int(item))
-    return seeds
+    """:func:`campaign.parse_seeds`, its refusal as a usage error."""
+    try:
+        return campaign.parse_seeds(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--seeds'") from exc
 
 
 def duration(seconds: float | None) -> str:

@@ -133,6 +133,25 @@ class Plan:
     """Runs left out of the plan, and why (e.g. no oracle for a one-group scenario)."""
 
 
+def parse_seeds(values: Iterable[str]) -> list[int]:
+    """``("0,1", "2")`` or ``("0 1 2",)`` → ``[0, 1, 2]``.
+
+    Raises
+    ------
+    ValueError
+        For anything but whole numbers >= 0, naming the item.
+    """
+    seeds = []
+    for value in values:
+        for item in re.split(r"[,\s]+", value.strip()):
+            if not item:
+                continue
+            if not item.isdigit():
+                raise ValueError(f"{item!r} is not a seed (a whole number >= 0)")
+            seeds.append(int(item))
+    return seeds
+
+
 def slug(text: str) -> str:
     """A directory-name form of a group label: ``"classes 0-3"`` → ``"classes-0-3"``."""
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "group"

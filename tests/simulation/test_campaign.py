@@ -406,3 +406,17 @@ def test_the_comparison_plans_every_clustered_method_on_its_scenarios(paper, loa
     assert len(names) == 5 * 7 - 1 and "gaussian-oracle-s0" not in names
     assert {"gaussian-tol1-mcfl-s0", "gaussian-fedfmc-s0", "rotation-24-8-facade-s0"} <= names
     assert result.exit_code == 2 and "--comparison chooses the scenarios" in result.output
+
+
+def test_seeds_are_parsed_from_commas_spaces_and_repeats(load_script):
+    # Execute
+    seeds = campaign.parse_seeds(("0,1", " 2  3 ", "4,"))
+    refused = CliRunner().invoke(
+        load_script("bench_adversaries").main, ["--seeds", "0,x", "--list"]
+    )
+
+    # Assert
+    assert seeds == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="'-1' is not a seed"):
+        campaign.parse_seeds(["0,-1"])
+    assert refused.exit_code == 2 and "'x' is not a seed (a whole number >= 0)" in refused.output
