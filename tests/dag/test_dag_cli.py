@@ -55,8 +55,15 @@ def _send_raw(client: ChainClient, call) -> None:
 def scripted(tmp_path_factory):
     """The devnet, the trainers' clients, the expected model ids and block marks."""
     state_dir = tmp_path_factory.mktemp("devnet")
+    # A deadline no test reaches: a vote after it would also end the phase, and the
+    # events would then depend on how long the module took to get there.
     _, deployment = start_devnet(
-        state_dir, free_port(), genesis_cid=GENESIS, task="lenet5:digits", min_trainers=3
+        state_dir,
+        free_port(),
+        genesis_cid=GENESIS,
+        task="lenet5:digits",
+        min_trainers=3,
+        phase_duration=3600,
     )
     try:
         a, b, c = (ChainClient(deployment, account_index=i) for i in (1, 2, 3))
