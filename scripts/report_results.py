@@ -2,7 +2,9 @@
 
 Reads ``runs/experiments/<scenario>-<method>-s<seed>/`` (made by
 ``scripts/run_experiments.py``), the scaling measurements ``runs/scaling/scaling.json``
-(``scripts/bench_scaling.py``) and the gas snapshot. Per experiment: the paper's claim
+(``scripts/bench_scaling.py``), the gas snapshot, and the tables and figures that
+``scripts/reproduce_fedfmc.py`` and ``scripts/bench_adversaries.py`` left in
+``docs/results/``. Per experiment: the paper's claim
 and our verdict (hand-written in ``docs/results/claims.toml``), one row per method with
 the final-round worst / average / best trainer and FACADE's fair accuracy (or the MSE
 per dataset) as mean ± 95 % Student-t half-width over seeds, the paired differences
@@ -669,6 +671,41 @@ def comparison_section(runs: Runs, docs: Path) -> list[str]:
     return out
 
 
+# -- FedFMC's own experiment ---------------------------------------------------------------
+
+FEDFMC_FIGURES = (
+    ("fedfmc-ewc.png", "FedFMC + EWC, per archetype (the paper's Fig. 1)"),
+    ("fedfmc-no-ewc.png", "FedFMC without EWC, per archetype (the paper's Fig. 2)"),
+    ("fedfmc-vs-fedavg.png", "FedFMC vs FedAvg, per archetype (the paper's Fig. 3)"),
+)
+
+
+def fedfmc_section(docs: Path) -> list[str]:
+    """The table and figures ``scripts/reproduce_fedfmc.py`` wrote, with its discussion."""
+    results = docs / "results"
+    table_path = results / "fedfmc.md"
+    discussion = docs / "discussion" / "fedfmc.md"
+    out = [
+        "## FedFMC's own experiment",
+        "",
+        "`python scripts/reproduce_fedfmc.py`: the FedFMC paper's proof of concept (§4.2) at "
+        "small size, three archetypes of one label each (`scenarios/fedfmc/`), FedFMC with "
+        "and without EWC during the merges and FedAvg on the same data and seeds; each "
+        "archetype's accuracy over the rounds, its steadiness during the merges and at "
+        "the end.",
+        "",
+    ]
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    if not table_path.exists():
+        return out + ["Not run yet (`python scripts/reproduce_fedfmc.py`).", ""]
+    out += [table_path.read_text().strip(), ""]
+    for name, caption in FEDFMC_FIGURES:
+        if (results / name).exists():
+            out += [f"![{caption}](results/{name})", ""]
+    return out
+
+
 # -- adversaries --------------------------------------------------------------------------
 
 
@@ -899,6 +936,7 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
         *sections,
         *ablation_section(runs, claims),
         *comparison_section(runs, docs),
+        *fedfmc_section(docs),
         *adversaries_section(docs),
         *performance_section(runs, runs_dir, docs),
     ]
