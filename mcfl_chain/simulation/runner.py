@@ -511,6 +511,18 @@ class Network:
             *self.worker_config(index).to_args(),
         ]
 
+    def register_in_order(self) -> None:
+        """Register the run's trainers one after the other, in index order, before any
+        worker starts (each worker then finds itself registered).
+
+        Trainer ids follow registration order, and strategies break ties by id; left to
+        the workers, which race to register, the ids and so the run would change from
+        one run of the same seed to the next.
+        """
+        assert self.deployment is not None
+        for index in self.trainers:
+            ChainClient(self.deployment, account_index=self.account_index(index)).register()
+
     def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
         """One worker process per trainer that may register (:attr:`trainers`, in that
         order); ``extra_args`` adds options to some of them, by trainer index."""
@@ -688,6 +700,7 @@ def run_simulation(
         for index, spec in sorted(config.adversary_assignment().items()):
             if index in network.trainers:
                 console.print(f"trainer {index} plays the adversary {spec}")
+        network.register_in_order()
         network.spawn_workers()
         network.wait()
         dag = network.dag()

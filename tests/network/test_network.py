@@ -100,6 +100,10 @@ def test_four_trainers_three_rounds(tmp_path):
         # each round's metrics carry its gas (those transactions', registration apart)
         # and the blobs the trainer stored and fetched
         lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        # the simulator registered the trainers in index order: ids follow indices
+        assert {line["trainer_index"]: line["trainer_id"] for line in lines} == {
+            i: i + 1 for i in range(4)
+        }
         reported: Counter[str] = Counter()
         for line in lines:
             reported[line["trainer"]] += line["gas"]
