@@ -147,6 +147,9 @@ def created(
     ]
 
 
+GAS_PER_TRANSACTION = 50_000
+
+
 class ScriptedChain:
     """The calls a worker makes, answered from a script; transactions are recorded.
 
@@ -172,6 +175,11 @@ class ScriptedChain:
         self.cap = max_samples
         self.refuse = refuse
         self.sent: list[tuple[Any, ...]] = []
+
+    @property
+    def gas_used(self) -> int:
+        """A scripted price: :data:`GAS_PER_TRANSACTION` for each transaction sent."""
+        return GAS_PER_TRANSACTION * len(self.sent)
 
     def is_registered(self) -> bool:
         return True
@@ -1059,6 +1067,8 @@ def test_a_strategys_merge_is_one_aggregation_with_several_parents(tmp_path):
     line = json.loads(metrics.read_text().splitlines()[-1])
     assert line["model"] == "0x" + merged.hex()
     assert line["aggregations"][0]["parents"] == ["0x" + p.hex() for p in sorted([ROOT_ID, x])]
+    # and the gas of the round's one transaction
+    assert line["gas"] == GAS_PER_TRANSACTION
 
 
 def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
