@@ -38,12 +38,11 @@ from torch import nn
 ModelKind = Literal["classifier", "autoencoder"]
 
 
-def _lenet_core(channels: tuple[int, int]) -> tuple[nn.Sequential, list[nn.Module]]:
-    """LeNet's convolutions, and its fully connected layers up to the 84 units (the last
-    layer, the single or multiple heads, is the caller's): one definition, so that LeNet
-    and its multi-head version keep the same parameter names and shapes."""
+def _lenet_features(channels: tuple[int, int]) -> nn.Sequential:
+    """LeNet's two convolution blocks (28×28 in, ``channels[1]``×5×5 out); the
+    classifiers and the autoencoder's encoder share them."""
     first, second = channels
-    features = nn.Sequential(
+    return nn.Sequential(
         nn.Conv2d(1, first, kernel_size=5, padding=2),
         nn.ReLU(),
         nn.MaxPool2d(2),
@@ -51,6 +50,14 @@ def _lenet_core(channels: tuple[int, int]) -> tuple[nn.Sequential, list[nn.Modul
         nn.ReLU(),
         nn.MaxPool2d(2),
     )
+
+
+def _lenet_core(channels: tuple[int, int]) -> tuple[nn.Sequential, list[nn.Module]]:
+    """LeNet's convolutions, and its fully connected layers up to the 84 units (the last
+    layer, the single or multiple heads, is the caller's): one definition, so that LeNet
+    and its multi-head version keep the same parameter names and shapes."""
+    second = channels[1]
+    features = _lenet_features(channels)
     core: list[nn.Module] = [
         nn.Flatten(),
         nn.Linear(second * 5 * 5, 120),
@@ -117,14 +124,7 @@ class LeNetAutoencoder(nn.Module):
     def __init__(self, channels: tuple[int, int] = (6, 16)) -> None:
         super().__init__()
         first, second = channels
-        self.encoder = nn.Sequential(
-            nn.Conv2d(1, first, kernel_size=5, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(first, second, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
+        self.encoder = _lenet_features(channels)
         self.decoder = nn.Sequential(
             nn.Upsample(scale_factor=2, mode="nearest"),
             nn.ConvTranspose2d(second, first, kernel_size=5),
