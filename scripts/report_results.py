@@ -263,8 +263,15 @@ def scenario_config(runs: Runs, keys: Sequence[tuple[str, str]]) -> SimulationCo
 
 
 def oracle_note(stem: str, scenarios: Sequence[str], runs: Runs) -> str | None:
-    """Why a scenario has no oracle run, if it has none by design."""
+    """Why a scenario has no oracle run, if it has none by design; read from a run's
+    configuration, or from the scenario file when nothing has run yet."""
     config = scenario_config(runs, [(s, "mcfl") for s in scenarios] + [(stem, "fedavg")])
+    for scenario in scenarios if config is None else ():
+        try:
+            config = SimulationConfig.load_file(SCENARIOS / f"{scenario}.toml")
+            break
+        except (ConfigError, OSError):
+            continue
     if config is None:
         return None
     try:
@@ -619,16 +626,6 @@ def comparison_rows(scenario: str, runs: Runs) -> list[tuple[Row, stats.SeedSumm
     return rows
 
 
-def _oracle_why(scenario: str) -> str | None:
-    """Why the scenario file has no oracle run, read from the file when no run tells."""
-    path = SCENARIOS / f"{scenario}.toml"
-    try:
-        parts, why = campaign.oracle_parts(SimulationConfig.load_file(path))
-    except (ConfigError, campaign.CampaignError, OSError):
-        return None
-    return None if parts else why
-
-
 def comparison_section(runs: Runs, docs: Path) -> list[str]:
     """Issue 14's table: each clustered method and the brackets on the same scenarios,
     with the fair and minority accuracy and what a trainer-round costs."""
@@ -657,7 +654,7 @@ def comparison_section(runs: Runs, docs: Path) -> list[str]:
         lines = []
         for row, summary in comparison_rows(scenario, runs):
             if summary is None and row.method == "oracle":
-                if oracle_note(row.scenario, [scenario], runs) or _oracle_why(scenario):
+                if oracle_note(row.scenario, [scenario], runs):
                     continue  # no oracle by design (e.g. one trainer per group)
             if summary is None:
                 lines.append([row.label, "0", *[NOT_RUN] * (len(header) - 2)])
