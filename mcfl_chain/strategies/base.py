@@ -200,6 +200,11 @@ class Strategy(ABC):
     round: int | None = None
     """The round being played, as :meth:`begin_round` last said (None before)."""
 
+    own_lineage_only: bool = False
+    """True when :meth:`choose_models` takes the trainer's own model whenever one is a
+    candidate (local training): the worker then offers it only those, and neither
+    fetches nor scores peers' models it has no use for."""
+
     def bind(self, context: StrategyContext) -> None:
         """Receive the trainer's context (the worker calls this once, before any round)."""
         self.context = context

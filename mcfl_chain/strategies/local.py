@@ -21,6 +21,8 @@ from mcfl_chain.strategies.base import Candidate, K, Strategy, own_branch_seed, 
 class LocalStrategy(Strategy):
     """No collaboration: one's own lineage, one's own update."""
 
+    own_lineage_only = True
+
     def __repr__(self) -> str:
         return "LocalStrategy()"
 

@@ -664,7 +664,12 @@ class Worker:
         (then the adversary's choice, if any)."""
         candidates: list[Candidate[bytes]] = []
         records: dict[bytes, ModelRecord] = {}
-        for model in self.dag.candidates(round_):
+        models = list(self.dag.candidates(round_))
+        if self.strategy.own_lineage_only and self.adversary is None:
+            # Peers' models would be fetched (untrusted blobs) only to be passed over.
+            mine = [m for m in models if self.trainer_id in m.aggregator_ids]
+            models = mine or models
+        for model in models:
             try:
                 metric, loss = self._score(model)
             except Unavailable as exc:

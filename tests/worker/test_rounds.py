@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -868,6 +869,58 @@ def test_the_adversary_chooses_models_after_algorithm_1_seeing_their_proposers(t
         p: (frozenset({PEER.lower()}), 1),
     }
     assert chosen == [p]
+
+
+class ReadLog(LocalStorage):
+    """Local storage that records the CIDs read from it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.read: list[str] = []
+
+    def get(self, cid: str, max_bytes: int | None = None) -> bytes:
+        self.read.append(cid)
+        return super().get(cid, max_bytes)
+
+
+def test_local_training_neither_fetches_nor_scores_its_peers_models(tmp_path):
+    # Prepare: two candidates of round 0, this trainer's own model M and the peer's P.
+    storage = ReadLog(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events, m, p = _two_models_of_round_0(storage)
+    chain = ScriptedChain(lambda: status(round_=1), events)
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), make_strategy("local"))
+    worker.sync()
+    peer_cid = next(
+        e.args["cid"] for e in events if e.args.get("trainerId") == 2 and "cid" in e.args
+    )
+
+    # Execute
+    chosen = worker._choose_models(1)
+
+    # Assert: its own lineage, and the peer's weights were never read.
+    assert chosen == [m]
+    assert peer_cid not in storage.read
+    assert storage.read  # its own model was read and scored
+
+
+def test_fedavg_scores_every_candidate(tmp_path):
+    # Prepare: the same two candidates, for a strategy that collaborates.
+    storage = ReadLog(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events, _, _ = _two_models_of_round_0(storage)
+    chain = ScriptedChain(lambda: status(round_=1), events)
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data())
+    worker.sync()
+    peer_cid = next(
+        e.args["cid"] for e in events if e.args.get("trainerId") == 2 and "cid" in e.args
+    )
+
+    # Execute
+    worker._choose_models(1)
+
+    # Assert
+    assert peer_cid in storage.read
 
 
 def test_sybils_aggregate_only_their_coalitions_updates(tmp_path):
