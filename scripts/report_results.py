@@ -262,16 +262,22 @@ def scenario_config(runs: Runs, keys: Sequence[tuple[str, str]]) -> SimulationCo
     return None
 
 
+def scenario_file_config(scenarios: Sequence[str]) -> SimulationConfig | None:
+    """The configuration of the first of ``scenarios`` whose file reads."""
+    for scenario in scenarios:
+        try:
+            return SimulationConfig.load_file(SCENARIOS / f"{scenario}.toml")
+        except (ConfigError, OSError):
+            continue
+    return None
+
+
 def oracle_note(stem: str, scenarios: Sequence[str], runs: Runs) -> str | None:
     """Why a scenario has no oracle run, if it has none by design; read from a run's
     configuration, or from the scenario file when nothing has run yet."""
-    config = scenario_config(runs, [(s, "mcfl") for s in scenarios] + [(stem, "fedavg")])
-    for scenario in scenarios if config is None else ():
-        try:
-            config = SimulationConfig.load_file(SCENARIOS / f"{scenario}.toml")
-            break
-        except (ConfigError, OSError):
-            continue
+    config = scenario_config(
+        runs, [(s, "mcfl") for s in scenarios] + [(stem, "fedavg")]
+    ) or scenario_file_config(scenarios)
     if config is None:
         return None
     try:

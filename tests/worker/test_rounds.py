@@ -883,17 +883,24 @@ class ReadLog(LocalStorage):
         return super().get(cid, max_bytes)
 
 
-def test_local_training_neither_fetches_nor_scores_its_peers_models(tmp_path):
-    # Prepare: two candidates of round 0, this trainer's own model M and the peer's P.
+def _scoring_worker(tmp_path, strategy: Any = None) -> tuple[Worker, ReadLog, bytes, str]:
+    """A worker in round 1 with two candidates of round 0 (its own model M and the
+    peer's P), on storage that logs reads: (worker, storage, M, the peer update's CID)."""
     storage = ReadLog(tmp_path / "blobs")
     genesis = storage.put(weights_blob(0))
-    events, m, p = _two_models_of_round_0(storage)
+    events, m, _ = _two_models_of_round_0(storage)
     chain = ScriptedChain(lambda: status(round_=1), events)
-    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), make_strategy("local"))
+    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data(), strategy)
     worker.sync()
     peer_cid = next(
         e.args["cid"] for e in events if e.args.get("trainerId") == 2 and "cid" in e.args
     )
+    return worker, storage, m, peer_cid
+
+
+def test_local_training_neither_fetches_nor_scores_its_peers_models(tmp_path):
+    # Prepare
+    worker, storage, m, peer_cid = _scoring_worker(tmp_path, make_strategy("local"))
 
     # Execute
     chosen = worker._choose_models(1)
@@ -905,16 +912,8 @@ def test_local_training_neither_fetches_nor_scores_its_peers_models(tmp_path):
 
 
 def test_fedavg_scores_every_candidate(tmp_path):
-    # Prepare: the same two candidates, for a strategy that collaborates.
-    storage = ReadLog(tmp_path / "blobs")
-    genesis = storage.put(weights_blob(0))
-    events, _, _ = _two_models_of_round_0(storage)
-    chain = ScriptedChain(lambda: status(round_=1), events)
-    worker = make_worker(tmp_path, chain, storage, genesis, scripted_data())
-    worker.sync()
-    peer_cid = next(
-        e.args["cid"] for e in events if e.args.get("trainerId") == 2 and "cid" in e.args
-    )
+    # Prepare: a strategy that collaborates.
+    worker, storage, _, peer_cid = _scoring_worker(tmp_path)
 
     # Execute
     worker._choose_models(1)
