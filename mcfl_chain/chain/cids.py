@@ -6,6 +6,8 @@ contracts store the digest and emit the binary form in events.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from multiformats import CID
 
 RAW = 0x55
@@ -13,6 +15,8 @@ DAG_PB = 0x70
 SHA2_256 = 0x12
 
 
+# Events and calls repeat the same CIDs; decoding is pure (see storage.cid._decode).
+@lru_cache(maxsize=8192)
 def cid_to_bytes(cid: str) -> bytes:
     """Binary form of ``cid`` for a contract call.
 
@@ -50,6 +54,9 @@ def cid_to_bytes(cid: str) -> bytes:
 
 def cid_from_bytes(data: bytes) -> str | None:
     """Base32 CIDv1 string of a binary CID read from the chain, None for empty bytes."""
-    if not data:
-        return None
-    return str(CID.decode(bytes(data)).set(base="base32"))
+    return _cid_from_bytes(bytes(data)) if data else None
+
+
+@lru_cache(maxsize=8192)
+def _cid_from_bytes(data: bytes) -> str:
+    return str(CID.decode(data).set(base="base32"))

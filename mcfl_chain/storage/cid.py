@@ -13,6 +13,7 @@ or only the digest plus the codec (:func:`cid_digest`, :func:`cid_codec`).
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from multiformats import CID, multihash
 
@@ -54,11 +55,20 @@ def parse_cid(cid: str | bytes | CID) -> CID:
     else:
         raise InvalidCID(f"a CID must be str or bytes, not {type(cid).__name__}")
     try:
-        return CID.decode(text)
+        return _decode(text)
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidCID(f"{cid!r} is not a valid CID ({exc}); expected e.g. 'bafkrei...'") from exc
 
 
+# Every event and blob names CIDs again and again, and multiformats validates each call's
+# types at run time; CIDs are immutable values, so each text is decoded (and each CID
+# encoded) once. Failures are not cached: they raise anew.
+@lru_cache(maxsize=8192)
+def _decode(text: str | bytes) -> CID:
+    return CID.decode(text)
+
+
+@lru_cache(maxsize=8192)
 def format_cid(cid: CID) -> str:
     """Canonical text form: base32 for CIDv1 (``bafy...``/``bafk...``), base58 for CIDv0."""
     if cid.version == 0:

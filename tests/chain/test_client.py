@@ -282,6 +282,28 @@ def test_a_read_only_status_reads_nobody(devnet):
     assert not status.voted and not status.member
 
 
+def test_status_reads_send_one_request_each_once_the_chain_id_is_known(devnet):
+    # Prepare: count the requests that reach the node
+    _, deployment = devnet
+    client = ChainClient(deployment, account_index=1)
+    sent: list[str] = []
+    provider = client.w3.provider
+    post = provider._make_request  # the HTTP round trip, under web3's cache
+
+    def counting(method, request_data):
+        sent.append(method)
+        return post(method, request_data)
+
+    provider._make_request = counting
+    client.status()
+    sent.clear()
+    # Execute
+    for _ in range(5):
+        client.status()
+    # Assert: one eth_call per read; web3's validation asks for the chain id no more
+    assert sent == ["eth_call"] * 5
+
+
 def test_client_refuses_a_node_of_another_chain(devnet):
     from dataclasses import replace
 
