@@ -33,6 +33,7 @@ from web3.exceptions import (
 from web3.logs import DISCARD
 from web3.types import BlockIdentifier, FilterParams, RPCEndpoint, TxReceipt
 
+from mcfl_chain.chain._logs import EventDecoder
 from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider, redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
@@ -306,14 +307,13 @@ class ChainClient:
         self.updates = self._contract("Updates")
         self._max_samples: int | None = None
         self._limits: ProtocolLimits | None = None
-        self._topics: dict[bytes, tuple[str, Any]] = {}
+        self._topics: dict[bytes, EventDecoder] = {}
         for name, source in EVENT_SOURCES.items():
-            contract = {"Models": self.models, "Updates": self.updates}[source]
             abi = next(
                 e for e in deployment.abis[source] if e.get("type") == "event" and e["name"] == name
             )
-            self._topics[event_abi_to_log_topic(abi)] = (name, contract.events[name]())
-        self._voted_topic = next(t for t, (n, _) in self._topics.items() if n == "TrainerVoted")
+            self._topics[event_abi_to_log_topic(abi)] = EventDecoder(abi)
+        self._voted_topic = next(t for t, d in self._topics.items() if d.name == "TrainerVoted")
 
     @classmethod
     def read_only(cls, deployment: Deployment, rpc_url: str | None = None) -> ChainClient:
@@ -760,9 +760,9 @@ class ChainClient:
                     ],
                 }
             )
+            decoder = self._topics[self._voted_topic]
             for entry in logs:
-                event = self._topics[self._voted_topic][1].process_log(entry)
-                if int(event["args"]["phase"]) == phase:
+                if int(decoder.args(entry["topics"], entry["data"])["phase"]) == phase:
                     return True
         tx_hash = self._my_votes.get((round_, phase))
         if tx_hash is None:
@@ -940,18 +940,16 @@ class ChainClient:
                 )
                 continue
             for entry in logs:
-                known = self._topics.get(bytes(entry["topics"][0])) if entry["topics"] else None
-                if known is None:
+                decoder = self._topics.get(bytes(entry["topics"][0])) if entry["topics"] else None
+                if decoder is None:
                     continue
-                name, decoder = known
-                event = decoder.process_log(entry)
                 records.append(
                     ChainEvent(
-                        name=name,
-                        block_number=int(event["blockNumber"]),
-                        log_index=int(event["logIndex"]),
-                        tx_hash=event["transactionHash"].to_0x_hex(),
-                        args=_plain_args(event["args"]),
+                        name=decoder.name,
+                        block_number=int(entry["blockNumber"]),
+                        log_index=int(entry["logIndex"]),
+                        tx_hash=entry["transactionHash"].to_0x_hex(),
+                        args=_plain_args(decoder.args(entry["topics"], entry["data"])),
                     )
                 )
             start = stop + 1

@@ -148,6 +148,21 @@ def test_two_rounds_with_a_merge_through_the_client(devnet):
     # A ModelCreated directly follows its mint and precedes its ModelAppended.
     first = events.index(created[0])
     assert events[first + 1].name == "ModelAppended"
+    # The client's own decoding gives web3's values for every log of every kind.
+    assert _decoded_by_web3(observer, start) == [(e.name, e.args) for e in events]
+
+
+def _decoded_by_web3(client, start):
+    from mcfl_chain.chain.client import _plain_args
+    from mcfl_chain.chain.events import EVENT_SOURCES
+
+    decoded = []
+    for name, source in EVENT_SOURCES.items():
+        contract = {"Models": client.models, "Updates": client.updates}[source]
+        for entry in contract.events[name].get_logs(from_block=start):
+            key = (entry["blockNumber"], entry["logIndex"])
+            decoded.append((key, name, _plain_args(entry["args"])))
+    return [(name, args) for _, name, args in sorted(decoded, key=lambda d: d[0])]
 
 
 def test_limits_are_read_from_the_contracts(devnet):

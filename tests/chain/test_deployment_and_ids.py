@@ -4,6 +4,9 @@ import json
 
 import pytest
 from conftest import fake_cid
+from hypothesis import given
+from hypothesis import strategies as st
+from multiformats import CID, multihash
 
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
 from mcfl_chain.chain.deployment import Deployment
@@ -118,3 +121,16 @@ def test_cid_conversion():
     assert cid_from_bytes(b"") is None
     with pytest.raises(ValueError, match="CIDv1 with the raw or dag-pb codec"):
         cid_to_bytes("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG")
+
+
+@given(codec=st.sampled_from(["raw", "dag-pb"]), digest=st.binary(min_size=32, max_size=32))
+def test_the_contracts_binary_cids_read_as_multiformats_reads_them(codec, digest):
+    # The contracts' form (v1, raw or dag-pb, sha2-256) is spelled out in cid_from_bytes
+    binary = bytes(CID("base32", 1, codec, ("sha2-256", digest)))
+    assert cid_from_bytes(binary) == str(CID.decode(binary).set(base="base32"))
+
+
+@pytest.mark.parametrize(("codec", "hashing"), [("raw", "sha2-512"), ("dag-pb", "blake2b-256")])
+def test_other_binary_cids_still_read_through_multiformats(codec, hashing):
+    cid = CID("base32", 1, codec, multihash.digest(b"blob", hashing))
+    assert cid_from_bytes(bytes(cid)) == cid.encode("base32")
