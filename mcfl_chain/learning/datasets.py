@@ -57,10 +57,8 @@ class LabeledDataset:
     ----------
     name : str
         Registry name, e.g. ``"fashion-mnist"``.
-    pixels : numpy.ndarray
-        The images N×1×28×28 as stored (read-only): ``uint8`` 0-255 for the IDX
-        datasets, ``float32`` in [0, 1] otherwise. Read them with :meth:`take` (or
-        :attr:`images`), which give ``float32`` in [0, 1].
+    images : numpy.ndarray
+        ``float32`` array N×1×28×28 with values in [0, 1] (read-only).
     labels : numpy.ndarray
         ``int64`` array of N class indices in ``range(num_classes)`` (read-only).
     class_names : tuple of str
@@ -72,28 +70,10 @@ class LabeledDataset:
     """
 
     name: str
-    pixels: np.ndarray
+    images: np.ndarray
     labels: np.ndarray
     class_names: tuple[str, ...]
     official_train_size: int | None = None
-
-    def take(self, indices: Any) -> np.ndarray:
-        """The images at ``indices`` (anything numpy indexes with) as ``float32`` in
-        [0, 1]. Only those are converted: a trainer holding 1,500 of Fashion-MNIST's
-        70,000 images keeps 55 MB of bytes instead of 220 MB of floats (and the
-        values are the same as converting everything first)."""
-        chosen = self.pixels[indices]
-        if chosen.dtype == np.uint8:
-            return chosen.astype(np.float32) / np.float32(255.0)
-        return chosen
-
-    @property
-    def images(self) -> np.ndarray:
-        """Every image as ``float32`` in [0, 1] (read-only; converted anew on each
-        access: prefer :meth:`take`)."""
-        every = self.take(slice(None))
-        every.setflags(write=False)
-        return every
 
     @property
     def num_classes(self) -> int:
@@ -222,31 +202,23 @@ def _load_idx_dataset(
             f"{labels.shape[0]} labels for {images.shape[0]} images; expected 28×28 and one "
             "label per image"
         )
-    if images.dtype != np.uint8:
-        raise DatasetError(
-            f"dataset {name!r} in {directory} stores {images.dtype} pixels; expected "
-            "unsigned bytes (0-255), as the MNIST IDX files do"
-        )
+    scaled = (images.astype(np.float32) / np.float32(255.0))[:, None, :, :]
     return _frozen(
-        name,
-        images[:, None, :, :],
-        labels.astype(np.int64),
-        class_names,
-        official_train_size=len(train_images),
+        name, scaled, labels.astype(np.int64), class_names, official_train_size=len(train_images)
     )
 
 
 def _frozen(
     name: str,
-    pixels: np.ndarray,
+    images: np.ndarray,
     labels: np.ndarray,
     class_names: tuple[str, ...],
     official_train_size: int | None = None,
 ) -> LabeledDataset:
     # The loaders are cached and shared: forbid writes so no caller corrupts the cache.
-    pixels.setflags(write=False)
+    images.setflags(write=False)
     labels.setflags(write=False)
-    return LabeledDataset(name, pixels, labels, class_names, official_train_size)
+    return LabeledDataset(name, images, labels, class_names, official_train_size)
 
 
 def _load_mnist(root: Path | None, download: bool) -> LabeledDataset:
