@@ -217,8 +217,8 @@ def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | N
         )
     )
     # web3's validation middleware asks the node for its chain id before every eth_call
-    # and transaction: cached, a polling trainer sends half the requests (and spends
-    # about 40 % less CPU per status read). A node does not change chains under a URL.
+    # and transaction: cached, a status read is one request instead of three (about 40 %
+    # less CPU for a polling trainer). A node does not change chains under a URL.
     provider.cache_allowed_requests = True
     provider.cacheable_requests = {RPCEndpoint("eth_chainId")}
     w3 = Web3(provider)
