@@ -10,7 +10,7 @@ being guessed at.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eth_abi import decode
@@ -36,7 +36,7 @@ class EventDecoder:
             if item["indexed"] and (item["type"] in ("bytes", "string") or "[" in item["type"]):
                 # An indexed dynamic value is logged as its hash: nothing to decode.
                 raise ValueError(f"{self.name}.{item['name']}: indexed dynamic types unsupported")
-        self._order = [(item["name"], item["type"]) for item in inputs]
+        self._order = [(item["name"], _normaliser(item["type"])) for item in inputs]
         self._indexed = [(item["name"], item["type"]) for item in inputs if item["indexed"]]
         self._data_names = [item["name"] for item in inputs if not item["indexed"]]
         self._data_types = [item["type"] for item in inputs if not item["indexed"]]
@@ -57,13 +57,14 @@ class EventDecoder:
             values.update(zip(self._data_names, decode(self._data_types, bytes(data)), strict=True))
         except DecodingError as exc:
             raise ChainError(f"a {self.name} log does not decode: {exc}") from exc
-        return {name: _normal(kind, values[name]) for name, kind in self._order}
+        return {name: normal(values[name]) for name, normal in self._order}
 
 
-def _normal(kind: str, value: Any) -> Any:
+def _normaliser(kind: str) -> Callable[[Any], Any]:
+    """web3's form of a decoded ``kind`` value, worked out once per ABI input."""
     if kind.endswith("]"):
-        inner = kind[: kind.rindex("[")]
-        return tuple(_normal(inner, v) for v in value)
+        inner = _normaliser(kind[: kind.rindex("[")])
+        return lambda value: tuple(inner(v) for v in value)
     if kind == "address":
-        return Web3.to_checksum_address(value)  # eth_abi gives addresses in lower case
-    return value
+        return Web3.to_checksum_address  # eth_abi gives addresses in lower case
+    return lambda value: value

@@ -7,7 +7,6 @@ contracts store the digest and emit the binary form in events.
 from __future__ import annotations
 
 import base64
-from functools import lru_cache
 
 from multiformats import CID
 
@@ -16,8 +15,6 @@ DAG_PB = 0x70
 SHA2_256 = 0x12
 
 
-# Events and calls repeat the same CIDs; decoding is pure (see storage.cid._decode).
-@lru_cache(maxsize=8192)
 def cid_to_bytes(cid: str) -> bytes:
     """Binary form of ``cid`` for a contract call.
 
