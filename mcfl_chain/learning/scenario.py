@@ -183,7 +183,7 @@ def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) ->
             f"only {order.shape[0]} samples kept for {spec.dataset!r}: the train split "
             f"{spec.split[0]} leaves no training sample; keep more samples"
         )
-    images = apply_transforms(spec.masks, dataset.images[order])
+    images = apply_transforms(spec.masks, dataset.take(order))
     x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
     y = torch.from_numpy(dataset.labels[order].copy())
     cut = (n_train, n_train + n_val)

@@ -118,6 +118,14 @@ def test_fashion_mnist_from_the_debian_package() -> None:
     assert dataset.official_train_size == 60000
     np.testing.assert_array_equal(np.bincount(dataset.labels), np.full(10, 7000))
     assert dataset.class_names[9] == "Ankle boot"
+    # kept as bytes; a trainer's samples are converted alone, to the same floats
+    assert dataset.pixels.dtype == np.uint8 and not dataset.pixels.flags.writeable
+    some = np.random.default_rng(0).permutation(70000)[:1500]
+    taken = dataset.take(some)
+    assert taken.dtype == np.float32 and taken.shape == (1500, 1, 28, 28)
+    expected = dataset.pixels[some].astype(np.float64) / 255.0
+    np.testing.assert_array_equal(taken, expected.astype(np.float32))
+    np.testing.assert_array_equal(taken, dataset.images[some])
 
 
 def test_release_datasets_drops_the_cache():

@@ -64,6 +64,22 @@ def test_rotation_is_applied_to_the_built_tensors() -> None:
     assert torch.equal(rotated.train_x, torch.flip(plain.train_x, dims=(2, 3)))
 
 
+def test_fashion_mnist_trainers_get_the_layout_and_values_recorded_runs_were_trained_with() -> None:
+    # torch picks convolution kernels from the strides (a one-channel batch with channel
+    # stride 1 counts as channels-last), so the layout is part of reproducing a run.
+    plain_spec = TrainerDataSpec("fashion-mnist", (Partition(0, 40),), seed=5, n_samples=300)
+    plain = build_trainer_data(plain_spec)
+    rotated = build_trainer_data(
+        TrainerDataSpec("fashion-mnist", (Partition(0, 40), Rotation(180)), seed=5, n_samples=300)
+    )
+    assert plain.train_x.stride() == (784, 1, 28, 1)
+    assert rotated.train_x.stride() == (784, 784, 28, 1)
+    raw = load_dataset("fashion-mnist").pixels[plain.indices]
+    expected = torch.from_numpy((raw.astype(np.float64) / 255.0).astype(np.float32))
+    assert torch.equal(torch.cat([plain.train_x, plain.val_x, plain.test_x]), expected)
+    assert torch.equal(rotated.train_x, torch.flip(plain.train_x, dims=(2, 3)))
+
+
 def test_a_mask_that_keeps_nothing_is_reported() -> None:
     spec = TrainerDataSpec("digits", (ClassSubset((1,)), ClassSubset((2,))), seed=0)
     with pytest.raises(ValueError, match="keep no sample"):
