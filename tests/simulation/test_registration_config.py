@@ -123,14 +123,16 @@ def test_a_scenario_file_and_the_command_line_set_the_policy(monkeypatch, tmp_pa
 def test_the_admitted_sybil_is_told_a_coalition_of_one_and_the_others_start_no_worker(
     monkeypatch, tmp_path
 ):
-    # Prepare: a network whose services are faked; Popen records the commands.
+    # Prepare: a network whose services are faked; the process starter records the
+    # workers' arguments (`mcfl_chain worker ...`).
     started: list[list[str]] = []
 
-    def popen(command, **kwargs):
-        started.append(command)
+    def start_module(module, args, **kwargs):
+        assert module == "mcfl_chain" and args[0] == "worker"
+        started.append(list(args))
         return SimpleNamespace(poll=lambda: 0)
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(runner, "start_module", start_module)
     config = _config(adversaries="sybil:0.5:payload=label-flip", registration="allowlist")
     first, *others = sorted(config.adversary_assignment())
     network = Network(config, tmp_path, Console(quiet=True))

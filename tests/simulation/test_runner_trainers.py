@@ -57,14 +57,16 @@ def test_wrong_trainer_lists_are_refused_naming_the_value(trainers, message):
 
 
 def test_the_network_starts_one_worker_per_named_trainer(monkeypatch, tmp_path):
-    # Prepare: a network whose services are faked; Popen records the commands.
+    # Prepare: a network whose services are faked; the process starter records the
+    # workers' arguments (`mcfl_chain worker ...`).
     started: list[list[str]] = []
 
-    def popen(command, **kwargs):
-        started.append(command)
+    def start_module(module, args, **kwargs):
+        assert module == "mcfl_chain" and args[0] == "worker"
+        started.append(list(args))
         return SimpleNamespace(poll=lambda: 0)
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(runner, "start_module", start_module)
     network = Network(_config(trainers=[5, 2]), tmp_path, Console(quiet=True))
     network.deployment = SimpleNamespace(rpc_url="http://127.0.0.1:1")  # type: ignore[assignment]
     network.storage_spec = "local:/nowhere"
