@@ -71,14 +71,16 @@ def test_wrong_adversaries_or_defences_are_refused_before_anything_starts(overri
 
 
 def test_sybils_are_told_their_coalition_and_honest_trainers_the_defence(monkeypatch, tmp_path):
-    # Prepare: a network whose services are faked; Popen records the commands.
+    # Prepare: a network whose services are faked; the process starter records the
+    # workers' arguments (`mcfl_chain worker ...`).
     started: list[list[str]] = []
 
-    def popen(command, **kwargs):
-        started.append(command)
+    def start_module(module, args, **kwargs):
+        assert module == "mcfl_chain" and args[0] == "worker"
+        started.append(list(args))
         return SimpleNamespace(poll=lambda: 0)
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(runner, "start_module", start_module)
     config = _config(n_trainers=6, adversaries="sybil:0.34:payload=label-flip", defence="krum")
     network = Network(config, tmp_path, Console(quiet=True))
     network.deployment = SimpleNamespace(rpc_url="http://127.0.0.1:1")  # type: ignore[assignment]
@@ -90,8 +92,9 @@ def test_sybils_are_told_their_coalition_and_honest_trainers_the_defence(monkeyp
     # Assert: two Sybils, each knowing both accounts; the others honest with the defence.
     sybils = sorted(config.adversary_assignment())
     coalition = "+".join(str(dev_account(i + 1).address) for i in sybils)
+    assert len(started) == 6
     for index, command in enumerate(started):
-        args = dict(zip(command[4::2], command[5::2], strict=True))
+        args = dict(zip(command[1::2], command[2::2], strict=True))
         if index in sybils:
             assert args["--adversary"] == f"sybil:coalition={coalition}:payload=label-flip"
             assert "--defence" not in args
