@@ -123,8 +123,8 @@ def start_module(
         target=_run_module,
         args=(module, list(args), str(log), dict(env), directory),
         name=f"{module} {' '.join(args[:1])}".strip(),
-        # A daemon is terminated, not waited for, if its parent exits without
-        # stopping it (a crashed simulation leaves no worker behind).
+        # A daemon is terminated, not waited for, when its parent's interpreter exits
+        # without stopping it (a simulation that fails with an exception).
         daemon=True,
     )
     process.start()
