@@ -689,17 +689,32 @@ def comparison_section(runs: Runs, docs: Path) -> list[str]:
 
 # -- FedFMC's own experiment ---------------------------------------------------------------
 
-FEDFMC_FIGURES = (
-    ("fedfmc-ewc.png", "FedFMC + EWC, per archetype (the paper's Fig. 1)"),
-    ("fedfmc-no-ewc.png", "FedFMC without EWC, per archetype (the paper's Fig. 2)"),
-    ("fedfmc-vs-fedavg.png", "FedFMC vs FedAvg, per archetype (the paper's Fig. 3)"),
+FEDFMC_CAPTIONS = (
+    ("-ewc.png", "FedFMC + EWC, per archetype (the paper's Fig. 1)"),
+    ("-no-ewc.png", "FedFMC without EWC, per archetype (the paper's Fig. 2)"),
+    ("-vs-fedavg.png", "FedFMC vs FedAvg, per archetype (the paper's Fig. 3)"),
 )
+FEDFMC_ONE_STEP = "fedfmc-one-step"
+"""The same experiment with one full-batch step a round (``scenarios/fedfmc-one-step/``):
+its table, figures and discussion carry this stem."""
+
+
+def _fedfmc_results(docs: Path, stem: str, detail: str) -> list[str]:
+    """One table of ``reproduce_fedfmc.py`` with its figures (named after the table)."""
+    results = docs / "results"
+    table_path = results / f"{stem}.md"
+    if not table_path.exists():
+        return []
+    out = [table_path.read_text().strip(), ""]
+    for suffix, caption in FEDFMC_CAPTIONS:
+        if (results / f"{stem}{suffix}").exists():
+            out += [f"![{caption}{detail}](results/{stem}{suffix})", ""]
+    return out
 
 
 def fedfmc_section(docs: Path) -> list[str]:
-    """The table and figures ``scripts/reproduce_fedfmc.py`` wrote, with its discussion."""
-    results = docs / "results"
-    table_path = results / "fedfmc.md"
+    """The tables and figures ``scripts/reproduce_fedfmc.py`` wrote, with their discussion:
+    the default local work, then one full-batch step a round when it was run."""
     discussion = docs / "discussion" / "fedfmc.md"
     out = [
         "## FedFMC's own experiment",
@@ -713,12 +728,25 @@ def fedfmc_section(docs: Path) -> list[str]:
     ]
     if discussion.exists():
         out += [discussion.read_text().strip(), ""]
-    if not table_path.exists():
+    main = _fedfmc_results(docs, "fedfmc", "")
+    if not main:
         return out + ["Not run yet (`python scripts/reproduce_fedfmc.py`).", ""]
-    out += [table_path.read_text().strip(), ""]
-    for name, caption in FEDFMC_FIGURES:
-        if (results / name).exists():
-            out += [f"![{caption}](results/{name})", ""]
+    out += main
+    one_step = _fedfmc_results(docs, FEDFMC_ONE_STEP, ", one step a round")
+    if one_step:
+        out += [
+            "### One full-batch step a round",
+            "",
+            "`python scripts/reproduce_fedfmc.py --seeds 0,1,2 --scenarios "
+            f"scenarios/{FEDFMC_ONE_STEP} --out runs/{FEDFMC_ONE_STEP} --table "
+            f"docs/results/{FEDFMC_ONE_STEP}.md`: the same data, schedule and seeds, each "
+            "trainer taking one SGD step on its whole training split a round.",
+            "",
+        ]
+        one_step_discussion = docs / "discussion" / f"{FEDFMC_ONE_STEP}.md"
+        if one_step_discussion.exists():
+            out += [one_step_discussion.read_text().strip(), ""]
+        out += one_step
     return out
 
 

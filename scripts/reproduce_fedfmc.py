@@ -22,8 +22,12 @@ over all archetypes and over the rounds an archetype spends on the consolidated 
 and over the whole run; the groups the fork stage formed. Averaged over seeds. Written:
 the table, with what the paper claims next to what the numbers show, to
 ``docs/results/fedfmc.md`` (``report_results.py`` puts it in docs/RESULTS.md, section
-"FedFMC's own experiment"), and three figures next to it: ``fedfmc-ewc.png``,
-``fedfmc-no-ewc.png`` and ``fedfmc-vs-fedavg.png``. The last line printed is
+"FedFMC's own experiment"), and three figures next to it, named after the table:
+``fedfmc-ewc.png``, ``fedfmc-no-ewc.png`` and ``fedfmc-vs-fedavg.png``. The table
+starts with the local work per round, which the paper does not give: the default is
+ours (2 epochs in batches of 32); ``scenarios/fedfmc-one-step/`` trains one
+full-batch step a round, close to FedSGD, where one-label trainers do not end up as
+constant predictors. The last line printed is
 
     FedFMC three labels, worst archetype at the end: EWC X %, no EWC Y %, FedAvg Z %
 
@@ -32,6 +36,8 @@ the table, with what the paper claims next to what the numbers show, to
     python scripts/reproduce_fedfmc.py --seeds 0,1,2       # more seeds (resumes)
     python scripts/reproduce_fedfmc.py --rounds 30 --out runs/fedfmc-30
     python scripts/reproduce_fedfmc.py --report-only       # measure what finished
+    python scripts/reproduce_fedfmc.py --seeds 0,1,2 --scenarios scenarios/fedfmc-one-step \
+        --out runs/fedfmc-one-step --table docs/results/fedfmc-one-step.md
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mcfl_chain._utils.config_files import ConfigError  # noqa: E402
+from mcfl_chain.learning.scenario import DEFAULT_SPLIT  # noqa: E402
 from mcfl_chain.simulation import report  # noqa: E402
 from mcfl_chain.simulation.campaign import (  # noqa: E402
     config_differences,
@@ -94,11 +101,17 @@ VARIANTS = (
     Variant("fedavg", "FedAvg", "FedAvg", "Fig. 3"),
 )
 BY_KEY = {v.key: v for v in VARIANTS}
-FIGURES = {
-    "fedfmc-ewc": "fedfmc-ewc.png",
-    "fedfmc-no-ewc": "fedfmc-no-ewc.png",
-    "versus": "fedfmc-vs-fedavg.png",
+FIGURE_SUFFIXES = {
+    "fedfmc-ewc": "-ewc.png",
+    "fedfmc-no-ewc": "-no-ewc.png",
+    "versus": "-vs-fedavg.png",
 }
+
+
+def figure_names(stem: str) -> dict[str, str]:
+    """Figure key → file name, named after the table (``fedfmc`` → ``fedfmc-ewc.png``), so
+    that a variant of the experiment written to another table keeps its own figures."""
+    return {key: stem + suffix for key, suffix in FIGURE_SUFFIXES.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +256,19 @@ def plan(scenarios: Path, seeds: Sequence[int], rounds: int | None = None) -> Pl
             runs.append(dataclasses.replace(run, config=config))
     note = schedule_note(ewc_config)
     return Plan(runs, [note] if note else [])
+
+
+def local_work(config: SimulationConfig) -> str:
+    """How much each trainer trains a round, e.g. ``1 local epoch in batches of 600, lr
+    0.05: 1 SGD step a round`` (the paper gives neither its epochs nor its learning rate)."""
+    text = (
+        f"{config.epochs} local epoch{'s' * (config.epochs != 1)} in batches of "
+        f"{config.batch_size}, lr {config.lr:g}"
+    )
+    if config.samples is None:
+        return text
+    steps = config.epochs * math.ceil(round(DEFAULT_SPLIT[0] * config.samples) / config.batch_size)
+    return text + f": {steps} SGD step{'s' * (steps != 1)} a round"
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -456,9 +482,16 @@ def _draw(ax, summary: VariantSummary, title: str) -> None:
     ax.legend(fontsize=7, loc="best")
 
 
-def draw_figures(summaries: Mapping[str, VariantSummary], folder: Path) -> list[Path]:
-    """The three figures, each drawn when its runs finished; the paths written."""
+def draw_figures(
+    summaries: Mapping[str, VariantSummary], folder: Path, stem: str = "fedfmc", setting: str = ""
+) -> list[Path]:
+    """The three figures, each drawn when its runs finished; the paths written.
+
+    ``stem`` names them (:func:`figure_names`); ``setting`` (e.g. the local work) ends
+    their titles."""
     folder.mkdir(parents=True, exist_ok=True)
+    names = figure_names(stem)
+    suffix = f"; {setting}" if setting else ""
     written = []
     for key in ("fedfmc-ewc", "fedfmc-no-ewc"):
         summary = summaries.get(key)
@@ -470,10 +503,10 @@ def draw_figures(summaries: Mapping[str, VariantSummary], folder: Path) -> list[
             ax, summary,
             f"{variant.label}, three archetypes of one label (cf. the paper's {variant.figure})\n"
             f"mean over {summary.runs} seed{'s' * (summary.runs > 1)}; filled: on the "
-            "consolidated model",
+            f"consolidated model{suffix}",
         )  # fmt: skip
         fig.tight_layout()
-        path = folder / FIGURES[key]
+        path = folder / names[key]
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
@@ -486,9 +519,9 @@ def draw_figures(summaries: Mapping[str, VariantSummary], folder: Path) -> list[
                 ax.set_axis_off()
                 continue
             _draw(ax, summary, f"{variant.label} (filled: on the consolidated model)")
-        fig.suptitle("FedFMC vs FedAvg on three archetypes (cf. the paper's Fig. 3)")
+        fig.suptitle(f"FedFMC vs FedAvg on three archetypes (cf. the paper's Fig. 3){suffix}")
         fig.tight_layout()
-        path = folder / FIGURES["versus"]
+        path = folder / names["versus"]
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
@@ -603,12 +636,13 @@ def main(
                 ) from exc
             durations.append(float(summary["seconds"]))
     summaries = measure(planned.runs, out)
-    lines = table_lines(summaries)
+    setting = local_work(planned.runs[0].config)
+    lines = [f"Local training: {setting}.", "", *table_lines(summaries)]
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text("\n".join(lines) + "\n")
     console.print("\n".join(lines))
     console.print(f"table written to {table}")
-    for path in draw_figures(summaries, table.parent):
+    for path in draw_figures(summaries, table.parent, table.stem, setting):
         console.print(f"figure written to {path}")
     print(last_line(summaries))
 

@@ -221,6 +221,38 @@ def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
     assert "_No run finished yet._" in text
 
 
+def test_fedfmc_one_step_appears_under_the_default_experiment_once_run(tmp_path, load_script):
+    # Prepare: both tables with their figures, and the one-step discussion
+    module = load_script("report_results")
+    docs = tmp_path / "docs"
+    (docs / "results").mkdir(parents=True)
+    (docs / "discussion").mkdir()
+    for stem in ("fedfmc", "fedfmc-one-step"):
+        (docs / "results" / f"{stem}.md").write_text(f"| table of {stem} |\n")
+        (docs / "results" / f"{stem}-ewc.png").write_bytes(b"png")
+    (docs / "discussion" / "fedfmc-one-step.md").write_text("One step learns.\n")
+
+    # Execute
+    with_one_step = "\n".join(module.fedfmc_section(docs))
+    (docs / "results" / "fedfmc-one-step.md").unlink()
+    without = "\n".join(module.fedfmc_section(docs))
+
+    # Assert
+    default_at = with_one_step.index("| table of fedfmc |")
+    one_step_at = with_one_step.index("### One full-batch step a round")
+    assert default_at < with_one_step.index("(results/fedfmc-ewc.png)") < one_step_at
+    assert one_step_at < with_one_step.index("One step learns.")
+    assert with_one_step.index("One step learns.") < with_one_step.index(
+        "| table of fedfmc-one-step |"
+    )
+    assert (
+        "![FedFMC + EWC, per archetype (the paper's Fig. 1), one step a round]"
+        "(results/fedfmc-one-step-ewc.png)"
+    ) in with_one_step
+    assert "fedfmc-no-ewc.png" not in with_one_step  # figures that were not drawn
+    assert "One full-batch step" not in without and "| table of fedfmc |" in without
+
+
 def test_a_broken_claims_file_is_named(tmp_path, load_script):
     (tmp_path / "claims.toml").write_text("[groups\n")
     result = CliRunner().invoke(

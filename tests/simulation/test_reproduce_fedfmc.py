@@ -369,6 +369,47 @@ def test_variants_not_run_are_reported_as_such(script, scenarios, tmp_path, run_
     assert not (tmp_path / "fedfmc-no-ewc.png").exists()
 
 
+def test_another_table_gets_its_own_figures_and_states_the_local_work(
+    script, scenarios, tmp_path, run_writer
+):
+    # Prepare: the default table's figures exist already and must stay untouched
+    out, table = tmp_path / "runs", tmp_path / "results" / "fedfmc-one-step.md"
+    _write_finished(script, scenarios, out, run_writer)
+    table.parent.mkdir()
+    kept = table.parent / "fedfmc-ewc.png"
+    kept.write_bytes(b"earlier figure")
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+
+    # Execute
+    result = CliRunner().invoke(script.main, [*args, "--report-only"])
+
+    # Assert: 60 samples → 42 training samples, batches of 32 → 2 steps in 1 epoch
+    assert result.exit_code == 0, result.output
+    assert table.read_text().startswith(
+        "Local training: 1 local epoch in batches of 32, lr 0.05: 2 SGD steps a round.\n"
+    )
+    for suffix in ("-ewc.png", "-no-ewc.png", "-vs-fedavg.png"):
+        assert (table.parent / f"fedfmc-one-step{suffix}").stat().st_size > 10_000
+    assert kept.read_bytes() == b"earlier figure"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        # 420 training samples: 14 batches of 32
+        ({}, "2 local epochs in batches of 32, lr 0.05: 28 SGD steps a round"),
+        ({"epochs": 1, "batch_size": 600},
+         "1 local epoch in batches of 600, lr 0.05: 1 SGD step a round"),
+        ({"batch_size": 420, "lr": 0.01},
+         "2 local epochs in batches of 420, lr 0.01: 2 SGD steps a round"),
+        ({"samples": None}, "2 local epochs in batches of 32, lr 0.05"),
+    ],
+)  # fmt: skip
+def test_local_work_counts_the_steps_of_the_training_split(script, changes, expected):
+    config = script.SimulationConfig(epochs=2, batch_size=32, samples=600, lr=0.05)
+    assert script.local_work(script.dataclasses.replace(config, **changes)) == expected
+
+
 def test_runs_made_with_other_options_are_refused(script, scenarios, tmp_path, run_writer):
     # Prepare: runs of 5 rounds, then a report asked for 4
     out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
