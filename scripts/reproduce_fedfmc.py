@@ -27,7 +27,10 @@ the table, with what the paper claims next to what the numbers show, to
 starts with the local work per round, which the paper does not give: the default is
 ours (2 epochs in batches of 32); ``scenarios/fedfmc-one-step/`` trains one
 full-batch step a round, close to FedSGD, where one-label trainers do not end up as
-constant predictors. The last line printed is
+constant predictors. Each finished run's configuration, summary and accuracy lines are
+copied to ``records/<table name>/`` next to the table (``--records``), to be
+committed: ``--report-only --out`` that folder makes the table again. The last line
+printed is
 
     FedFMC three labels, worst archetype at the end: EWC X %, no EWC Y %, FedAvg Z %
 
@@ -36,6 +39,8 @@ constant predictors. The last line printed is
     python scripts/reproduce_fedfmc.py --seeds 0,1,2       # more seeds (resumes)
     python scripts/reproduce_fedfmc.py --rounds 30 --out runs/fedfmc-30
     python scripts/reproduce_fedfmc.py --report-only       # measure what finished
+    python scripts/reproduce_fedfmc.py --report-only --seeds 0,1,2 \
+        --out docs/results/records/fedfmc                  # the same from the kept records
     python scripts/reproduce_fedfmc.py --seeds 0,1,2 --scenarios scenarios/fedfmc-one-step \
         --out runs/fedfmc-one-step --table docs/results/fedfmc-one-step.md
 """
@@ -393,15 +398,20 @@ def explanation(summaries: Mapping[str, VariantSummary]) -> list[str]:
     ]
 
 
+SAME_WITHIN = 1.0
+"""Points under which two figures count as equal in a verdict: an archetype's accuracy
+is a mean over 3 trainers' test splits of ~90 images, so a smaller gap is noise."""
+
+
 def _compare(lower: float, higher: float) -> str:
-    """Whether ``lower`` is below ``higher`` as printed (0.1 pts): yes, no, no (equal)
-    or n/a (a NaN)."""
+    """Whether ``lower`` is below ``higher`` by at least :data:`SAME_WITHIN` points (both
+    fractions): yes, no, no (within 1 pt) or n/a (a NaN)."""
     if math.isnan(lower) or math.isnan(higher):
         return "n/a"
-    lower, higher = round(100 * lower, 1), round(100 * higher, 1)
-    if lower == higher:
-        return "no (equal)"
-    return "yes" if lower < higher else "no"
+    gap = 100 * (higher - lower)
+    if abs(gap) < SAME_WITHIN:
+        return f"no (within {SAME_WITHIN:g} pt)"
+    return "yes" if gap > 0 else "no"
 
 
 def verdict_lines(summaries: Mapping[str, VariantSummary]) -> list[str]:
@@ -446,6 +456,38 @@ def last_line(summaries: Mapping[str, VariantSummary]) -> str:
         value = "n/a" if summary is None or math.isnan(summary.worst) else f"{pct(summary.worst)} %"
         parts.append(f"{variant.short} {value}")
     return "FedFMC three labels, worst archetype at the end: " + ", ".join(parts)
+
+
+# -- records -----------------------------------------------------------------------------
+
+RECORD_FIELDS = ("round", "trainer", "trainer_index", "trainer_id", "group", "accuracy", "loss",
+                 "model", "personal")  # fmt: skip
+"""What the measures read of a metrics line; the rest (timings, traffic, gas) stays in
+the run directory."""
+
+
+def keep_records(runs: Sequence[Run], out: Path, target: Path) -> int:
+    """Copy each finished run's configuration, summary and metrics lines (only
+    :data:`RECORD_FIELDS`) to ``target/<run>``, so that ``--report-only --out target``
+    makes the same table without the run directories; the number of runs copied."""
+    copied = 0
+    for run in runs:
+        source = out / run.name
+        if state_of(source) != "done" or source.resolve() == (target / run.name).resolve():
+            continue
+        kept = target / run.name
+        kept.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "summary.json"):
+            shutil.copyfile(source / name, kept / name)
+        lines = report.read_metrics([source / "metrics.jsonl"])
+        (kept / "metrics.jsonl").write_text(
+            "".join(
+                json.dumps({k: line[k] for k in RECORD_FIELDS if k in line}) + "\n"
+                for line in lines
+            )
+        )
+        copied += 1
+    return copied
 
 
 # -- figures -----------------------------------------------------------------------------
@@ -565,6 +607,13 @@ def _minutes(seconds: float | None) -> str:
     show_default=True,
     help="Where the table is written; the three figures go to the same folder.",
 )
+@click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where each finished run's configuration, summary and accuracy lines are copied, "
+    "to be committed; --report-only --out DIR makes the table again from them.  "
+    "[default: records/<table name> next to the table]",
+)
 @click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
 @click.option("--report-only", is_flag=True, help="Measure the finished runs; run nothing.")
 def main(
@@ -573,6 +622,7 @@ def main(
     rounds: int | None,
     out: Path,
     table: Path,
+    records: Path | None,
     list_only: bool,
     report_only: bool,
 ) -> None:
@@ -644,6 +694,10 @@ def main(
     console.print(f"table written to {table}")
     for path in draw_figures(summaries, table.parent, table.stem, setting):
         console.print(f"figure written to {path}")
+    records = records or table.parent / "records" / table.stem
+    copied = keep_records(planned.runs, out, records)
+    if copied:
+        console.print(f"records of {copied} runs kept in {records}")
     print(last_line(summaries))
 
 

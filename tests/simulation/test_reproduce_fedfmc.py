@@ -4,6 +4,7 @@ figures on hand-made run directories, its resumption, and one real small run."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -332,7 +333,7 @@ def test_report_only_writes_the_table_the_verdicts_the_last_line_and_the_figures
     ) in text
     assert "| FedAvg | 1 | – | 100.0 | 0.0 | 50.0 | 0.0 | 100.0 | 66.7 | 66.7 | 70.8 |" in text
     assert "EWC steadier than no EWC during the merges: yes (mean abs. Δ 66.7 vs 83.3" in text
-    assert "on the consolidated model only: no (equal), 100.0 vs 100.0" in text
+    assert "on the consolidated model only: no (within 1 pt), 100.0 vs 100.0" in text
     assert "FedFMC + EWC steadier than FedAvg over the run: yes (mean abs. Δ 62.5 vs 70.8" in text
     assert "archetypes closer at the end: yes (spread 50.0 vs 100.0 pts)" in text
     assert "merge steps of M = 1 round starting in rounds 2, 3" in text
@@ -367,6 +368,45 @@ def test_variants_not_run_are_reported_as_such(script, scenarios, tmp_path, run_
     )
     assert (tmp_path / "fedfmc-ewc.png").exists() and (tmp_path / "fedfmc-vs-fedavg.png").exists()
     assert not (tmp_path / "fedfmc-no-ewc.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("lower", "higher", "expected"),
+    [
+        (0.072, 0.073, "no (within 1 pt)"),  # 7.2 vs 7.3 points: noise, not "yes"
+        (0.5, 0.509, "no (within 1 pt)"),
+        (0.5, 0.51, "yes"),
+        (0.51, 0.5, "no"),
+        (math.nan, 0.5, "n/a"),
+    ],
+)
+def test_a_verdict_needs_a_gap_of_a_point(script, lower, higher, expected):
+    assert script._compare(lower, higher) == expected
+
+
+def test_the_kept_records_are_trimmed_and_make_the_same_table(
+    script, scenarios, tmp_path, run_writer
+):
+    # Prepare
+    out, table = tmp_path / "runs", tmp_path / "results" / "fedfmc.md"
+    _write_finished(script, scenarios, out, run_writer)
+    args = ["--scenarios", str(scenarios), "--table", str(table)]
+    first = CliRunner().invoke(script.main, [*args, "--out", str(out), "--report-only"])
+    made = table.read_text()
+    table.unlink()
+    records = tmp_path / "results" / "records" / "fedfmc"
+
+    # Execute: from the records alone
+    again = CliRunner().invoke(script.main, [*args, "--out", str(records), "--report-only"])
+
+    # Assert
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert "records of 3 runs kept in" in first.output
+    assert "records of" not in again.output  # nothing copied onto itself
+    assert table.read_text() == made
+    kept = [json.loads(raw) for raw in (records / "fedfmc-ewc-s0" / "metrics.jsonl").open()]
+    assert len(kept) == 15 and set(kept[0]) <= set(script.RECORD_FIELDS)
+    assert {"accuracy", "group", "model", "round"} <= set(kept[0])
 
 
 def test_another_table_gets_its_own_figures_and_states_the_local_work(
