@@ -695,7 +695,13 @@ def main(
     for path in draw_figures(summaries, table.parent, table.stem, setting):
         console.print(f"figure written to {path}")
     records = records or table.parent / "records" / table.stem
-    copied = keep_records(planned.runs, out, records)
+    try:
+        copied = keep_records(planned.runs, out, records)
+    except OSError as exc:
+        raise click.ClickException(
+            f"the runs' records could not be kept in {records} ({exc.strerror or exc}); "
+            "give a writable folder with --records (the table and figures are written)"
+        ) from exc
     if copied:
         console.print(f"records of {copied} runs kept in {records}")
     print(last_line(summaries))

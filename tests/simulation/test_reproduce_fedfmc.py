@@ -409,6 +409,23 @@ def test_the_kept_records_are_trimmed_and_make_the_same_table(
     assert {"accuracy", "group", "model", "round"} <= set(kept[0])
 
 
+def test_an_unwritable_records_folder_is_one_line_that_says_what_to_give(
+    script, scenarios, tmp_path, run_writer
+):
+    out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
+    _write_finished(script, scenarios, out, run_writer)
+    (tmp_path / "a-file").write_text("")
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+
+    result = CliRunner().invoke(
+        script.main, [*args, "--records", str(tmp_path / "a-file" / "records"), "--report-only"]
+    )
+
+    assert result.exit_code == 1
+    assert "could not be kept in" in result.output and "--records" in result.output
+    assert "Traceback" not in result.output and table.exists()
+
+
 def test_another_table_gets_its_own_figures_and_states_the_local_work(
     script, scenarios, tmp_path, run_writer
 ):
