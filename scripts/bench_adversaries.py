@@ -6,6 +6,12 @@ a clean run and one run per attack with a share of the trainers adversarial (20 
 ``mcfl-chain simulate`` network (real chain, real workers) kept in ``--out``; finished
 runs are skipped, so the command resumes where it stopped.
 
+Each finished run leaves a small record in ``--records`` (one JSON file per run: the
+honest trainers' final accuracies and the run's attack measures), written as soon as the
+run ends. The tables are made from those records, so they can be checked, and made again
+with ``--report-only``, without the run directories; a run with a record is not run
+again.
+
 ``--registration allowlist`` (or ``deposit``; repeatable) adds the Sybil attacks under
 that registration policy of protocol v2 (``simulate --registration``), named with the
 policy as a suffix (``groups-mcfl-tol1-sybil0.2-allowlist-s0``); every other run, and
@@ -43,6 +49,7 @@ under 20 % label flippers, over the seeds and scenarios run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import statistics
 import time
@@ -131,6 +138,93 @@ class Run:
         return self.policy != OPEN or self.cap is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What the tables need of one finished run, kept in the repository."""
+
+    honest: adversarial.HonestFinal
+    backdoor: dict[int, float] | None = None
+    """Honest trainer index → the backdoor's success on its deployed model."""
+    sybil_adoption: float | None = None
+    registration: adversarial.SybilRegistration | None = None
+    claims: adversarial.SampleClaims | None = None
+
+    @classmethod
+    def of(cls, run: Run, run_dir: Path) -> Record:
+        """Measured from a finished run directory (the backdoor rates need its weights)."""
+        backdoor = sybil_adoption = registration = claims = None
+        if run.attack.startswith("backdoor"):
+            backdoor = adversarial.backdoor_success(run_dir, Backdoor().target)
+        if is_sybil(run.attack):
+            sybil_adoption = adversarial.sybil_adoption(run_dir)
+            registration = adversarial.sybil_registration(run_dir)
+        if is_inflation(run.attack):
+            claims = adversarial.sample_claims(run_dir)
+        return cls(
+            adversarial.honest_final(run_dir), backdoor, sybil_adoption, registration, claims
+        )
+
+    def to_json(self, run: Run) -> str:
+        fields = dataclasses.asdict(self)
+        fields["honest"]["accuracies"] = {str(k): v for k, v in self.honest.accuracies.items()}
+        if self.backdoor is not None:
+            fields["backdoor"] = {str(k): v for k, v in self.backdoor.items()}
+        return json.dumps({"run": run.name, **fields}, indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Record:
+        fields = json.loads(text)
+        honest = fields["honest"]
+        accuracies = {int(k): float(v) for k, v in honest["accuracies"].items()}
+        backdoor = fields.get("backdoor")
+        registration = fields.get("registration")
+        claims = fields.get("claims")
+        return cls(
+            adversarial.HonestFinal(int(honest["round"]), accuracies),
+            None if backdoor is None else {int(k): float(v) for k, v in backdoor.items()},
+            fields.get("sybil_adoption"),
+            None if registration is None else adversarial.SybilRegistration(**registration),
+            None if claims is None else adversarial.SampleClaims(**claims),
+        )
+
+
+def keep_record(run: Run, out: Path, records: Path) -> Record:
+    """Measure a finished run directory and write its record."""
+    record = Record.of(run, out / run.name)
+    try:
+        records.mkdir(parents=True, exist_ok=True)
+        (records / f"{run.name}.json").write_text(record.to_json(run))
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the record of {run.name} in {records} ({exc.strerror}); give "
+            "--records a folder you can write to (the run itself is kept in its directory)"
+        ) from exc
+    return record
+
+
+def gather(runs: list[Run], out: Path, records: Path) -> dict[str, Record]:
+    """Run name → record, for the finished runs: measured again from the run directory
+    where there is one (its record rewritten), read from ``records`` otherwise."""
+    found: dict[str, Record] = {}
+    for run in runs:
+        kept = records / f"{run.name}.json"
+        if state_of(out / run.name) == "done":
+            found[run.name] = keep_record(run, out, records)
+        elif kept.exists():
+            try:
+                found[run.name] = Record.from_json(kept.read_text())
+            except (ValueError, KeyError, TypeError) as exc:
+                raise click.ClickException(
+                    f"{kept} is not a record this script wrote ({exc}); delete it to make "
+                    "the run again"
+                ) from exc
+    return found
+
+
+def finished(run: Run, out: Path, records: Path) -> bool:
+    return state_of(out / run.name) == "done" or (records / f"{run.name}.json").exists()
+
+
 def is_inflation(attack: str) -> bool:
     return attack.startswith("sample-inflation")
 
@@ -192,14 +286,12 @@ def _pts(value: float) -> str:
     return "–" if value != value else f"{value:+.1f}"
 
 
-def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str], list[float]]]:
+def measure(
+    runs: list[Run], found: dict[str, Record]
+) -> tuple[list[str], dict[tuple[str, str], list[float]]]:
     """The table's lines, and (method, attack) → worst-trainer drops over seeds and
-    scenarios, for the finished runs."""
-    finals = {
-        run.name: adversarial.honest_final(out / run.name)
-        for run in runs
-        if state_of(out / run.name) == "done"
-    }
+    scenarios, for the runs with a record in ``found`` (see :func:`gather`)."""
+    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
         if not run.variant:
@@ -225,29 +317,28 @@ def measure(runs: list[Run], out: Path) -> tuple[list[str], dict[tuple[str, str]
         drops[method, attack] += worst_drop
         backdoor = sybil = float("nan")
         if attack.startswith("backdoor"):
-            target = Backdoor().target
-            rates = [adversarial.backdoor_success(out / r.name, target) for r in done]
-            backdoor = adversarial.mean([statistics.fmean(rate.values()) for rate in rates])
+            rates = [found[r.name].backdoor or {} for r in done]
+            backdoor = adversarial.mean([statistics.fmean(rate.values()) for rate in rates if rate])
         if is_sybil(attack):
-            sybil = adversarial.mean([adversarial.sybil_adoption(out / r.name) for r in done])
+            adoption = [found[r.name].sybil_adoption for r in done]
+            sybil = adversarial.mean([a for a in adoption if a is not None])
         lines.append(
             f"| {scenario} | {method} | {attack} | {len(done)} | "
             f"{_pct(adversarial.mean(worst))} | {_pct(adversarial.mean(average))} | "
             f"{_pts(adversarial.mean(worst_drop))} | {_pts(adversarial.mean(avg_drop))} | "
             f"{_pct(backdoor)} | {_pct(sybil)} |"
         )
-    lines += policy_lines(runs, out, finals)
-    lines += inflation_lines(runs, out, finals)
+    lines += policy_lines(runs, found)
+    lines += inflation_lines(runs, found)
     return lines, drops
 
 
-def policy_lines(
-    runs: list[Run], out: Path, finals: dict[str, adversarial.HonestFinal]
-) -> list[str]:
+def policy_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
     """The second table: the finished Sybil runs by registration policy (none: no line)."""
+    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        if is_sybil(run.attack) and run.cap is None and run.name in finals:
+        if is_sybil(run.attack) and run.cap is None and run.name in found:
             groups[run.scenario, run.method, run.attack, run.policy].append(run)
     if not groups:
         return []
@@ -264,11 +355,14 @@ def policy_lines(
         groups, key=lambda key: (*key[:3], order.get(key[3], len(order)))
     ):
         done = groups[scenario, method, attack, policy]
-        records = [adversarial.sybil_registration(out / r.name) for r in done]
-        registered = adversarial.mean([float(r.registered) for r in records])
-        identities = adversarial.mean([float(r.identities) for r in records])
-        locked = adversarial.mean([r.locked_wei / ETHER for r in records])
-        adoption = adversarial.mean([adversarial.sybil_adoption(out / r.name) for r in done])
+        records = [found[r.name].registration for r in done]
+        kept = [r for r in records if r is not None]
+        registered = adversarial.mean([float(r.registered) for r in kept])
+        identities = adversarial.mean([float(r.identities) for r in kept])
+        locked = adversarial.mean([r.locked_wei / ETHER for r in kept])
+        adoption = adversarial.mean(
+            [a for r in done if (a := found[r.name].sybil_adoption) is not None]
+        )
         drops = [
             adversarial.drop_points(finals[r.clean], finals[r.name])[0]
             for r in done
@@ -288,16 +382,16 @@ def policy_lines(
     return lines
 
 
-def inflation_lines(
-    runs: list[Run], out: Path, finals: dict[str, adversarial.HonestFinal]
-) -> list[str]:
+def inflation_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
     """The third table: the finished sample-inflation runs by the network's cap (none:
     no line)."""
+    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str, int], list[Run]] = defaultdict(list)
     claims: dict[str, adversarial.SampleClaims] = {}
     for run in runs:
-        if is_inflation(run.attack) and run.policy == OPEN and run.name in finals:
-            claims[run.name] = adversarial.sample_claims(out / run.name)
+        made = found.get(run.name)
+        if is_inflation(run.attack) and run.policy == OPEN and made and made.claims:
+            claims[run.name] = made.claims
             groups[run.scenario, run.method, run.attack, claims[run.name].cap].append(run)
     if not groups:
         return []
@@ -388,6 +482,14 @@ def inflation_lines(
     show_default=True,
     help="Where the table of the finished runs is written.",
 )
+@click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("docs/results/records/adversaries"),
+    show_default=True,
+    help="Where each finished run's record goes (the tables are made from these; a run "
+    "with a record is not run again).",
+)
 @click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
 @click.option("--report-only", is_flag=True, help="Measure the finished runs; run nothing.")
 def main(
@@ -401,6 +503,7 @@ def main(
     rounds: int,
     out: Path,
     table: Path,
+    records: Path,
     list_only: bool,
     report_only: bool,
 ) -> None:
@@ -411,10 +514,11 @@ def main(
     except ValueError as exc:
         raise click.BadParameter(f"{exc}; give e.g. 0,1", param_hint="'--seeds'") from exc
     runs = plan(scenarios, only, chosen_methods, attacks, seed_list, rounds, policies, caps)
-    todo = [r for r in runs if state_of(out / r.name) != "done"]
+    todo = [r for r in runs if not finished(r, out, records)]
     if list_only:
         for index, run in enumerate(runs, 1):
-            console.print(f"{index:4}  {state_of(out / run.name):8} {run.name}")
+            state = "done" if finished(run, out, records) else state_of(out / run.name)
+            console.print(f"{index:4}  {state:8} {run.name}")
         console.print(f"{len(runs)} runs planned in {out}: {len(runs) - len(todo)} done")
         return
     if not report_only:
@@ -433,7 +537,8 @@ def main(
                 raise click.ClickException(
                     f"{run.name} failed: {exc} (run the same command again to resume)"
                 ) from exc
-    lines, drops = measure(runs, out)
+            keep_record(run, out, records)
+    lines, drops = measure(runs, gather(runs, out, records))
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text("\n".join(lines) + "\n")
     console.print("\n".join(lines))

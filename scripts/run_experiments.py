@@ -10,7 +10,10 @@ MCFL options share the baselines. See ``mcfl_chain/simulation/campaign.py``.
 Run directories are ``<out>/<scenario>-<method>-s<seed>``, made seed by seed (every
 scenario and method at seed 0 before any at seed 1). The campaign resumes: a run with
 a summary.json is skipped, an unfinished one is removed and made again. Then
-``python scripts/report_results.py`` turns the run directories into docs/RESULTS.md.
+``python scripts/report_results.py`` turns the run directories into docs/RESULTS.md
+and keeps each run's small records in docs/results/runs; on a fresh clone, the runs
+recorded there with the planned options are copied back into ``--out`` as finished
+(``--records``), so the campaign goes on where it stopped.
 
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
@@ -19,6 +22,7 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -56,6 +60,28 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
         if differences:
             line += "  [made with other options: " + ", ".join(differences) + "]"
     return line
+
+
+def restore(runs: list[campaign.PlannedRun], out: Path, records: Path) -> int:
+    """Copy into ``out`` the kept record of each planned run that has no directory there
+    and whose record was made with the planned options (so a fresh clone resumes the
+    campaign instead of making its finished runs again); how many were copied."""
+    copied = 0
+    for run in runs:
+        kept, run_dir = records / run.name, out / run.name
+        if run_dir.exists() or kept.resolve() == run_dir.resolve():
+            continue
+        if campaign.state_of(kept) != "done" or campaign.config_differences(kept, run.config):
+            continue
+        try:
+            shutil.copytree(kept, run_dir)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot copy the record {kept} to {run_dir} ({exc.strerror}); give --out a "
+                "folder you can write to"
+            ) from exc
+        copied += 1
+    return copied
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -120,6 +146,14 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
     help="Cap every run's rounds.  [default: none; 30 with --published-size]",
 )
 @click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("docs/results/runs"),
+    show_default=True,
+    help="Records kept by report_results.py: a planned run missing from --out whose record "
+    "here was made with the same options is copied back as finished, not run again.",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -135,6 +169,7 @@ def main(
     comparison: bool,
     published_size: bool,
     max_rounds: int | None,
+    records: Path,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
@@ -159,6 +194,12 @@ def main(
         raise click.ClickException(str(exc)) from exc
     if not plan.runs:
         raise click.ClickException("nothing to run: no planned run matches these options")
+    restored = restore(plan.runs, out, records)
+    if restored:
+        console.print(
+            f"{restored} finished runs restored from their records in {records} (no weights: "
+            "enough for the report)"
+        )
     states = {run.name: campaign.state_of(out / run.name) for run in plan.runs}
     done = [run for run in plan.runs if states[run.name] == "done"]
     todo = [run for run in plan.runs if states[run.name] != "done"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,7 @@ def test_the_policy_table_sets_the_sybil_runs_side_by_side(bench):
     )
 
     # Execute
-    lines, drops = script.measure(runs, out)
+    lines, drops = script.measure(runs, script.gather(runs, out, out.parent / "records"))
 
     # Assert: the first table keeps one Sybil row, the open one; the second has a row
     # per policy, in the order open, allowlist, deposit.
@@ -192,7 +193,7 @@ def test_the_sample_cap_table_gives_the_claims_the_weight_and_the_drops(bench):
     (capped / "deployment.json").write_text(json.dumps({"max_samples": 250}))
 
     # Execute
-    lines, drops = script.measure(runs, out)
+    lines, drops = script.measure(runs, script.gather(runs, out, out.parent / "records"))
 
     # Assert: the capped run is in the cap table only
     table = lines[lines.index("### Sample cap against inflation") :]
@@ -228,7 +229,8 @@ def test_list_and_report_only_keep_working_and_the_last_line_is_unchanged(bench,
     table = tmp_path / "adversaries.md"
     common = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
               "--attacks", "label-flip:0.2", "--attacks", "sybil:0.4", "--seeds", "0",
-              "--registration", "allowlist", "--out", str(out), "--table", str(table)]  # fmt: skip
+              "--registration", "allowlist", "--out", str(out), "--table", str(table),
+              "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     listed = CliRunner().invoke(script.main, [*common, "--list"])
@@ -246,3 +248,104 @@ def test_list_and_report_only_keep_working_and_the_last_line_is_unchanged(bench,
     assert "| groups | mcfl-tol1 | sybil:0.4 | allowlist | 1 | 1 of 2 | 0 | 0.0 | +0.0 |" in (
         written
     )
+
+
+def _report(script, scenarios, out, records, table, *extra):
+    args = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+            "--attacks", "label-flip:0.2", "--attacks", "sybil:0.4", "--seeds", "0",
+            "--out", str(out), "--table", str(table), "--records", str(records),
+            *extra]  # fmt: skip
+    return CliRunner().invoke(script.main, args)
+
+
+def test_the_tables_are_made_again_from_the_records_without_the_run_directories(bench, tmp_path):
+    # Prepare: three finished runs, reported once (which keeps their records), then the
+    # run directories removed, as on a fresh clone.
+    script, scenarios, out = bench
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    _write_run(
+        out / "groups-mcfl-tol1-label-flip0.2-s0",
+        (0.9, 0.6, 0.85),
+        adversary="label-flip",
+        adversaries=(4,),
+    )
+    _write_run(
+        out / "groups-mcfl-tol1-sybil0.4-s0",
+        (0.9, 0.5, 0.6),
+        adopters=(0, 1),
+        adversary="sybil",
+        adversaries=(3, 4),
+    )
+    records, table = tmp_path / "records", tmp_path / "adversaries.md"
+    first = _report(script, scenarios, out, records, table, "--report-only")
+    written = table.read_text()
+    shutil.rmtree(out)
+
+    # Execute
+    again = _report(script, scenarios, out, records, table, "--report-only")
+    listed = _report(script, scenarios, out, records, table, "--list")
+
+    # Assert: one record per finished run, the same table and last line from them, and
+    # the runs count as done (not made again).
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in records.iterdir()) == [
+        "groups-mcfl-tol1-clean-s0.json",
+        "groups-mcfl-tol1-label-flip0.2-s0.json",
+        "groups-mcfl-tol1-sybil0.4-s0.json",
+    ]
+    assert again.exit_code == 0, again.output
+    assert table.read_text() == written
+    assert "| groups | mcfl-tol1 | sybil:0.4 | 1 | 50.0 | 66.7 | +30.0 | +18.3 | – | 66.7 |" in (
+        written
+    )
+    assert (
+        again.output.splitlines()[-1]
+        == first.output.splitlines()[-1]
+        == ("worst honest accuracy drop, MCFL best defence, 20% label-flip: 20.0 pts")
+    )
+    assert "3 runs planned" in listed.output and "3 done" in listed.output
+
+
+def test_a_record_keeps_every_measure_through_json(bench):
+    # Prepare: a record with every optional measure set
+    script, _, _ = bench
+    record = script.Record(
+        script.adversarial.HonestFinal(9, {0: 0.75, 2: 0.5}),
+        backdoor={0: 0.125, 2: 0.0},
+        sybil_adoption=0.25,
+        registration=script.adversarial.SybilRegistration("deposit", 2, 1, ETH),
+        claims=script.adversarial.SampleClaims(1500, 1500, 600.0),
+    )
+    run = script.Run("groups", "mcfl-tol1", "backdoor:0.2", 0, None)
+
+    # Execute
+    text = record.to_json(run)
+
+    # Assert
+    assert json.loads(text)["run"] == "groups-mcfl-tol1-backdoor0.2-s0"
+    assert script.Record.from_json(text) == record
+
+
+def test_a_damaged_record_or_an_unwritable_records_folder_ends_in_one_line(bench, tmp_path):
+    # Prepare: a clean run whose record cannot be read, and a records folder inside
+    # a file.
+    script, scenarios, out = bench
+    records, table = tmp_path / "records", tmp_path / "adversaries.md"
+    records.mkdir()
+    (records / "groups-mcfl-tol1-clean-s0.json").write_text("{not json")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+
+    # Execute
+    damaged = _report(script, scenarios, out, records, table, "--report-only")
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    unwritable = _report(script, scenarios, out, blocked / "records", table, "--report-only")
+
+    # Assert: each a usage message naming the file or folder and what to do
+    assert damaged.exit_code == 1
+    assert "groups-mcfl-tol1-clean-s0.json is not a record" in damaged.output
+    assert "delete it to make the run again" in damaged.output
+    assert unwritable.exit_code == 1
+    assert "cannot write the record of groups-mcfl-tol1-clean-s0" in unwritable.output
+    assert "give --records a folder you can write to" in unwritable.output
+    assert "Traceback" not in damaged.output + unwritable.output

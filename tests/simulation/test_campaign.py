@@ -296,7 +296,8 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
         return run_writer(run_dir, run.config, lambda i, r: 0.5)
 
     monkeypatch.setattr(campaign, "execute", fake_execute)
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--seeds", "0,1"]
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--seeds", "0,1",
+            "--records", str(tmp_path / "no-records")]  # fmt: skip
     run_writer(
         out / "iid-local-s0",
         campaign.plan(campaign.load_scenarios(scenarios), seeds=[0]).runs[2].config,
@@ -341,6 +342,46 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
     changed = CliRunner().invoke(script.main, args)
     assert changed.exit_code == 1
     assert "was made with other options than planned: samples=300 (planned 400)" in changed.output
+
+
+def test_a_fresh_clone_resumes_from_the_kept_records_made_with_the_planned_options(
+    tmp_path, monkeypatch, load_script, run_writer
+):
+    # Prepare: kept records of two seed-0 runs, one made with the planned options and one
+    # with other samples; no run directory yet.
+    script = load_script("run_experiments")
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "iid.toml").write_text(
+        'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 300\n'
+    )
+    planned = {r.name: r for r in campaign.plan(campaign.load_scenarios(scenarios), seeds=[0]).runs}
+    records, out = tmp_path / "records", tmp_path / "out"
+    run_writer(records / "iid-fedavg-s0", planned["iid-fedavg-s0"].config, lambda i, r: 0.5)
+    other = replace(planned["iid-local-s0"].config, samples=400)
+    run_writer(records / "iid-local-s0", other, lambda i, r: 0.5)
+    made = []
+    monkeypatch.setattr(
+        campaign,
+        "execute",
+        lambda run, run_dir, console: (
+            made.append(run.name) or run_writer(run_dir, run.config, lambda i, r: 0.5)
+        ),
+    )
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--seeds", "0"]
+
+    # Execute
+    ran = CliRunner().invoke(script.main, [*args, "--records", str(records)])
+
+    # Assert: the matching record is copied back and counts as done; the other run, and
+    # the runs without a record, are made
+    assert ran.exit_code == 0, ran.output
+    assert "1 finished runs restored from their records" in ran.output
+    assert "4 runs planned in" in ran.output and "1 done before, 3 to run" in ran.output
+    assert made == ["iid-mcfl-s0", "iid-local-s0", "iid-ifca-s0"]
+    assert (out / "iid-fedavg-s0" / "summary.json").read_text() == (
+        records / "iid-fedavg-s0" / "summary.json"
+    ).read_text()
 
 
 def test_facade_runs_only_when_asked_for_with_k_the_true_groups(paper):
