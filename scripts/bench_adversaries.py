@@ -27,7 +27,8 @@ sets the Sybil runs of each registration policy side by side: the coalition's
 identities that registered, the stake they locked, adoption and the worst drop. A third
 sets the sample-inflation runs of each cap side by side: what the inflators declared,
 the honest trainers' counts, the weight that buys in FedAvg, and the drops. The tables
-go to the terminal and to
+hold every run planned by the command or recorded in ``--records`` (a slice of the
+benchmark rewrites the whole table) and go to the terminal and to
 ``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
 section "Adversaries"). The last line printed is
 
@@ -169,7 +170,16 @@ class Record:
         fields["honest"]["accuracies"] = {str(k): v for k, v in self.honest.accuracies.items()}
         if self.backdoor is not None:
             fields["backdoor"] = {str(k): v for k, v in self.backdoor.items()}
-        return json.dumps({"run": run.name, **fields}, indent=1) + "\n"
+        key = {
+            "run": run.name,
+            "scenario": run.scenario,
+            "method": run.method,
+            "attack": run.attack,
+            "seed": run.seed,
+            "policy": run.policy,
+            "cap": run.cap,
+        }
+        return json.dumps({**key, **fields}, indent=1) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Record:
@@ -219,6 +229,61 @@ def gather(runs: list[Run], out: Path, records: Path) -> dict[str, Record]:
                     "the run again"
                 ) from exc
     return found
+
+
+def recorded_runs(records: Path) -> list[Run]:
+    """The runs that left a record in ``records`` (without their configuration: enough
+    for the tables)."""
+    runs = []
+    for path in sorted(records.glob("*.json")) if records.is_dir() else []:
+        try:
+            fields = json.loads(path.read_text())
+            run = Run(
+                fields["scenario"],
+                fields["method"],
+                fields["attack"],
+                int(fields["seed"]),
+                None,  # type: ignore[arg-type]
+                fields["policy"],
+                fields["cap"],
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise click.ClickException(
+                f"{path} is not a record this script wrote ({exc}); delete it to make the run again"
+            ) from exc
+        if run.name != path.stem:
+            raise click.ClickException(
+                f"{path} holds the record of {run.name}; rename it {run.name}.json"
+            )
+        runs.append(run)
+    return runs
+
+
+def table_runs(planned: list[Run], records: Path) -> list[Run]:
+    """The planned runs and every recorded one, in the tables' order (scenario, method,
+    attack as listed here, then policy, cap, seed), so that any slice of the benchmark
+    writes the whole table."""
+    runs = {run.name: run for run in planned}
+    for run in recorded_runs(records):
+        runs.setdefault(run.name, run)
+    method_order = {m: i for i, m in enumerate(methods())}
+    attack_order = {a: i for i, a in enumerate((CLEAN, *ATTACKS))}
+
+    def key(run: Run) -> tuple:
+        return (
+            SCENARIOS.index(run.scenario) if run.scenario in SCENARIOS else len(SCENARIOS),
+            run.scenario,
+            method_order.get(run.method, len(method_order)),
+            run.method,
+            attack_order.get(run.attack, len(attack_order)),
+            run.attack,
+            run.policy != OPEN,
+            run.policy,
+            -1 if run.cap is None else run.cap,
+            run.seed,
+        )
+
+    return sorted(runs.values(), key=key)
 
 
 def finished(run: Run, out: Path, records: Path) -> bool:
@@ -480,7 +545,7 @@ def inflation_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("docs/results/adversaries.md"),
     show_default=True,
-    help="Where the table of the finished runs is written.",
+    help="Where the tables are written: every run planned here or recorded in --records.",
 )
 @click.option(
     "--records",
@@ -538,7 +603,14 @@ def main(
                     f"{run.name} failed: {exc} (run the same command again to resume)"
                 ) from exc
             keep_record(run, out, records)
-    lines, drops = measure(runs, gather(runs, out, records))
+    everything = table_runs(runs, records)
+    found = gather(everything, out, records)
+    if not found:
+        raise click.ClickException(
+            f"no finished run in {out} and no record in {records}: {table} left as it is "
+            "(run the benchmark without --report-only to make runs)"
+        )
+    lines, drops = measure(everything, found)
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text("\n".join(lines) + "\n")
     console.print("\n".join(lines))

@@ -753,6 +753,71 @@ def fedfmc_section(docs: Path) -> list[str]:
 # -- adversaries --------------------------------------------------------------------------
 
 
+# -- the paper's size ----------------------------------------------------------------------
+
+
+def published_section(published: Runs, docs: Path) -> list[str]:
+    """Issue 11's run at the paper's size (``run_experiments.py --published-size``): per
+    run, its size, how long it took and what a trainer-round cost, and its final figures."""
+    out = [
+        "## The paper's size, once (paper §5.1, §5.3)",
+        "",
+        "`python scripts/run_experiments.py --published-size --only groups --methods mcfl "
+        "--methods fedavg --max-rounds N`: the 3-group scenario at the paper's size (38 "
+        "trainers sharing all of Fashion-MNIST's training images, 2 local epochs), as many "
+        "rounds as fit in about an hour each. Training samples: the mean over trainers of "
+        "the 70 % of a trainer's share (of all 70,000 images) it trains on (1,050 in the "
+        "reduced runs). Wall time = the whole run (chain, "
+        "registration, every round); round time = the slowest trainer's round, mean over "
+        "rounds ≥ 1; gas and traffic per trainer-round as in the comparison above. Records in "
+        "`docs/results/published/<run>/`.",
+        "",
+    ]
+    discussion = docs / "discussion" / "published.md"
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    rows = []
+    for (scenario, method), seeds in sorted(published.items()):
+        for seed, run in sorted(seeds.items()):
+            figures, config = run.figures, run.summary["config"]
+            if figures is None:
+                continue
+            steady = [r for r in run.summary["rounds"] if r["round"] > 0] or run.summary["rounds"]
+            trainers = int(config["n_trainers"])
+            final = [
+                line
+                for line in report.read_metrics([run.dir / "metrics.jsonl"])
+                if line["round"] == figures.round and line.get("samples")
+            ]
+            samples = statistics.fmean(line["samples"] for line in final) if final else None
+            rows.append(
+                [
+                    f"{scenario} {LABELS.get(method, method)}",
+                    str(seed),
+                    str(trainers),
+                    f"{samples:,.0f}" if samples is not None else "–",
+                    f"{figures.round + 1} of {config['rounds']}",
+                    f"{run.summary['seconds'] / 60:.0f} min",
+                    f"{statistics.fmean(r['seconds'] for r in steady):.0f} s" if steady else "–",
+                    f"{figures.gas:,.0f}" if figures.gas is not None else "–",
+                    f"{figures.traffic / 1e3:,.0f}" if figures.traffic is not None else "–",
+                    f"{100 * figures.worst:.1f}",
+                    f"{100 * figures.average:.1f}",
+                    f"{100 * figures.best:.1f}",
+                    str(figures.models),
+                ]
+            )
+    if not rows:
+        return [*out, f"_{NOT_RUN.capitalize()} yet._", ""]
+    header = [
+        "run", "seed", "trainers", "training samples / trainer", "rounds", "wall time",
+        "round time",
+        "gas / trainer-round", "kB / trainer-round", "worst %", "average %", "best %",
+        "models",
+    ]  # fmt: skip
+    return [*out, *table(header, rows)]
+
+
 def adversaries_section(docs: Path) -> list[str]:
     """The table ``scripts/bench_adversaries.py`` wrote, with its discussion if any."""
     table_path = docs / "results" / "adversaries.md"
@@ -924,12 +989,71 @@ def keep_records(runs: Runs, target: Path) -> None:
                         f.write(json.dumps(record) + "\n")
 
 
-def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
-    """docs/RESULTS.md and the plots from the run directories in ``runs_dir``."""
+def status_lines(runs: Runs, scenarios: Path) -> list[str]:
+    """How far the campaigns of ``run_experiments.py`` (default and ``--comparison``) are,
+    from their plans over ``scenarios`` and the finished runs."""
+    try:
+        loaded = campaign.load_scenarios(scenarios)
+    except campaign.CampaignError:
+        return []
+    plans = {}
+    for label, options in (
+        ("`python scripts/run_experiments.py`", {}),
+        (
+            "`--comparison`",
+            {"methods": campaign.COMPARISON_METHODS, "only": campaign.COMPARISON_SCENARIOS},
+        ),
+    ):
+        try:
+            plans[label] = campaign.plan(loaded, **options)
+        except campaign.CampaignError:
+            continue  # a scenario folder without the comparison's scenarios
+    if not plans:
+        return []
+    finished = {run.name for seeds in runs.values() for run in seeds.values()}
+    parts = []
+    for label, plan in plans.items():
+        names = [run.name for run in plan.runs]
+        done = sum(name in finished for name in names)
+        pending: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for run in plan.runs:
+            if run.name not in finished:
+                pending[run.scenario][run.method].append(run.seed)
+        text = f"{label}: {done} of {len(names)} runs done"
+        if pending:
+            text += (
+                " (to run: "
+                + "; ".join(
+                    f"{scenario} "
+                    + ", ".join(f"{m} s{'/'.join(map(str, seeds))}" for m, seeds in methods.items())
+                    for scenario, methods in sorted(pending.items())
+                )
+                + ")"
+            )
+        parts.append(text)
+    return [
+        "**Campaign status** (from the finished runs when this report was made): "
+        + ". ".join(parts)
+        + '. Where a table says "not run", nothing was measured under the current protocol.',
+        "",
+    ]
+
+
+def write_report(
+    runs_dir: Path,
+    docs: Path,
+    claims_path: Path,
+    published_dir: Path | None = None,
+    scenarios: Path = ROOT / "scenarios" / "paper",
+) -> Path:
+    """docs/RESULTS.md and the plots from the run directories in ``runs_dir`` (and the
+    paper-size runs in ``published_dir``)."""
     (docs / "results").mkdir(parents=True, exist_ok=True)
     runs = load_runs(runs_dir)
     claims = load_claims(claims_path)
     keep_records(runs, docs / "results" / "runs")
+    published = load_runs(published_dir) if published_dir else {}
+    keep_records(published, docs / "results" / "published")
     sections: list[str] = []
     summary_rows: list[list[str]] = []
     for experiment in EXPERIMENTS:
@@ -942,6 +1066,7 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
         "",
         intro.read_text().strip() if intro.exists() else "",
         "",
+        *status_lines(runs, scenarios),
         "## How the figures are made",
         "",
         "Every scenario of `scenarios/paper/` is run by `python scripts/run_experiments.py` "
@@ -981,6 +1106,7 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
         *ablation_section(runs, claims),
         *comparison_section(runs, docs),
         *fedfmc_section(docs),
+        *published_section(published, docs),
         *adversaries_section(docs),
         *performance_section(runs, runs_dir, docs),
     ]
@@ -999,6 +1125,14 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
     help="The campaign's run directories.",
 )
 @click.option(
+    "--published-runs",
+    "published_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/experiments-published"),
+    show_default=True,
+    help="The run directories of run_experiments.py --published-size.",
+)
+@click.option(
     "--out",
     "docs",
     type=click.Path(file_okay=False, path_type=Path),
@@ -1012,9 +1146,21 @@ def write_report(runs_dir: Path, docs: Path, claims_path: Path) -> Path:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The paper's claims and our verdicts.  [default: <out>/results/claims.toml]",
 )
-def main(runs_dir: Path, docs: Path, claims_path: Path | None) -> None:
+def main(runs_dir: Path, published_dir: Path, docs: Path, claims_path: Path | None) -> None:
     """Generate docs/RESULTS.md and docs/results/*.png from the run directories."""
-    path = write_report(runs_dir, docs, claims_path or docs / "results" / "claims.toml")
+    sources = []
+    for given, kept in (
+        (runs_dir, docs / "results" / "runs"),
+        (published_dir, docs / "results" / "published"),
+    ):
+        if not given.is_dir() and kept.is_dir():
+            # A fresh clone: report from the kept records rather than from nothing.
+            print(f"{given} does not exist: reporting from the records in {kept}")
+            given = kept
+        sources.append(given)
+    path = write_report(
+        sources[0], docs, claims_path or docs / "results" / "claims.toml", sources[1]
+    )
     print(f"written {path}")
 
 

@@ -349,3 +349,75 @@ def test_a_damaged_record_or_an_unwritable_records_folder_ends_in_one_line(bench
     assert "cannot write the record of groups-mcfl-tol1-clean-s0" in unwritable.output
     assert "give --records a folder you can write to" in unwritable.output
     assert "Traceback" not in damaged.output + unwritable.output
+
+
+def test_a_slice_of_the_benchmark_writes_the_whole_table_from_the_records(bench, tmp_path):
+    # Prepare: label flipping reported (so recorded) with its clean run; then only a
+    # Sybil run is in the run folder, and the command is limited to the Sybil attack.
+    script, scenarios, out = bench
+    records, table = tmp_path / "records", tmp_path / "adversaries.md"
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    _write_run(
+        out / "groups-mcfl-tol1-label-flip0.2-s0",
+        (0.9, 0.6, 0.85),
+        adversary="label-flip",
+        adversaries=(4,),
+    )
+    _report(script, scenarios, out, records, table, "--report-only")
+    shutil.rmtree(out)
+    _write_run(
+        out / "groups-mcfl-tol1-sybil0.4-s0",
+        (0.9, 0.5, 0.6),
+        adopters=(0, 1),
+        adversary="sybil",
+        adversaries=(3, 4),
+    )
+    args = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+            "--attacks", "sybil:0.4", "--seeds", "0", "--out", str(out), "--table",
+            str(table), "--records", str(records), "--report-only"]  # fmt: skip
+
+    # Execute
+    result = CliRunner().invoke(script.main, args)
+
+    # Assert: the recorded label flipping keeps its row, in the attacks' order, and the
+    # last line still measures it
+    assert result.exit_code == 0, result.output
+    first_table = table.read_text().split("\n\n")[0].splitlines()[2:]
+    rows = [line.split(" | ")[2] for line in first_table]
+    assert rows == ["clean", "label-flip:0.2", "sybil:0.4"]
+    assert result.output.splitlines()[-1] == (
+        "worst honest accuracy drop, MCFL best defence, 20% label-flip: 20.0 pts"
+    )
+
+
+def test_a_record_under_another_name_is_refused(bench, tmp_path):
+    # Prepare: a record renamed by hand
+    script, scenarios, out = bench
+    records, table = tmp_path / "records", tmp_path / "adversaries.md"
+    _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
+    _report(script, scenarios, out, records, table, "--report-only")
+    shutil.rmtree(out)
+    (records / "groups-mcfl-tol1-clean-s0.json").rename(records / "groups-fedavg-clean-s0.json")
+
+    # Execute
+    result = _report(script, scenarios, out, records, table, "--report-only")
+
+    # Assert
+    assert result.exit_code == 1
+    assert "holds the record of groups-mcfl-tol1-clean-s0" in result.output
+    assert "rename it groups-mcfl-tol1-clean-s0.json" in result.output
+
+
+def test_a_report_without_any_run_or_record_leaves_the_table_alone(bench, tmp_path):
+    # Prepare: a table from earlier, nothing to measure
+    script, scenarios, out = bench
+    records, table = tmp_path / "records", tmp_path / "adversaries.md"
+    table.write_text("| the table of an earlier campaign |\n")
+
+    # Execute
+    result = _report(script, scenarios, out, records, table, "--report-only")
+
+    # Assert
+    assert result.exit_code == 1
+    assert "no finished run in" in result.output and "left as it is" in result.output
+    assert table.read_text() == "| the table of an earlier campaign |\n"

@@ -215,8 +215,8 @@ def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
 
     # Assert
     text = path.read_text()
-    # 10 tables, 2 ablation scenarios, FedFMC's own experiment
-    assert text.count("Not run yet") == 10 + 2 + 1
+    # 10 tables, 2 ablation scenarios, FedFMC's own experiment, the paper's size
+    assert text.count("Not run yet") == 10 + 2 + 1 + 1
     assert "Not run yet (`python scripts/reproduce_fedfmc.py`)." in text
     assert "_No run finished yet._" in text
 
@@ -315,3 +315,91 @@ def test_the_clustered_methods_are_compared_with_minority_fair_accuracy_and_cost
     assert "| FedFMC | 0 | not run |" in section
     assert f"MCFL 80.0 / {fair:.1f}; FedFMC not run" in section
     assert _section(again, "Clustered methods compared") == section
+
+
+def test_the_paper_size_runs_get_their_own_table_and_records(tmp_path, run_writer, load_script):
+    # Prepare: a 4-trainer "paper-size" MCFL run sharing all samples (samples=None), 3 of
+    # 5 rounds made, 600 s in all, 8,000 gas and 2 MB a trainer-round.
+    published = tmp_path / "published"
+    config = SimulationConfig(name="groups-mcfl-s0", **{**GROUPS, "samples": None, "rounds": 3})
+    run_writer(
+        published / "groups-mcfl-s0",
+        config,
+        lambda i, r: [0.5, 0.6, 0.7, 0.8][i],
+        seconds=600.0,
+        extra=lambda i, r: {
+            "samples": 1000 + 100 * i,
+            "gas": 8000,
+            "traffic": {"stored_bytes": 1_500_000, "fetched_bytes": 500_000},
+        },
+    )
+    summary_path = published / "groups-mcfl-s0" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["config"]["rounds"] = 5  # planned 5, stopped after 3
+    summary_path.write_text(json.dumps(summary))
+    docs = tmp_path / "docs"
+
+    # Execute
+    text = (
+        load_script("report_results")
+        .write_report(tmp_path / "none", docs, tmp_path / "claims.toml", published)
+        .read_text()
+    )
+
+    # Assert: the training samples as the lines say; the round time is the summary's
+    section = _section(text, "The paper's size, once")
+    rounds = [r["seconds"] for r in summary["rounds"] if r["round"] > 0]
+    assert (
+        f"| groups MCFL | 0 | 4 | 1,150 | 3 of 5 | 10 min | {sum(rounds) / len(rounds):.0f} s "
+        "| 8,000 | 2,000 | 50.0 | 65.0 | 80.0 | 2 |"
+    ) in section
+    assert (docs / "results" / "published" / "groups-mcfl-s0" / "summary.json").exists()
+
+
+def test_the_status_counts_the_planned_runs_done_and_names_the_rest(
+    tmp_path, run_writer, load_script
+):
+    # Prepare: a one-scenario folder (iid: no oracle) whose MCFL seed 0 is done
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "iid.toml").write_text(
+        'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 300\n'
+    )
+    runs = tmp_path / "runs"
+    config = SimulationConfig(name="iid-mcfl-s0", dataset="digits", scenario="iid",
+                              n_trainers=2, samples=300)  # fmt: skip
+    run_writer(runs / "iid-mcfl-s0", config, lambda i, r: 0.5)
+
+    # Execute
+    text = (
+        load_script("report_results")
+        .write_report(runs, tmp_path / "docs", tmp_path / "claims.toml", scenarios=scenarios)
+        .read_text()
+    )
+
+    # Assert: 4 methods × 3 seeds planned; the comparison names no scenario of this folder
+    assert (
+        "**Campaign status** (from the finished runs when this report was made): "
+        "`python scripts/run_experiments.py`: 1 of 12 runs done (to run: iid fedavg s0/1/2, "
+        "local s0/1/2, ifca s0/1/2, mcfl s1/2)."
+    ) in text
+
+
+def test_a_fresh_clone_reports_from_the_kept_records(campaign_dir, load_script, tmp_path):
+    # Prepare: a report made once (which keeps the records); then no run directories
+    runs, docs = campaign_dir
+    script = load_script("report_results")
+    script.write_report(runs, docs, docs / "results" / "claims.toml")
+    first = (docs / "RESULTS.md").read_text()
+
+    # Execute
+    result = CliRunner().invoke(
+        script.main,
+        ["--runs", str(tmp_path / "gone"), "--published-runs", str(tmp_path / "gone-too"),
+         "--out", str(docs)],
+    )  # fmt: skip
+
+    # Assert
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'gone'} does not exist: reporting from the records" in result.output
+    assert _section((docs / "RESULTS.md").read_text(), "Summary") == _section(first, "Summary")
