@@ -183,7 +183,10 @@ class Record:
 
     @classmethod
     def from_json(cls, text: str) -> Record:
-        fields = json.loads(text)
+        return cls.from_fields(json.loads(text))
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> Record:
         honest = fields["honest"]
         accuracies = {int(k): float(v) for k, v in honest["accuracies"].items()}
         backdoor = fields.get("backdoor")
@@ -212,29 +215,10 @@ def keep_record(run: Run, out: Path, records: Path) -> Record:
     return record
 
 
-def gather(runs: list[Run], out: Path, records: Path) -> dict[str, Record]:
-    """Run name → record, for the finished runs: measured again from the run directory
-    where there is one (its record rewritten), read from ``records`` otherwise."""
-    found: dict[str, Record] = {}
-    for run in runs:
-        kept = records / f"{run.name}.json"
-        if state_of(out / run.name) == "done":
-            found[run.name] = keep_record(run, out, records)
-        elif kept.exists():
-            try:
-                found[run.name] = Record.from_json(kept.read_text())
-            except (ValueError, KeyError, TypeError) as exc:
-                raise click.ClickException(
-                    f"{kept} is not a record this script wrote ({exc}); delete it to make "
-                    "the run again"
-                ) from exc
-    return found
-
-
-def recorded_runs(records: Path) -> list[Run]:
-    """The runs that left a record in ``records`` (without their configuration: enough
-    for the tables)."""
-    runs = []
+def read_records(records: Path) -> dict[str, tuple[Run, Record]]:
+    """Run name → (the run, without its configuration: enough for the tables; its
+    record), for every record in ``records``."""
+    found: dict[str, tuple[Run, Record]] = {}
     for path in sorted(records.glob("*.json")) if records.is_dir() else []:
         try:
             fields = json.loads(path.read_text())
@@ -247,6 +231,7 @@ def recorded_runs(records: Path) -> list[Run]:
                 fields["policy"],
                 fields["cap"],
             )
+            record = Record.from_fields(fields)
         except (ValueError, KeyError, TypeError) as exc:
             raise click.ClickException(
                 f"{path} is not a record this script wrote ({exc}); delete it to make the run again"
@@ -255,17 +240,37 @@ def recorded_runs(records: Path) -> list[Run]:
             raise click.ClickException(
                 f"{path} holds the record of {run.name}; rename it {run.name}.json"
             )
-        runs.append(run)
-    return runs
+        found[run.name] = (run, record)
+    return found
 
 
-def table_runs(planned: list[Run], records: Path) -> list[Run]:
+def gather(
+    runs: list[Run],
+    out: Path,
+    records: Path,
+    recorded: dict[str, tuple[Run, Record]] | None = None,
+) -> dict[str, Record]:
+    """Run name → record, for the finished runs: measured again from the run directory
+    where there is one (its record rewritten), taken from ``recorded`` (default: read
+    from ``records``) otherwise."""
+    if recorded is None:
+        recorded = read_records(records)
+    found: dict[str, Record] = {}
+    for run in runs:
+        if state_of(out / run.name) == "done":
+            found[run.name] = keep_record(run, out, records)
+        elif run.name in recorded:
+            found[run.name] = recorded[run.name][1]
+    return found
+
+
+def table_runs(planned: list[Run], recorded: dict[str, tuple[Run, Record]]) -> list[Run]:
     """The planned runs and every recorded one, in the tables' order (scenario, method,
     attack as listed here, then policy, cap, seed), so that any slice of the benchmark
     writes the whole table."""
     runs = {run.name: run for run in planned}
-    for run in recorded_runs(records):
-        runs.setdefault(run.name, run)
+    for name, (run, _) in recorded.items():
+        runs.setdefault(name, run)
     method_order = {m: i for i, m in enumerate(methods())}
     attack_order = {a: i for i, a in enumerate((CLEAN, *ATTACKS))}
 
@@ -351,12 +356,21 @@ def _pts(value: float) -> str:
     return "–" if value != value else f"{value:+.1f}"
 
 
+def drops_against_clean(done: list[Run], found: dict[str, Record]) -> list[tuple[float, float]]:
+    """(worst, average) drop of each attacked run against its clean run, where that is
+    recorded."""
+    return [
+        adversarial.drop_points(found[r.clean].honest, found[r.name].honest)
+        for r in done
+        if r.clean != r.name and r.clean in found
+    ]
+
+
 def measure(
     runs: list[Run], found: dict[str, Record]
 ) -> tuple[list[str], dict[tuple[str, str], list[float]]]:
     """The table's lines, and (method, attack) → worst-trainer drops over seeds and
     scenarios, for the runs with a record in ``found`` (see :func:`gather`)."""
-    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
         if not run.variant:
@@ -368,17 +382,13 @@ def measure(
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (scenario, method, attack), members in groups.items():
-        done = [r for r in members if r.name in finals]
+        done = [r for r in members if r.name in found]
         if not done:
             continue
-        worst = [finals[r.name].worst for r in done]
-        average = [finals[r.name].average for r in done]
-        worst_drop, avg_drop = [], []
-        for r in done:
-            if attack != CLEAN and r.clean in finals:
-                w, a = adversarial.drop_points(finals[r.clean], finals[r.name])
-                worst_drop.append(w)
-                avg_drop.append(a)
+        worst = [found[r.name].honest.worst for r in done]
+        average = [found[r.name].honest.average for r in done]
+        pairs = drops_against_clean(done, found)
+        worst_drop, avg_drop = [w for w, _ in pairs], [a for _, a in pairs]
         drops[method, attack] += worst_drop
         backdoor = sybil = float("nan")
         if attack.startswith("backdoor"):
@@ -400,7 +410,6 @@ def measure(
 
 def policy_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
     """The second table: the finished Sybil runs by registration policy (none: no line)."""
-    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
         if is_sybil(run.attack) and run.cap is None and run.name in found:
@@ -428,11 +437,7 @@ def policy_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
         adoption = adversarial.mean(
             [a for r in done if (a := found[r.name].sybil_adoption) is not None]
         )
-        drops = [
-            adversarial.drop_points(finals[r.clean], finals[r.name])[0]
-            for r in done
-            if r.clean in finals
-        ]
+        drops = [worst for worst, _ in drops_against_clean(done, found)]
         lines.append(
             f"| {scenario} | {method} | {attack} | {policy} | {len(done)} | "
             f"{registered:g} of {identities:g} | {locked:g} | {_pct(adoption)} | "
@@ -450,7 +455,6 @@ def policy_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
 def inflation_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
     """The third table: the finished sample-inflation runs by the network's cap (none:
     no line)."""
-    finals = {name: record.honest for name, record in found.items()}
     groups: dict[tuple[str, str, str, int], list[Run]] = defaultdict(list)
     claims: dict[str, adversarial.SampleClaims] = {}
     for run in runs:
@@ -473,11 +477,7 @@ def inflation_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
         done = groups[scenario, method, attack, cap]
         declared = max(claims[r.name].adversary for r in done)
         honest = statistics.median(claims[r.name].honest for r in done)
-        drops = [
-            adversarial.drop_points(finals[r.clean], finals[r.name])
-            for r in done
-            if r.clean in finals
-        ]
+        drops = drops_against_clean(done, found)
         lines.append(
             f"| {scenario} | {method} | {attack} | {cap:,} | {len(done)} | {declared:,} | "
             f"{honest:,.0f} | {declared / honest:,.1f} | "
@@ -603,8 +603,9 @@ def main(
                     f"{run.name} failed: {exc} (run the same command again to resume)"
                 ) from exc
             keep_record(run, out, records)
-    everything = table_runs(runs, records)
-    found = gather(everything, out, records)
+    recorded = read_records(records)
+    everything = table_runs(runs, recorded)
+    found = gather(everything, out, records, recorded)
     if not found:
         raise click.ClickException(
             f"no finished run in {out} and no record in {records}: {table} left as it is "

@@ -278,16 +278,22 @@ def test_the_oracle_runs_each_group_then_merges_them(tmp_path, monkeypatch, run_
     assert (tmp_path / "rounds.csv").exists() and (tmp_path / "accuracy.png").exists()
 
 
-def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
-    tmp_path, monkeypatch, load_script, run_writer
-):
-    # Prepare: a one-scenario folder; execute() writes a fake finished run.
-    script = load_script("run_experiments")
+def _iid_folder(tmp_path: Path) -> Path:
+    """A scenarios folder holding one small IID scenario, ``iid``."""
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     (scenarios / "iid.toml").write_text(
         'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 300\n'
     )
+    return scenarios
+
+
+def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
+    tmp_path, monkeypatch, load_script, run_writer
+):
+    # Prepare: a one-scenario folder; execute() writes a fake finished run.
+    script = load_script("run_experiments")
+    scenarios = _iid_folder(tmp_path)
     out = tmp_path / "out"
     made = []
 
@@ -350,11 +356,7 @@ def test_a_fresh_clone_resumes_from_the_kept_records_made_with_the_planned_optio
     # Prepare: kept records of two seed-0 runs, one made with the planned options and one
     # with other samples; no run directory yet.
     script = load_script("run_experiments")
-    scenarios = tmp_path / "scenarios"
-    scenarios.mkdir()
-    (scenarios / "iid.toml").write_text(
-        'name = "iid"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 2\nsamples = 300\n'
-    )
+    scenarios = _iid_folder(tmp_path)
     planned = {r.name: r for r in campaign.plan(campaign.load_scenarios(scenarios), seeds=[0]).runs}
     records, out = tmp_path / "records", tmp_path / "out"
     run_writer(records / "iid-fedavg-s0", planned["iid-fedavg-s0"].config, lambda i, r: 0.5)
