@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import statistics
 import tomllib
 from collections import defaultdict
@@ -944,49 +943,14 @@ def performance_section(runs: Runs, runs_dir: Path, docs: Path) -> list[str]:
 
 # -- records and the whole report ---------------------------------------------------------
 
-RECORD_KEYS = (
-    "round",
-    "trainer",
-    "trainer_id",
-    "trainer_index",
-    "group",
-    "strategy",
-    "tolerance",
-    "samples",
-    "accuracy",
-    "loss",
-    "model",
-    "seconds",
-    "traffic",
-    "gas",
-)
-COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
-"""What the records keep of the earlier rounds: the costs averaged over every round."""
-
 
 def keep_records(runs: Runs, target: Path) -> None:
-    """Copy each finished run's small records next to the report: its configuration,
-    per-round table and summary, its trainers' final-round metrics lines (the figures
-    every table here is computed from) and the earlier rounds' costs (traffic, gas), so
-    the report can be checked, and made again with ``--runs docs/results/runs``, without
-    the run directories."""
+    """Keep each finished run's small record next to the report
+    (:func:`campaign.keep_record`), so the report can be checked, and made again with
+    ``--runs docs/results/runs``, without the run directories."""
     for seeds in runs.values():
         for run in seeds.values():
-            folder = target / run.name
-            if folder.resolve() == run.dir.resolve():
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            for name in ("config.json", "rounds.csv", "summary.json"):
-                if (run.dir / name).exists():
-                    shutil.copyfile(run.dir / name, folder / name)
-            lines = report.read_metrics([run.dir / "metrics.jsonl"])
-            last = max((line["round"] for line in lines), default=None)
-            with open(folder / "metrics.jsonl", "w") as f:
-                for line in lines:
-                    keys = RECORD_KEYS if line["round"] == last else COST_KEYS
-                    if line["round"] == last or "traffic" in line or "gas" in line:
-                        record = {k: line[k] for k in keys if k in line}
-                        f.write(json.dumps(record) + "\n")
+            campaign.keep_record(run.dir, target / run.name)
 
 
 def status_lines(runs: Runs, scenarios: Path) -> list[str]:

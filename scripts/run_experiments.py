@@ -9,11 +9,11 @@ MCFL options share the baselines. See ``mcfl_chain/simulation/campaign.py``.
 
 Run directories are ``<out>/<scenario>-<method>-s<seed>``, made seed by seed (every
 scenario and method at seed 0 before any at seed 1). The campaign resumes: a run with
-a summary.json is skipped, an unfinished one is removed and made again. Then
-``python scripts/report_results.py`` turns the run directories into docs/RESULTS.md
-and keeps each run's small records in docs/results/runs; on a fresh clone, the runs
-recorded there with the planned options are copied back into ``--out`` as finished
-(``--records``), so the campaign goes on where it stopped.
+a summary.json is skipped, an unfinished one is removed and made again. As each run
+ends, its small record (no weights) is kept in docs/results/runs (``--records``), to
+commit; on a fresh clone, the runs recorded there with the planned options are copied
+back into ``--out`` as finished, so the campaign goes on where it stopped. Then
+``python scripts/report_results.py`` turns the runs into docs/RESULTS.md.
 
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
@@ -148,10 +148,10 @@ def restore(runs: list[campaign.PlannedRun], out: Path, records: Path) -> int:
 @click.option(
     "--records",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("docs/results/runs"),
-    show_default=True,
-    help="Records kept by report_results.py: a planned run missing from --out whose record "
-    "here was made with the same options is copied back as finished, not run again.",
+    help="Each finished run's small record is kept here (configuration, summary, the final "
+    "round's metrics, the costs), and a planned run missing from --out whose record here was "
+    "made with the same options is copied back as finished, not run again.  [default: "
+    "docs/results/runs, or docs/results/published with --published-size]",
 )
 @click.option(
     "--list",
@@ -169,13 +169,14 @@ def main(
     comparison: bool,
     published_size: bool,
     max_rounds: int | None,
-    records: Path,
+    records: Path | None,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
     console = Console(highlight=False, soft_wrap=True)
     seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
     out = out or Path("runs/experiments-published" if published_size else "runs/experiments")
+    records = records or Path("docs/results/published" if published_size else "docs/results/runs")
     if comparison:
         if only or methods:
             raise click.UsageError("--comparison chooses the scenarios and methods itself")
@@ -255,6 +256,7 @@ def main(
                 "command again to resume, the unfinished run is made again)"
             ) from exc
         finished.append((run, float(summary["seconds"])))
+        campaign.keep_record(run_dir, records / run.name)
         console.print(f"{run.name}: {duration(summary['seconds'])}")
     console.print(
         f"campaign finished in {duration(time.monotonic() - started)}; "

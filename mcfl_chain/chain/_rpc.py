@@ -106,6 +106,10 @@ class PatientHTTPProvider(HTTPProvider):
         Seconds after the first failure of a request past which it stops retrying.
     timeout
         Seconds one HTTP request may take.
+    min_tries
+        Tries made before giving up however long they took: a machine suspended for
+        minutes (a laptop asleep, a paused VM) finds its first request long past
+        ``give_up_after`` on waking, while the node may be fine.
     initial_delay, max_delay
         First wait between tries, doubled after each failure up to ``max_delay``.
     sleep, clock
@@ -118,6 +122,7 @@ class PatientHTTPProvider(HTTPProvider):
         *,
         give_up_after: float = DEFAULT_GIVE_UP_AFTER,
         timeout: float = REQUEST_TIMEOUT,
+        min_tries: int = 3,
         initial_delay: float = 0.5,
         max_delay: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -128,7 +133,10 @@ class PatientHTTPProvider(HTTPProvider):
         super().__init__(
             endpoint_uri, request_kwargs={"timeout": timeout}, exception_retry_configuration=None
         )
+        if min_tries < 1:
+            raise ValueError(f"min_tries must be >= 1, got {min_tries}")
         self.give_up_after = give_up_after
+        self.min_tries = min_tries
         self.initial_delay = initial_delay
         self.max_delay = max_delay
         self._sleep = sleep
@@ -162,7 +170,7 @@ class PatientHTTPProvider(HTTPProvider):
                     raise
                 reason = short_reason(exc)
                 waited = self._clock() - start
-                if waited + delay > self.give_up_after:
+                if waited + delay > self.give_up_after and attempt >= self.min_tries:
                     raise ChainUnavailable(
                         f"the chain node at {self.shown_uri} has not answered for "
                         f"{waited:.0f} s ({reason}, {attempt} tries); start it again or "

@@ -463,6 +463,39 @@ def clear_unfinished(run: PlannedRun, run_dir: Path) -> None:
                 shutil.rmtree(part)
 
 
+RECORD_KEYS = ("round", "trainer", "trainer_id", "trainer_index", "group", "strategy",
+               "tolerance", "samples", "accuracy", "loss", "model", "seconds", "traffic",
+               "gas")  # fmt: skip
+"""What a record keeps of the final round's metrics lines: every figure the report's
+tables are computed from."""
+COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
+"""What a record keeps of the earlier rounds: the costs averaged over every round."""
+
+
+def keep_record(run_dir: Path, target: Path) -> bool:
+    """Copy a finished run's small record to ``target``: its configuration, per-round
+    table and summary, its trainers' final-round metrics lines and the earlier rounds'
+    costs (no weights, no logs), enough to make the report again and to resume the
+    campaign on a fresh clone. False (nothing copied) for an unfinished run or when
+    ``target`` is the run itself."""
+    if state_of(run_dir) != "done" or target.resolve() == run_dir.resolve():
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "rounds.csv", "summary.json"):
+        if (run_dir / name).exists():
+            shutil.copyfile(run_dir / name, target / name)
+    lines = report.read_metrics([run_dir / "metrics.jsonl"])
+    last = max((line["round"] for line in lines), default=None)
+    kept = []
+    for line in lines:
+        if line["round"] == last:
+            kept.append({k: line[k] for k in RECORD_KEYS if k in line})
+        elif "traffic" in line or "gas" in line:
+            kept.append({k: line[k] for k in COST_KEYS if k in line})
+    (target / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in kept))
+    return True
+
+
 def execute(run: PlannedRun, run_dir: Path, console: Console) -> dict[str, Any]:
     """Make one run (the oracle's networks one after the other, then merged)."""
     if not run.parts:

@@ -66,6 +66,41 @@ def test_a_node_refusing_or_frozen_for_a_while_is_logged_then_answers(monkeypatc
     assert "Connection refused" in reasons[0] and "no answer in time" in reasons[1]
 
 
+def test_a_machine_waking_from_suspension_tries_again_before_giving_up(monkeypatch, caplog):
+    # Prepare: the first request hangs while the machine is suspended for 300 s (past
+    # the 120 s bound), then the node answers; and a node that never answers again.
+    clock = FakeClock()
+    provider = PatientHTTPProvider("http://127.0.0.1:1", sleep=clock.sleep, clock=clock)
+    answers: list = [300.0, requests.Timeout("read timed out"),
+                     b'{"jsonrpc": "2.0", "id": 0, "result": "0x2a"}']  # fmt: skip
+
+    def post(*_args, **_kwargs):
+        answer = answers.pop(0)
+        if isinstance(answer, float):
+            clock.now += answer
+            raise requests.Timeout("read timed out")
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+
+    # Execute
+    with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+        block = Web3(provider).eth.block_number
+    answers[:] = [300.0] + [requests.Timeout("read timed out")] * 5
+    clock.waits.clear()
+    with pytest.raises(ChainUnavailable) as caught:
+        Web3(provider).eth.block_number  # noqa: B018 - the request is the point
+
+    # Assert: two more tries after the long one, the third answering; a node still
+    # silent is given up after the third try, not the first.
+    assert block == 42 and clock.waits == [0.5, 1.0]
+    assert "3 tries" in str(caught.value) and clock.waits == [0.5, 1.0]
+    with pytest.raises(ValueError, match="min_tries"):
+        PatientHTTPProvider("http://127.0.0.1:1", min_tries=0)
+
+
 @pytest.mark.parametrize(
     "url, expected",
     [

@@ -384,6 +384,14 @@ def test_a_fresh_clone_resumes_from_the_kept_records_made_with_the_planned_optio
     assert (out / "iid-fedavg-s0" / "summary.json").read_text() == (
         records / "iid-fedavg-s0" / "summary.json"
     ).read_text()
+    # ... and each run made keeps its record at once, the stale one replaced
+    for name in made:
+        assert (records / name / "summary.json").read_text() == (
+            out / name / "summary.json"
+        ).read_text()
+        assert (records / name / "metrics.jsonl").stat().st_size > 0
+    kept = json.loads((records / "iid-local-s0" / "config.json").read_text())
+    assert kept["samples"] == planned["iid-local-s0"].config.samples
 
 
 def test_facade_runs_only_when_asked_for_with_k_the_true_groups(paper):
