@@ -13,8 +13,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -198,6 +200,33 @@ def stop_service(state_file: Path, timeout: float = 10.0) -> ServiceState | None
                 pass
     state_file.unlink(missing_ok=True)
     return state
+
+
+@contextmanager
+def unwind_on_termination(
+    signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise :class:`KeyboardInterrupt`.
+
+    Python's default for these signals ends the process at once, without running
+    ``finally`` clauses, so a ``kill`` (a CI timeout, a closed terminal) would leave the
+    block's devnet and workers running as orphans. As an exception, the block unwinds
+    and stops what it started. Outside the main thread (where signal handlers cannot be
+    set) the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def project_root() -> Path:

@@ -55,6 +55,11 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
         summary = run_simulation(config, run_dir, console, keep_running=keep_running)
     except SimulationError as exc:
         raise click.ClickException(f"{exc}\n(run directory kept: {run_dir})") from exc
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (unwind_on_termination)
+        console.print(
+            f"{exc or 'interrupted'}: workers and chain stopped; run directory kept: {run_dir}"
+        )
+        raise SystemExit(130) from None
     console.print(
         f"[bold]done in {summary['seconds']:.0f} s[/]. Results in {run_dir}/: "
         "metrics.jsonl (per trainer per round), rounds.csv, summary.json, "

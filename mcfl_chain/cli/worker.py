@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -154,6 +155,10 @@ def worker(verbose: int, **values: Any) -> None:
     except WorkerSetupError as exc:
         raise click.ClickException(str(exc)) from exc
     signal.signal(signal.SIGTERM, lambda *_: node.stop())
+    # Everything loaded so far (torch, web3, the data) lives as long as the process:
+    # frozen, it is left out of the collection the worker runs after each phase.
+    gc.collect()
+    gc.freeze()
     try:
         played = node.run()
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ from web3 import Web3
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain._utils.forked import ChildProcess, start_module
-from mcfl_chain._utils.process import free_port
+from mcfl_chain._utils.process import free_port, unwind_on_termination
 from mcfl_chain.adversaries import AdversarySpec, assign_adversaries, with_coalitions
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
@@ -679,6 +679,18 @@ def run_simulation(
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1))
     network = Network(config, run_dir, console)
     started = time.monotonic()
+    with unwind_on_termination():
+        return _run_network(network, config, run_dir, console, started, keep_running)
+
+
+def _run_network(
+    network: Network,
+    config: SimulationConfig,
+    run_dir: Path,
+    console: Console,
+    started: float,
+    keep_running: bool,
+) -> dict[str, Any]:
     try:
         with console.status("starting the devnet and storage"):
             network.start()

@@ -382,3 +382,41 @@ def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_wh
         assert any(f"trainer(s) {silent_id}" in w and "deadline" in w for w in waits)
     finally:
         net.stop()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_simulation_killed_by_a_signal_stops_its_workers_and_chain(tmp_path, signum):
+    # A plain `kill` (a CI timeout, a closed terminal) once ended the simulator without
+    # unwinding: its forked workers and its Anvil kept running as orphans.
+    import psutil
+
+    run_dir = tmp_path / "run"
+    command = ["mcfl-chain", "simulate", "--dataset", "digits", "--scenario", "iid", "-n", "2"]
+    command += ["--rounds", "50"]
+    command += ["--samples", "200", "--epochs", "1", "--out", str(run_dir)]
+    simulator = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path
+    )
+    try:
+        logs = [run_dir / "trainers" / f"{i:03d}" / "worker.log" for i in range(2)]
+
+        def playing() -> bool:
+            assert simulator.poll() is None, simulator.communicate()[0].decode()
+            return all(log.exists() and "round 1:" in log.read_text() for log in logs)
+
+        _wait_for(playing, 180, "both workers in round 1")
+        started = psutil.Process(simulator.pid).children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in started)
+        assert "anvil" in names and "forkserver" in names and len(started) >= 4
+        simulator.send_signal(signum)
+        output = simulator.communicate(timeout=90)[0].decode()
+    finally:
+        if simulator.poll() is None:
+            simulator.kill()
+    assert simulator.returncode == 130 and "stopped by SIG" in output, output
+    assert "workers and chain stopped" in output, output
+    _, alive = psutil.wait_procs(started, timeout=15)  # a child may still be exiting
+    left = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [" ".join(p.cmdline()) for p in left]
+    for log in logs:  # each worker was told to stop, and said how far it got
+        assert "played " in log.read_text().rsplit("round 1:", 1)[1]

@@ -4,12 +4,13 @@ and what a waiting trainer says."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import SimpleNamespace
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -352,6 +353,38 @@ def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_pat
         assert a.weights_cid is not None and storage.get(a.weights_cid)
     # and one metrics line with both aggregations
     assert worker.rounds_done == 1 and worker.state.reported == [1]
+
+
+def test_a_phase_leaves_no_cycle_holding_its_weights_for_a_later_collection(tmp_path):
+    # Prepare: round 1's aggregate phase with four peers' updates on the root. Automatic
+    # collection is off, as good as in a worker whose heap is torch's: full collections
+    # come too seldom to free a phase's cycles (multiformats makes some on every read).
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events = [
+        proposed(i, 1, parent=ROOT_ID, cid=storage.put(weights_blob(30 + i)), block=3)
+        for i in (1, 2, 3, 4)
+    ]
+    chain = ScriptedChain(lambda: status(1, Phase.AGGREGATE, voted=bool(chain.sent)), events)
+    worker = make_worker(
+        tmp_path, chain, storage, genesis, scripted_data(), make_strategy("fedavg")
+    )
+    gc.collect()
+    gc.disable()
+    try:
+        # Execute
+        finished, errors = run_briefly(worker, 3.0)
+
+        # Assert: the phase ran; what it leaves to collect holds none of its frames.
+        assert errors == [] and [name for name, *_ in chain.sent] == ["submitAggregations"]
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        frames = {o.f_code.co_name for o in gc.garbage if isinstance(o, FrameType)}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not frames & {"_plan_aggregation", "_aggregate_phase", "usable_updates"}, frames
 
 
 def test_a_worker_whose_transaction_of_the_phase_was_mined_sends_nothing_again(tmp_path):
