@@ -258,9 +258,10 @@ def main(
         finished.append((run, float(summary["seconds"])))
         campaign.keep_record(run_dir, records / run.name)
         console.print(f"{run.name}: {duration(summary['seconds'])}")
+    option = "--published-runs" if published_size else "--runs"
     console.print(
         f"campaign finished in {duration(time.monotonic() - started)}; "
-        f"now run: python scripts/report_results.py --runs {out}"
+        f"now run: python scripts/report_results.py {option} {out}"
     )
 
 
