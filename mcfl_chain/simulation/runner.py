@@ -680,49 +680,38 @@ def run_simulation(
     network = Network(config, run_dir, console)
     started = time.monotonic()
     with unwind_on_termination():
-        return _run_network(network, config, run_dir, console, started, keep_running)
-
-
-def _run_network(
-    network: Network,
-    config: SimulationConfig,
-    run_dir: Path,
-    console: Console,
-    started: float,
-    keep_running: bool,
-) -> dict[str, Any]:
-    try:
-        with console.status("starting the devnet and storage"):
-            network.start()
-        console.print(
-            f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
-            f"storage {network.storage_spec}, {len(network.trainers)} trainers"
-            + (
-                f" (indices {', '.join(map(str, network.trainers))} of {config.n_trainers})"
-                if network.trainers != list(range(config.n_trainers))
-                else ""
-            )
-            + _policy_note(config)
-        )
-        for refusal in network.refusals:
+        try:
+            with console.status("starting the devnet and storage"):
+                network.start()
             console.print(
-                f"trainer {refusal.trainer_index} ({refusal.address}) was refused "
-                f"registration: {refusal.reason}"
+                f"devnet at {network.deployment.rpc_url if network.deployment else '?'}, "
+                f"storage {network.storage_spec}, {len(network.trainers)} trainers"
+                + (
+                    f" (indices {', '.join(map(str, network.trainers))} of {config.n_trainers})"
+                    if network.trainers != list(range(config.n_trainers))
+                    else ""
+                )
+                + _policy_note(config)
             )
-        for index, spec in sorted(config.adversary_assignment().items()):
-            if index in network.trainers:
-                console.print(f"trainer {index} plays the adversary {spec}")
-        network.register_in_order()
-        network.spawn_workers()
-        network.wait()
-        dag = network.dag()
-        registration = network.registration()
-    finally:
-        if not keep_running:
-            network.stop()
-    return finish_run(
-        run_dir, config, dag, time.monotonic() - started, console, registration=registration
-    )
+            for refusal in network.refusals:
+                console.print(
+                    f"trainer {refusal.trainer_index} ({refusal.address}) was refused "
+                    f"registration: {refusal.reason}"
+                )
+            for index, spec in sorted(config.adversary_assignment().items()):
+                if index in network.trainers:
+                    console.print(f"trainer {index} plays the adversary {spec}")
+            network.register_in_order()
+            network.spawn_workers()
+            network.wait()
+            dag = network.dag()
+            registration = network.registration()
+        finally:
+            if not keep_running:
+                network.stop()
+        return finish_run(
+            run_dir, config, dag, time.monotonic() - started, console, registration=registration
+        )
 
 
 def _policy_note(config: SimulationConfig) -> str:
