@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 
+import psutil
 import pytest
 from rich.console import Console
 
@@ -388,8 +389,6 @@ def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_wh
 def test_a_simulation_killed_by_a_signal_stops_its_workers_and_chain(tmp_path, signum):
     # A plain `kill` (a CI timeout, a closed terminal) once ended the simulator without
     # unwinding: its forked workers and its Anvil kept running as orphans.
-    import psutil
-
     run_dir = tmp_path / "run"
     command = ["mcfl-chain", "simulate", "--dataset", "digits", "--scenario", "iid", "-n", "2"]
     command += ["--rounds", "50"]
