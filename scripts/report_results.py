@@ -68,7 +68,13 @@ EXPERIMENTS = (
         "dirichlet", (("dirichlet-0.1", ("dirichlet-0.1",)), ("dirichlet-0.5", ("dirichlet-0.5",)))
     ),
     Experiment("two-datasets", (("two-datasets", ("two-datasets",)),)),
-    Experiment("autoencoders", (("autoencoders", ("autoencoders", "autoencoders-tol1")),)),
+    Experiment(
+        "autoencoders",
+        (
+            ("autoencoders", ("autoencoders", "autoencoders-tol1")),
+            ("autoencoders-epochs6", ("autoencoders-epochs6",)),
+        ),
+    ),
     Experiment(
         "rotation",
         tuple((name, (name,)) for name in ("rotation-16-16", "rotation-24-8", "rotation-30-2")),

@@ -40,11 +40,11 @@ def test_the_default_campaign_runs_every_scenario_method_and_seed(paper):
     plan = campaign.plan(paper)
     no_ablation = campaign.plan(paper, ablation=False)
 
-    # Assert: 14 MCFL files, 10 shared baselines × (fedavg, local, ifca), 6 oracles
-    # (groups, two-datasets, autoencoders, the three rotation ratios), 2 × 4 ablations;
-    # all × 3 seeds.
-    assert len(no_ablation.runs) == 3 * (14 + 10 * 3 + 6)
-    assert len(plan.runs) == len(no_ablation.runs) + 3 * 8
+    # Assert: 15 MCFL files, 11 shared baselines × (fedavg, local, ifca), 7 oracles
+    # (groups, two-datasets, the two autoencoder stems, the three rotation ratios),
+    # 3 × 4 ablations; all × 3 seeds.
+    assert len(no_ablation.runs) == 3 * (15 + 11 * 3 + 7)
+    assert len(plan.runs) == len(no_ablation.runs) + 3 * 12
     names = [r.name for r in plan.runs]
     assert len(set(names)) == len(names)
     assert [r.seed for r in plan.runs] == sorted(r.seed for r in plan.runs)

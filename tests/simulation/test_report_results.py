@@ -215,8 +215,8 @@ def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
 
     # Assert
     text = path.read_text()
-    # 10 tables, 2 ablation scenarios, FedFMC's own experiment, the paper's size
-    assert text.count("Not run yet") == 10 + 2 + 1 + 1
+    # 11 tables, 3 ablation scenarios, FedFMC's own experiment, the paper's size
+    assert text.count("Not run yet") == 11 + 3 + 1 + 1
     assert "Not run yet (`python scripts/reproduce_fedfmc.py`)." in text
     assert "_No run finished yet._" in text
 
