@@ -168,6 +168,7 @@ class Record:
     def to_json(self, run: Run) -> str:
         fields = dataclasses.asdict(self)
         fields["honest"]["accuracies"] = {str(k): v for k, v in self.honest.accuracies.items()}
+        fields["honest"]["stale"] = {str(k): v for k, v in self.honest.stale.items()}
         if self.backdoor is not None:
             fields["backdoor"] = {str(k): v for k, v in self.backdoor.items()}
         key = {
@@ -189,11 +190,12 @@ class Record:
     def from_fields(cls, fields: dict) -> Record:
         honest = fields["honest"]
         accuracies = {int(k): float(v) for k, v in honest["accuracies"].items()}
+        stale = {int(k): int(v) for k, v in honest.get("stale", {}).items()}
         backdoor = fields.get("backdoor")
         registration = fields.get("registration")
         claims = fields.get("claims")
         return cls(
-            adversarial.HonestFinal(int(honest["round"]), accuracies),
+            adversarial.HonestFinal(int(honest["round"]), accuracies, stale),
             None if backdoor is None else {int(k): float(v) for k, v in backdoor.items()},
             fields.get("sybil_adoption"),
             None if registration is None else adversarial.SybilRegistration(**registration),
@@ -403,9 +405,33 @@ def measure(
             f"{_pts(adversarial.mean(worst_drop))} | {_pts(adversarial.mean(avg_drop))} | "
             f"{_pct(backdoor)} | {_pct(sybil)} |"
         )
+    lines += stale_lines(runs, found)
     lines += policy_lines(runs, found)
     lines += inflation_lines(runs, found)
     return lines, drops
+
+
+def stale_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:
+    """A note naming the finished runs in which honest trainers ended without a model of
+    the last round (none: no line)."""
+    stale = [run for run in runs if run.name in found and found[run.name].honest.stale]
+    if not stale:
+        return []
+    parts = []
+    for run in stale:
+        honest = found[run.name].honest
+        rounds = sorted(set(honest.stale.values()))
+        since = f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {rounds[0]}-{rounds[-1]}"
+        parts.append(
+            f"`{run.name}` ({len(honest.stale)} of {len(honest.accuracies)} honest trainers, "
+            f"last model in {since}, run ends in round {honest.round})"
+        )
+    return [
+        "",
+        "Honest trainers without a model in the last round (every update they received "
+        "was rejected, e.g. as NaN after the weights blew up) count with the latest model "
+        "they had: " + "; ".join(parts) + ".",
+    ]
 
 
 def policy_lines(runs: list[Run], found: dict[str, Record]) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,11 @@ class HonestFinal:
 
     round: int
     accuracies: dict[int, float]
-    """Trainer index → accuracy of the model deployed for it."""
+    """Trainer index → accuracy of the latest model deployed for it."""
+    stale: dict[int, int] = field(default_factory=dict)
+    """Trainer index → round of the model it still held, for the honest trainers that
+    deployed no model in the last round (every update they received was rejected, e.g.
+    after a network's weights blew up): their figure is that older model's."""
 
     @property
     def worst(self) -> float:
@@ -54,26 +58,41 @@ def _lines(run_dir: Path) -> list[dict[str, Any]]:
     return report.read_metrics([run_dir / "metrics.jsonl"])
 
 
+def _latest_honest(lines: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Honest trainer index → its metrics line of the latest round it reported an
+    accuracy in."""
+    latest: dict[int, dict[str, Any]] = {}
+    for line in lines:
+        if line.get("adversary") or line.get("accuracy") is None:
+            continue
+        index = int(line["trainer_index"])
+        if index not in latest or line["round"] >= latest[index]["round"]:
+            latest[index] = line
+    return latest
+
+
 def honest_final(run_dir: Path) -> HonestFinal:
     """The honest trainers' accuracies at the last round any trainer reported.
+
+    An honest trainer without a model in that round (its aggregation failed) keeps the
+    accuracy of the latest model it had, and is listed in :attr:`HonestFinal.stale`:
+    leaving it out would hide what the attack cost it.
 
     Raises
     ------
     ValueError
-        No honest trainer reported an accuracy at that round.
+        No honest trainer reported an accuracy in any round.
     """
     lines = _lines(run_dir)
     if not lines:
         raise ValueError(f"{run_dir}: no metrics")
     last = max(line["round"] for line in lines)
-    accuracies = {
-        int(line["trainer_index"]): float(line["accuracy"])
-        for line in lines
-        if line["round"] == last and not line.get("adversary") and line.get("accuracy") is not None
-    }
-    if not accuracies:
-        raise ValueError(f"{run_dir}: no honest trainer reported an accuracy in round {last}")
-    return HonestFinal(last, accuracies)
+    latest = _latest_honest(lines)
+    if not latest:
+        raise ValueError(f"{run_dir}: no honest trainer reported an accuracy in any round")
+    accuracies = {index: float(line["accuracy"]) for index, line in latest.items()}
+    stale = {index: line["round"] for index, line in latest.items() if line["round"] != last}
+    return HonestFinal(last, accuracies, stale)
 
 
 def _config(run_dir: Path) -> dict[str, Any]:
@@ -81,9 +100,10 @@ def _config(run_dir: Path) -> dict[str, Any]:
 
 
 def backdoor_success(run_dir: Path, target: int = 0) -> dict[int, float]:
-    """Honest trainer index → the backdoor's success on its deployed model at the last
-    round: the share of its triggered test images not of class ``target`` classified as
-    ``target``. The model's weights are those its first aggregator published.
+    """Honest trainer index → the backdoor's success on its latest deployed model (see
+    :func:`honest_final`): the share of its triggered test images not of class
+    ``target`` classified as ``target``. The model's weights are those its first
+    aggregator published.
 
     Raises
     ------
@@ -92,12 +112,9 @@ def backdoor_success(run_dir: Path, target: int = 0) -> dict[int, float]:
         rebuilt.
     """
     config = _config(run_dir)
-    final = honest_final(run_dir)
-    deployed = {
-        int(line["trainer_index"]): line["model"]
-        for line in _lines(run_dir)
-        if line["round"] == final.round and not line.get("adversary") and line.get("model")
-    }
+    deployed = {index: line["model"] for index, line in _latest_honest(_lines(run_dir)).items()}
+    if not all(deployed.values()):
+        raise ValueError(f"{run_dir}: a trainer reported an accuracy without its model id")
     models = {m["id"]: m for m in json.loads((run_dir / "dag.json").read_text())["models"]}
     specs = scenario_specs(
         config["scenario"],

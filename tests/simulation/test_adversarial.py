@@ -50,8 +50,25 @@ def test_honest_final_keeps_the_last_round_and_leaves_adversaries_out(tmp_path):
     final = honest_final(tmp_path)
 
     # Assert
-    assert final.round == 1 and final.accuracies == {0: 0.8, 1: 0.6}
+    assert final.round == 1 and final.accuracies == {0: 0.8, 1: 0.6} and final.stale == {}
     assert final.worst == 0.6 and final.average == pytest.approx(0.7)
+
+
+def test_honest_final_counts_a_trainer_without_a_last_model_with_its_latest_one(tmp_path):
+    # Prepare: round 2 is the last; honest trainer 1's aggregation failed from round 1
+    # on (no accuracy), as when every update it receives is NaN.
+    _write(
+        tmp_path,
+        [_line(0, 0, 0.5), _line(0, 1, 0.4), _line(1, 0, 0.7), _line(1, 1, None),
+         _line(2, 0, 0.9), _line(2, 1, None), _line(2, 2, 0.1, "sign-flip")],
+    )  # fmt: skip
+
+    # Execute
+    final = honest_final(tmp_path)
+
+    # Assert: trainer 1 is not dropped; it counts with its round-0 model
+    assert final.round == 2 and final.accuracies == {0: 0.9, 1: 0.4}
+    assert final.stale == {1: 0} and final.worst == 0.4
 
 
 def test_honest_final_without_honest_figures_says_so(tmp_path):

@@ -310,7 +310,7 @@ def test_a_record_keeps_every_measure_through_json(bench):
     # Prepare: a record with every optional measure set
     script, _, _ = bench
     record = script.Record(
-        script.adversarial.HonestFinal(9, {0: 0.75, 2: 0.5}),
+        script.adversarial.HonestFinal(9, {0: 0.75, 2: 0.5}, stale={2: 3}),
         backdoor={0: 0.125, 2: 0.0},
         sybil_adoption=0.25,
         registration=script.adversarial.SybilRegistration("deposit", 2, 1, ETH),
@@ -421,3 +421,30 @@ def test_a_report_without_any_run_or_record_leaves_the_table_alone(bench, tmp_pa
     assert result.exit_code == 1
     assert "no finished run in" in result.output and "left as it is" in result.output
     assert table.read_text() == "| the table of an earlier campaign |\n"
+
+
+def test_runs_with_trainers_left_without_a_last_model_are_named_under_the_table(bench):
+    # Prepare: a clean run, and an attacked one in which honest trainers 0 and 1 held
+    # their round-3 model to the end (round 9).
+    script, _, _ = bench
+    clean = script.Run("groups", "fedavg", "clean", 1, None)
+    attacked = script.Run("groups", "fedavg", "sign-flip:0.4", 1, None)
+    found = {
+        clean.name: script.Record(script.adversarial.HonestFinal(9, {0: 0.5, 1: 0.5, 2: 0.5})),
+        attacked.name: script.Record(
+            script.adversarial.HonestFinal(9, {0: 0.0, 1: 0.25, 2: 0.5}, stale={0: 3, 1: 3})
+        ),
+    }
+
+    # Execute
+    lines, _ = script.measure([clean, attacked], found)
+
+    # Assert: the row keeps both trainers, and the note names the run
+    assert "| groups | fedavg | sign-flip:0.4 | 1 | 0.0 | 25.0 | +50.0 | +25.0 | – | – |" in lines
+    note = [line for line in lines if "without a model in the last round" in line]
+    assert len(note) == 1 and (
+        "`groups-fedavg-sign-flip0.4-s1` (2 of 3 honest trainers, last model in round 3, "
+        "run ends in round 9)" in note[0]
+    )
+    clean_only, _ = script.measure([clean], found)
+    assert not any("without a model" in line for line in clean_only)
