@@ -21,10 +21,11 @@ cap a declared sample count at N (``simulate --max-samples``), named ``…-capN`
 
 Measures (:mod:`mcfl_chain.simulation.adversarial`), over the honest trainers only, at
 the last round: worst and average accuracy, and their drop against the clean run of the
-same scenario, method and seed; the backdoor's success rate on triggered test images;
-for the Sybils, how often honest trainers trained the coalition's model. A second table
-sets the Sybil runs of each registration policy side by side: the coalition's
-identities that registered, the stake they locked, adoption and the worst drop. A third
+same scenario, method and seed, over the same trainers; the backdoor's success rate on
+triggered test images; for the Sybils, how often honest trainers trained the
+coalition's model. A second table sets the Sybil runs of each registration policy side
+by side: the coalition's identities that registered, the stake they locked, adoption
+and the worst drop. A third
 sets the sample-inflation runs of each cap side by side: what the inflators declared,
 the honest trainers' counts, the weight that buys in FedAvg, and the drops. The tables
 hold every run planned by the command or recorded in ``--records`` (a slice of the

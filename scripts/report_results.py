@@ -832,7 +832,9 @@ def adversaries_section(docs: Path) -> list[str]:
         "",
         "`python scripts/bench_adversaries.py`: honest trainers' final accuracy under each "
         "attack (a share of the trainers adversarial) against the clean run of the same "
-        "scenario, method and seed; worst and average over the honest trainers only.",
+        "scenario, method and seed; worst and average over the honest trainers only, and "
+        "each drop over the same trainers in both runs (the clean run's figures for the "
+        "adversaries' seats are left out).",
         "",
     ]
     if discussion.exists():

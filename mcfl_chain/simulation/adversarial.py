@@ -262,10 +262,24 @@ def sample_claims(run_dir: Path) -> SampleClaims:
 
 def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float]:
     """(worst, average) accuracy lost to the attack, in percentage points (positive:
-    the attack hurt), over the honest trainers of each run."""
+    the attack hurt), over the attacked run's honest trainers in both runs.
+
+    The clean run's adversary seats are left out: its worst trainer may be one of them,
+    and comparing different sets of trainers would credit or charge the attack with
+    that trainer's figure.
+
+    Raises
+    ------
+    ValueError
+        The clean run lacks a figure for one of the attacked run's honest trainers.
+    """
+    missing = sorted(set(attacked.accuracies) - set(clean.accuracies))
+    if missing:
+        raise ValueError(f"the clean run has no accuracy for honest trainer(s) {missing}")
+    paired = HonestFinal(clean.round, {i: clean.accuracies[i] for i in attacked.accuracies})
     return (
-        100.0 * (clean.worst - attacked.worst),
-        100.0 * (clean.average - attacked.average),
+        100.0 * (paired.worst - attacked.worst),
+        100.0 * (paired.average - attacked.average),
     )
 
 

@@ -84,6 +84,20 @@ def test_drop_points_are_clean_minus_attacked_in_points():
     assert worst == pytest.approx(10.0) and average == pytest.approx(7.5)
 
 
+def test_drop_points_compare_the_same_trainers_in_both_runs():
+    # Prepare: trainer 2 is the clean run's worst; it is the adversary when attacked.
+    clean = HonestFinal(3, {0: 0.90, 1: 0.80, 2: 0.40})
+    attacked = HonestFinal(3, {0: 0.85, 1: 0.70})
+
+    # Execute
+    worst, average = drop_points(clean, attacked)
+
+    # Assert: measured on trainers 0 and 1 only (else the worst would "gain" 30 points)
+    assert worst == pytest.approx(10.0) and average == pytest.approx(7.5)
+    with pytest.raises(ValueError, match=r"no accuracy for honest trainer\(s\) \[5\]"):
+        drop_points(clean, HonestFinal(3, {0: 0.5, 5: 0.5}))
+
+
 def test_sybil_adoption_counts_honest_rounds_training_a_coalition_only_model(tmp_path):
     # Prepare: trainers 3 and 4 (ids) are Sybils. Model A holds only their updates,
     # model B mixes one of theirs with an honest one. From round 1 on, honest trainer 1
