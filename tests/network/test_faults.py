@@ -351,7 +351,8 @@ def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
 
 def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_whom(tmp_path):
     # Prepare: 3 workers and a registered trainer that never acts, so round 0's first
-    # phase ends by its deadline (8 s); trainer 2 trains so long (200 epochs) that its
+    # phase ends by its deadline (8 s); trainer 2 trains so long (1,000 epochs, about
+    # 25 s on an idle core: 200 epochs once took 5 s and beat the deadline) that its
     # proposals are ready only after it.
     net = Network(small(rounds=1, phase_duration=8), tmp_path, Console(quiet=True))
     net.start(min_trainers=4)
@@ -361,7 +362,7 @@ def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_wh
         chain = ChainClient.read_only(net.deployment)
         # Execute
         talk = ["--wait-log-interval", "1"]
-        net.spawn_workers({0: talk, 1: talk, 2: [*talk, "--epochs", "200"]})
+        net.spawn_workers({0: talk, 1: talk, 2: [*talk, "--epochs", "1000"]})
         net.wait()
         # Assert: the round ended (its first phase by the deadline, without trainer 2's
         # proposals), and not one transaction reverted.
