@@ -25,12 +25,11 @@ same scenario, method and seed, over the same trainers; the backdoor's success r
 triggered test images; for the Sybils, how often honest trainers trained the
 coalition's model. A second table sets the Sybil runs of each registration policy side
 by side: the coalition's identities that registered, the stake they locked, adoption
-and the worst drop. A third
-sets the sample-inflation runs of each cap side by side: what the inflators declared,
-the honest trainers' counts, the weight that buys in FedAvg, and the drops. The tables
-hold every run planned by the command or recorded in ``--records`` (a slice of the
-benchmark rewrites the whole table) and go to the terminal and to
-``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
+and the worst drop. A third sets the sample-inflation runs of each cap side by side:
+what the inflators declared, the honest trainers' counts, the weight that buys in
+FedAvg, and the drops. The tables hold every run planned by the command or recorded in
+``--records`` (a slice of the benchmark rewrites the whole table) and go to the terminal
+and to ``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
 section "Adversaries"). The last line printed is
 
     worst honest accuracy drop, MCFL best defence, 20% label-flip: X pts
@@ -362,11 +361,18 @@ def _pts(value: float) -> str:
 def drops_against_clean(done: list[Run], found: dict[str, Record]) -> list[tuple[float, float]]:
     """(worst, average) drop of each attacked run against its clean run, where that is
     recorded."""
-    return [
-        adversarial.drop_points(found[r.clean].honest, found[r.name].honest)
-        for r in done
-        if r.clean != r.name and r.clean in found
-    ]
+    drops = []
+    for r in done:
+        if r.clean == r.name or r.clean not in found:
+            continue
+        try:
+            drops.append(adversarial.drop_points(found[r.clean].honest, found[r.name].honest))
+        except ValueError as exc:  # a clean record that does not match its attacked run
+            raise click.ClickException(
+                f"{r.name} against {r.clean}: {exc}; delete {r.clean}.json in the records "
+                "folder (and its run directory, if any) and run the benchmark again"
+            ) from exc
+    return drops
 
 
 def measure(

@@ -448,3 +448,26 @@ def test_runs_with_trainers_left_without_a_last_model_are_named_under_the_table(
     )
     clean_only, _ = script.measure([clean], found)
     assert not any("without a model" in line for line in clean_only)
+
+
+def test_a_clean_run_missing_an_honest_trainer_ends_in_one_line(bench, tmp_path):
+    # Prepare: the clean run's metrics lost trainer 2, an honest trainer of the attack.
+    script, scenarios, out = bench
+    clean = out / "groups-mcfl-tol1-clean-s0"
+    _write_run(clean, (0.9, 0.8, 0.85))
+    metrics = clean / "metrics.jsonl"
+    kept = [line for line in metrics.read_text().splitlines() if '"trainer_index": 2' not in line]
+    metrics.write_text("\n".join(kept) + "\n")
+    attacked = out / "groups-mcfl-tol1-label-flip0.2-s0"
+    _write_run(attacked, (0.9, 0.6, 0.85), adversary="label-flip", adversaries=(4,))
+
+    # Execute
+    result = _report(
+        script, scenarios, out, tmp_path / "records", tmp_path / "t.md", "--report-only"
+    )
+
+    # Assert: no traceback; the runs, the trainer and what to do are named
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "groups-mcfl-tol1-label-flip0.2-s0 against groups-mcfl-tol1-clean-s0" in result.output
+    assert "honest trainer(s) [2]" in result.output
+    assert "delete groups-mcfl-tol1-clean-s0.json" in result.output
