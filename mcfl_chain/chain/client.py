@@ -188,6 +188,7 @@ __all__ = [
     "ProtocolLimits",
     "TrainerStatus",
     "connect",
+    "status_from_view",
 ]
 
 _NOT_STARTED = TrainerStatus(False, 0, Phase.PROPOSE, False, False, 0, 0, 0, 0)
@@ -228,6 +229,22 @@ def connect(rpc_url: str, timeout: float | None = None, give_up_after: float | N
             f"`mcfl-chain devnet up` or check the URL"
         )
     return w3
+
+
+def status_from_view(values: Sequence[Any]) -> TrainerStatus:
+    """A :class:`TrainerStatus` from the values ``Models.statusOf`` returns."""
+    started, round_, phase, voted, member, deadline, votes, quorum, voters = values
+    return TrainerStatus(
+        bool(started),
+        int(round_),
+        Phase(phase),
+        bool(voted),
+        bool(member),
+        int(deadline),
+        int(votes),
+        int(quorum),
+        int(voters),
+    )
 
 
 class ChainClient:
@@ -728,18 +745,7 @@ class ChainClient:
             if block is not None and not self.w3.eth.get_code(self.models.address, block):
                 return _NOT_STARTED
             raise
-        started, round_, phase, voted, member, deadline, votes, quorum, voters = values
-        return TrainerStatus(
-            bool(started),
-            int(round_),
-            Phase(phase),
-            bool(voted),
-            bool(member),
-            int(deadline),
-            int(votes),
-            int(quorum),
-            int(voters),
-        )
+        return status_from_view(values)
 
     def _vote_on_its_way(self, round_: int, phase: Phase, confirmed: int, latest: int) -> bool:
         """Whether this account voted in (round, phase) in a block not yet confirmed, or

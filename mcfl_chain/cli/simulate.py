@@ -16,7 +16,9 @@ from mcfl_chain.adversaries import ADVERSARIES
 from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.cli import _network_options as network_options
+from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.scenario import SCENARIOS
+from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 from mcfl_chain.strategies import STRATEGIES
@@ -212,6 +214,25 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option("--seed", type=int, help="Data split, initial weights and training seed.")
 @click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    help="process: one worker process per trainer (each as it would run on its own "
+    "machine); batched: every trainer in one host process, sharing chain reads, their "
+    "training of a phase run as one batched computation. The chain cannot tell them "
+    "apart.  [default: process]",
+)
+@click.option(
+    "--device",
+    type=click.Choice(list(DEVICES)),
+    help="Where trainers train and score models: cpu, cuda, or auto (cuda where torch "
+    "sees a GPU).  [default: cpu]",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="Torch CPU threads of the batched engine's host.  [default: every core]",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default runs/<name>-<time>).",
@@ -248,7 +269,9 @@ def simulate(
     else:
         config = SimulationConfig(**{k: v for k, v in options.items() if v is not None})
     if published_size:
-        config = config.published_size()
+        # The paper's size, except where an option says otherwise (--rounds 4).
+        given = {k: options[k] for k in ("n_trainers", "rounds", "epochs") if options.get(k)}
+        config = replace(config.published_size(), **given)
     _run(config, out, keep_running)
 
 

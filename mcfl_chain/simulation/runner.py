@@ -34,10 +34,12 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.chain.errors import ChainError
+from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
 from mcfl_chain.simulation import report
+from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import (
     DEFAULT_DEPOSIT,
     DEV_ACCOUNT_BALANCE,
@@ -145,6 +147,16 @@ class SimulationConfig:
     deposit: int | None = None
     """Wei a registration takes under ``registration = "deposit"`` (None: 10**18, one
     ETH); only for that policy."""
+    engine: str = "process"
+    """How the trainers run: ``process`` (one worker process each) or ``batched`` (all in
+    one host process, their training batched; :mod:`mcfl_chain.simulation.engines`)."""
+    device: str = "cpu"
+    """Where trainers train and score: cpu, cuda or auto (cuda where available)."""
+    threads: int | None = None
+    """Torch CPU threads of the batched engine's host (None: every core)."""
+    training: str = "real"
+    """real, or stand-in: a deterministic step instead of SGD, to check that engines
+    build the same DAG (:mod:`mcfl_chain.compute.stand_in`; such a run learns nothing)."""
     max_samples: int | None = None
     """The network's cap on the sample count one update may declare (the contracts'
     ``maxSamples``; None: theirs by default, 1,000,000). A cap near the honest trainers'
@@ -292,6 +304,14 @@ class SimulationConfig:
             raise SimulationError("n_trainers must be at least 1")
         if self.rounds < 1:
             raise SimulationError("rounds must be at least 1")
+        if self.engine not in ENGINES:
+            raise SimulationError(
+                f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}"
+            )
+        if self.device not in DEVICES:
+            raise SimulationError(
+                f"device must be one of {', '.join(DEVICES)}, not {self.device!r}"
+            )
         self._validate_trainers()
         try:
             self.network_arch  # noqa: B018 (the property checks arch against the strategy)
@@ -497,6 +517,8 @@ class Network:
         trainer_dir = self.run_dir / "trainers" / f"{index:03d}"
         return replace(
             self.config.trainer_config(index, self.adversaries().get(index)),
+            device=self.config.device,
+            training=self.config.training,
             rpc=self.deployment.rpc_url,
             account_index=self.account_index(index),
             deployment=str(self.deployment_path),
@@ -525,11 +547,15 @@ class Network:
         for index in self.trainers:
             ChainClient(self.deployment, account_index=self.account_index(index)).register()
 
+    def trainer_dir(self, index: int) -> Path:
+        """Trainer ``index``'s folder in the run: its state, log and metrics."""
+        return self.run_dir / "trainers" / f"{index:03d}"
+
     def spawn_workers(self, extra_args: dict[int, list[str]] | None = None) -> None:
-        """One worker process per trainer that may register (:attr:`trainers`, in that
-        order); ``extra_args`` adds options to some of them, by trainer index."""
-        for index in self.trainers:
-            self.procs.append(self.spawn(index, (extra_args or {}).get(index, [])))
+        """Start every trainer that may register (:attr:`trainers`, in that order) with
+        the configured engine; ``extra_args`` adds options to some of them, by trainer
+        index (process engine)."""
+        self.procs += ENGINES[self.config.engine]().start(self, extra_args or {})
 
     def spawn(self, index: int, extra_args: list[str] | None = None) -> ChildProcess:
         """Start (or restart) trainer ``index`` (:meth:`worker_command`, forked from a warm
@@ -596,9 +622,7 @@ class Network:
                 codes = [p.poll() for p in self.procs]
                 failed = [i for i, c in enumerate(codes) if c not in (None, 0)]
                 if failed:
-                    raise SimulationError(
-                        self._failure(self._trainer_of(failed[0]), codes[failed[0]])
-                    )
+                    raise SimulationError(self._failure(failed[0], codes[failed[0]]))
                 if all(c == 0 for c in codes):
                     return
                 if time.monotonic() - last_progress > cfg.stall_timeout:
@@ -609,14 +633,11 @@ class Network:
                     )
                 time.sleep(0.5)
 
-    def _trainer_of(self, position: int) -> int:
-        """The trainer index of ``procs[position]`` (procs follow :attr:`trainers`)."""
-        return self.trainers[position] if position < len(self.trainers) else position
-
-    def _failure(self, index: int, code: int | None) -> str:
-        log = self.run_dir / "trainers" / f"{index:03d}" / "worker.log"
+    def _failure(self, position: int, code: int | None) -> str:
+        index, log = ENGINES[self.config.engine]().log_of(self, position)
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        return f"worker {index} exited with code {code}; last lines of {log}:\n{tail}"
+        who = "the host of every trainer" if index is None else f"worker {index}"
+        return f"{who} exited with code {code}; last lines of {log}:\n{tail}"
 
     # -- results -----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from mcfl_chain.algorithms.model_selection import SELECTION_RULES
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
+from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
@@ -233,6 +234,20 @@ class WorkerConfig:
         None, "Append one JSON line per round here (default <state-dir>/metrics.jsonl)."
     )
     threads: int = _option(1, "Torch CPU threads for this worker.", minimum=1)
+    device: str = _option(
+        "cpu",
+        "Where this worker trains and scores models: cpu, cuda (a GPU; refused where "
+        "torch sees none) or auto (cuda where available, else cpu). Weights are the same "
+        "to float rounding on either.",
+        choices=DEVICES,
+    )
+    training: str = _option(
+        "real",
+        "real: train with SGD. stand-in: replace training by a deterministic step drawn "
+        "from the trainer's data, the parent and the round, to check that two engines "
+        "build the same DAG; such a run learns nothing.",
+        choices=("real", "stand-in"),
+    )
     poll_interval: float = _option(0.1, "Seconds between two looks at the chain.")
     max_log_range: int = _option(
         DEFAULT_MAX_LOG_RANGE,

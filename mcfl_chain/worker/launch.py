@@ -27,6 +27,9 @@ from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.accounts import PRIVATE_KEY_ENV, AccountError, Prompt, load_signing_account
 from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.compute.device import resolve_device
+from mcfl_chain.compute.local import Compute, LocalCompute
+from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.learning.codec import MalformedWeightsError, read_layout
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
@@ -46,7 +49,13 @@ LEGACY_KEY_ENV = "MCFL_KEY"
 """The variable that held a raw key before :data:`PRIVATE_KEY_ENV`; no longer read."""
 
 
-def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
+def build_worker(
+    config: WorkerConfig,
+    prompt: Prompt | None = None,
+    compute: Compute | None = None,
+    *,
+    keep_datasets: bool = False,
+) -> Worker:
     """Check ``config`` against the network and build a ready-to-run :class:`Worker`.
 
     Parameters
@@ -55,6 +64,12 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
         The worker's options.
     prompt
         Asks a person for the keystore's password when no file or variable gives it.
+    compute
+        Where it trains and scores models; by default alone on ``config.device``. A
+        host of many trainers gives them one shared compute.
+    keep_datasets
+        Keep whole datasets loaded after cutting this trainer's share, for the next
+        trainer a host builds (a lone worker lets them go).
 
     Raises
     ------
@@ -69,7 +84,11 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
     except TaskError as exc:
         raise WorkerSetupError(f"{config.deployment}: {exc}") from exc
     torch.set_num_threads(config.threads)
-    own_task, data, group = _trainer_task_and_data(config, dep, network)
+    try:
+        device = resolve_device(config.device)
+    except ValueError as exc:
+        raise WorkerSetupError(f"--device {config.device}: {exc}") from exc
+    own_task, data, group = _trainer_task_and_data(config, dep, network, keep_datasets)
     arch = network.arch if own_task is None else own_task.arch
     strategy = make_strategy(
         config.strategy,
@@ -130,6 +149,8 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
             # Reports tell honest trainers (None) from adversaries by this name.
             "adversary": parse_adversary_spec(config.adversary).name if config.adversary else None,
             "defence": config.defence,
+            "device": device.type,
+            **({"training": config.training} if config.training != "real" else {}),
         },
     )
     try:
@@ -142,10 +163,18 @@ def build_worker(config: WorkerConfig, prompt: Prompt | None = None) -> Worker:
             state,
             dag,
             parse_adversary(config.adversary) if config.adversary else None,
+            compute=compute or _compute(config, device),
         )
     except ValueError as exc:  # an adversary that cannot poison this trainer's data
         store.close()
         raise WorkerSetupError(f"--adversary {config.adversary}: {exc}") from exc
+
+
+def _compute(config: WorkerConfig, device: torch.device) -> Compute:
+    """A lone worker's compute: its device, or the stand-in for training."""
+    if config.training == "stand-in":
+        return StandInCompute(device)
+    return LocalCompute(device)
 
 
 def check_heads(strategy: Strategy, arch: str, task: str) -> None:
@@ -230,7 +259,7 @@ def _fees(config: WorkerConfig) -> FeePolicy:
 
 
 def _trainer_task_and_data(
-    config: WorkerConfig, dep: Deployment, network: Task
+    config: WorkerConfig, dep: Deployment, network: Task, keep_datasets: bool = False
 ) -> tuple[LearningTask | None, TrainerData, str]:
     """The task of one's own (None for a built-in architecture), the trainer's data and
     the group its metrics are labelled with."""
@@ -285,7 +314,8 @@ def _trainer_task_and_data(
     except (DatasetError, ValueError, TypeError) as exc:
         raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
     finally:
-        release_datasets()
+        if not keep_datasets:
+            release_datasets()
     if spec.dataset not in network.datasets:
         raise WorkerSetupError(
             f"this network's task is {dep.task!r}; data from {spec.dataset!r} does not belong to it"

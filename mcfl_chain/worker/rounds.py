@@ -79,6 +79,7 @@ from mcfl_chain.chain.client import (
     TrainerStatus,
 )
 from mcfl_chain.chain.errors import ChainUnusable, ProtocolLimitError
+from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
@@ -86,7 +87,7 @@ from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
-from mcfl_chain.learning.training import Evaluation, evaluate, selection_metric, train
+from mcfl_chain.learning.training import Evaluation, selection_metric
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError, StorageUnavailable
 from mcfl_chain.strategies.base import (
@@ -177,8 +178,12 @@ class Worker:
         state: WorkerState,
         dag: ModelDAG,
         adversary: Adversary | None = None,
+        compute: Compute | None = None,
     ) -> None:
         self.chain = chain
+        self.compute: Compute = compute or LocalCompute()
+        """Where models train and are scored: this process's CPU or GPU, or a host's
+        batched computation shared with the trainers it hosts."""
         self.adversary = adversary
         """None for an honest trainer; otherwise what it corrupts (tests, benchmarks)."""
         self.storage = storage
@@ -774,7 +779,7 @@ class Worker:
             else (self.data.test_x, self.data.test_y)
         )
         with self.clock.measure("evaluation"):
-            return evaluate(self._load(weights), x, y, self.kind)
+            return self.compute.evaluate(self.options.arch, weights, x, y, self.kind)
 
     def _score(self, model: ModelRecord) -> tuple[float, float]:
         """Algorithm 1's metric of a candidate on the selection split, and its loss."""
@@ -803,7 +808,7 @@ class Worker:
         if parent == ROOT_ID:
             start = self.strategy.starting_weights() or start
         start = self.strategy.personalise(start)
-        net = self._load(start)
+        weights = {name: value.clone() for name, value in start.items()}
         opts = self.options.training
         if self.adversary is None or self.adversary.trains:
             penalty = self.strategy.regulariser(parent)
@@ -812,8 +817,9 @@ class Worker:
                     "round %d: training %s with the strategy's penalty", round_, short_id(parent)
                 )
             with self.clock.measure("training"):
-                train(
-                    net,
+                weights = self.compute.train(
+                    self.options.arch,
+                    start,
                     self.train_data,
                     epochs=opts.epochs,
                     batch_size=opts.batch_size,
@@ -829,12 +835,11 @@ class Worker:
                 self.adversary.name,
                 short_id(parent),
             )
-        cid = self._publish_update(round_, net, start)
+        cid = self._publish_update(round_, weights, start)
         self.state.set_uploaded(round_, parent, cid)
         return cid
 
-    def _publish_update(self, round_: int, net: torch.nn.Module, parent_weights: StateDict) -> str:
-        weights = net.state_dict()
+    def _publish_update(self, round_: int, weights: StateDict, parent_weights: StateDict) -> str:
         if self.adversary is not None:
             return self.adversary.publish_update(
                 Publication(

@@ -1,0 +1,155 @@
+"""One model at a time on one device: the compute a lone worker uses.
+
+A :class:`Compute` is what a trainer asks to train and score models; the trainer never
+touches a device itself. :class:`LocalCompute` runs :func:`~mcfl_chain.learning.training.
+train` and :func:`~mcfl_chain.learning.training.evaluate` on the device it was given,
+moving a trainer's data there once and every result back to the CPU, where weights are
+encoded and stored. The simulator's batched engine gives its hosted trainers a compute
+that gathers their requests into one batched computation instead
+(:mod:`mcfl_chain.host.compute`); the trainer cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from mcfl_chain.learning.models import ModelKind, create_model
+from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.training import Evaluation, evaluate, train
+
+StateDict = dict[str, torch.Tensor]
+Penalty = Callable[[nn.Module], torch.Tensor]
+
+
+class Compute(Protocol):
+    """What a trainer asks of its compute backend. Weights in and out are CPU tensors."""
+
+    device: torch.device
+
+    def train(
+        self,
+        arch: str,
+        start: StateDict,
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalty: Penalty | None = None,
+    ) -> StateDict:
+        """The weights after :func:`~mcfl_chain.learning.training.train` from ``start``."""
+        ...
+
+    def evaluate(
+        self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
+    ) -> Evaluation:
+        """:func:`~mcfl_chain.learning.training.evaluate` of ``weights`` on ``(x, y)``."""
+        ...
+
+
+class LocalCompute:
+    """Each request runs alone, now, on ``device`` (the CPU by default).
+
+    Parameters
+    ----------
+    device
+        Where models train and are scored. A trainer's data is copied there on its first
+        use and kept (a handful of megabytes for a LeNet share).
+    """
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self._templates: dict[str, nn.Module] = {}
+        self._on_device: dict[int, tuple[object, object]] = {}
+        self._lock = threading.Lock()
+
+    def model(self, arch: str, weights: StateDict) -> nn.Module:
+        """A fresh model of ``arch`` holding ``weights``, on this compute's device."""
+        with self._lock:
+            template = self._templates.get(arch)
+            if template is None:
+                template = self._templates[arch] = create_model(arch, seed=0)
+        net = copy.deepcopy(template)
+        net.load_state_dict(weights)
+        return net.to(self.device)
+
+    def placed(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` on this compute's device (itself on the CPU)."""
+        return tensor if tensor.device == self.device else self._cached(tensor)
+
+    def _cached(self, tensor: torch.Tensor) -> torch.Tensor:
+        # Keyed by identity: a trainer's splits are built once and live as long as it.
+        key = id(tensor)
+        with self._lock:
+            hit = self._on_device.get(key)
+            if hit is not None and hit[0] is tensor:
+                return hit[1]  # type: ignore[return-value]
+            moved = tensor.to(self.device)
+            self._on_device[key] = (tensor, moved)
+            return moved
+
+    def _data(self, data: TrainerData) -> TrainerData:
+        if self.device.type == "cpu":
+            return data
+        return replace(
+            data,
+            train_x=self.placed(data.train_x),
+            train_y=self.placed(data.train_y),
+            val_x=self.placed(data.val_x),
+            val_y=self.placed(data.val_y),
+            test_x=self.placed(data.test_x),
+            test_y=self.placed(data.test_y),
+        )
+
+    def train(
+        self,
+        arch: str,
+        start: StateDict,
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalty: Penalty | None = None,
+    ) -> StateDict:
+        if penalty is not None and self.device.type != "cpu":
+            # A strategy's penalty closes over CPU tensors (FedFMC's Fisher information).
+            return LocalCompute("cpu").train(
+                arch,
+                start,
+                data,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                momentum=momentum,
+                seed=seed,
+                penalty=penalty,
+            )
+        net = self.model(arch, start)
+        train(
+            net,
+            self._data(data),
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            momentum=momentum,
+            seed=seed,
+            penalty=penalty,
+        )
+        return {name: value.detach().cpu() for name, value in net.state_dict().items()}
+
+    def evaluate(
+        self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
+    ) -> Evaluation:
+        return evaluate(self.model(arch, weights), self.placed(x), self.placed(y), kind)

@@ -1,0 +1,177 @@
+"""The chain as the trainers of one host read it: events decoded once, every status
+read in one batch, for all of them.
+
+Every hosted trainer keeps its own :class:`~mcfl_chain.chain.client.ChainClient`: its
+key, its nonce, its votes, its two transactions a round, so nothing on chain tells a
+hosted trainer from a separate process. What they share is what they would otherwise
+read N times over:
+
+- the protocol's events: :class:`SharedReads` fetches and decodes each block's logs once
+  and hands every trainer the records of the range it syncs;
+- their statuses: a waiting trainer polls ``Models.statusOf`` many times a second, and on
+  a devnet every transaction is a new block. The host reads the head at most every
+  ``refresh`` seconds and, when it moved, every hosted trainer's status in one JSON-RPC
+  batch request; a trainer that sent a transaction since reads its own status directly,
+  so it never acts on a snapshot older than its own vote.
+
+Only for a node that acts on the latest block (no confirmations, a devnet's case): with
+confirmations, a client reads views at its own depth and keeps the base behaviour.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from typing import Any, cast
+
+from web3.types import BlockIdentifier
+
+from mcfl_chain.chain.client import ChainClient, ChainEvent, TrainerStatus, status_from_view
+
+
+class SharedReads:
+    """The event log, head and trainers' statuses of one chain, read once for a host.
+
+    Parameters
+    ----------
+    reader
+        A client of the chain (read-only is enough) that fetches logs and views.
+    refresh
+        Seconds for which a head read is good for every trainer.
+    """
+
+    def __init__(self, reader: ChainClient, refresh: float = 0.05) -> None:
+        self._reader = reader
+        self._refresh = refresh
+        self._lock = threading.Lock()
+        self._head = -1
+        self._head_read = -float("inf")
+        self._records: list[ChainEvent] = []
+        self._blocks: list[int] = []
+        self._first: int | None = None
+        self._last = -1
+        self._members: list[str] = []
+        self._statuses: dict[str, TrainerStatus] = {}
+        self._status_head = -1
+        self._status_read = -1.0
+        """When (monotonic) the statuses in hand started to be read."""
+        self.fetches = 0
+        """Log requests sent so far (how much the host saved, for its report)."""
+        self.status_batches = 0
+        """Batched status reads so far."""
+
+    def head(self) -> int:
+        """The latest block number, at most ``refresh`` seconds old."""
+        with self._lock:
+            return self._head_now()
+
+    def _head_now(self) -> int:
+        now = time.monotonic()
+        if now - self._head_read >= self._refresh:
+            self._head = self._reader.latest_block()
+            self._head_read = now
+        return self._head
+
+    def add_member(self, address: str) -> None:
+        """Read ``address``'s status with the others from now on."""
+        with self._lock:
+            self._members.append(address)
+            self._status_head = -1  # the next look reads everyone's, this one's too
+
+    def status(self, address: str) -> tuple[float, TrainerStatus]:
+        """The status of member ``address`` and when (monotonic) its read started; every
+        member's status is read again, in one batch request, once the head moved."""
+        with self._lock:
+            head = self._head_now()
+            if head != self._status_head:
+                started = time.monotonic()
+                reader = self._reader
+                with reader.w3.batch_requests() as batch:
+                    for member in self._members:
+                        batch.add(reader.models.functions.statusOf(member))
+                    values = batch.execute()
+                self._statuses = {
+                    m: status_from_view(cast(Any, v))
+                    for m, v in zip(self._members, values, strict=True)
+                }
+                self._status_head, self._status_read = head, started
+                self.status_batches += 1
+            return self._status_read, self._statuses[address]
+
+    def events(self, from_block: int, to_block: int) -> list[ChainEvent]:
+        """The decoded events of ``[from_block, to_block]``, fetched once per block."""
+        with self._lock:
+            if self._first is None:
+                self._first, self._last = from_block, from_block - 1
+            if from_block < self._first:
+                earlier = self._fetch(from_block, self._first - 1)
+                self._records[:0] = earlier
+                self._blocks[:0] = [e.block_number for e in earlier]
+                self._first = from_block
+            if to_block > self._last:
+                later = self._fetch(self._last + 1, to_block)
+                self._records += later
+                self._blocks += [e.block_number for e in later]
+                self._last = to_block
+            lo = bisect.bisect_left(self._blocks, from_block)
+            hi = bisect.bisect_right(self._blocks, to_block)
+            return self._records[lo:hi]
+
+    def _fetch(self, start: int, stop: int) -> list[ChainEvent]:
+        self.fetches += 1
+        return self._reader.events(start, stop)
+
+
+class HostedChainClient(ChainClient):
+    """A trainer's own client whose reads go through its host's :class:`SharedReads`.
+
+    Build it with :meth:`adopt` from the client the worker was set up with.
+    """
+
+    shared: SharedReads
+    _own: tuple[float, TrainerStatus] | None
+    _sent: int
+    _seen: int
+
+    @classmethod
+    def adopt(cls, client: ChainClient, shared: SharedReads) -> HostedChainClient:
+        """``client`` itself, now reading through ``shared`` (same account, nonce and
+        connection: the instance is kept, only its class changes)."""
+        if client.confirmations:
+            raise ValueError(
+                "a host shares its reads only on a chain acted on at the latest block "
+                "(confirmations 0); run trainers that wait for confirmations as processes"
+            )
+        client.__class__ = cls
+        assert isinstance(client, HostedChainClient)
+        client.shared = shared
+        client._own = None
+        client._sent = client._seen = 0
+        shared.add_member(client.address)
+        return client
+
+    def _send(self, description: str, call: Any, gas: int | None = None, value: int = 0) -> Any:
+        try:
+            return super()._send(description, call, gas, value)
+        finally:
+            self._sent += 1  # its own transaction changes its status: read it itself
+
+    def status(self, trainer: str | None = None) -> TrainerStatus:
+        if trainer is not None:
+            return super().status(trainer)
+        if self._sent != self._seen:
+            # Its own transaction since the last look: the snapshot may predate it.
+            self._seen = self._sent
+            started = time.monotonic()
+            self._own = (started, super().status())
+            return self._own[1]
+        read, status = self.shared.status(self.address)
+        if self._own is not None and self._own[0] > read:
+            return self._own[1]  # its own read is newer than the host's snapshot
+        return status
+
+    def events(self, from_block: int, to_block: BlockIdentifier = "latest") -> list[ChainEvent]:
+        if isinstance(to_block, int) and not isinstance(to_block, bool):
+            return self.shared.events(int(from_block), to_block)
+        return super().events(from_block, to_block)

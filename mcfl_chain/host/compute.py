@@ -1,0 +1,172 @@
+"""One compute for every trainer a host runs: their training requests, gathered into one
+batched computation.
+
+The trainers of a host run as threads, each through its own round state machine; in a
+PROPOSE phase they all ask to train at about the same moment. :class:`BatchingCompute`
+holds each request until every hosted trainer that is still playing has asked, or until
+no new request came for ``linger`` seconds, then trains all of them at once with
+:func:`~mcfl_chain.compute.batched.train_batched` (one ``vmap`` over stacked parameters
+instead of a Python loop per trainer) and hands each thread its own result. A request
+that cannot be batched (a strategy's loss penalty, a task that trains with its own code)
+runs alone on the same device, as :class:`~mcfl_chain.compute.local.LocalCompute` would.
+
+What a trainer gets is what training alone gives, to float rounding: the batch order,
+the loss and the optimiser are the same (:mod:`mcfl_chain.compute.batched`). Scoring
+(Algorithm 1's candidates, the reported test figure) runs per request on the host's
+device: a forward pass over a few hundred samples, not worth a rendezvous.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from mcfl_chain.compute.batched import TrainJob, can_batch, train_batched
+from mcfl_chain.compute.local import LocalCompute, Penalty, StateDict
+from mcfl_chain.learning.models import ModelKind
+from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.training import Evaluation
+
+
+@dataclass(eq=False)  # compared by identity: a request is one thread's
+class _Request:
+    arch: str
+    job: TrainJob
+    done: threading.Event = field(default_factory=threading.Event)
+    result: StateDict | None = None
+    error: BaseException | None = None
+
+
+class BatchingCompute:
+    """A :class:`~mcfl_chain.compute.local.Compute` shared by the trainers of one host.
+
+    Parameters
+    ----------
+    device
+        Where everything runs.
+    expected
+        How many requests to wait for at most: the hosted trainers still playing.
+    linger
+        Seconds without a new request after which the requests in hand are trained
+        without waiting for the others (a trainer with nothing to train this phase, or
+        one still scoring candidates, does not hold the rest back longer than this).
+    max_models
+        Most models in one batched computation (memory bound).
+    """
+
+    def __init__(
+        self,
+        device: torch.device | str,
+        expected: Callable[[], int],
+        *,
+        linger: float = 0.3,
+        max_models: int = 256,
+    ) -> None:
+        self.device = torch.device(device)
+        self._expected = expected
+        self._linger = linger
+        self._max_models = max_models
+        self._local = LocalCompute(self.device)
+        self._pending: list[_Request] = []
+        self._last_arrival = 0.0
+        self._cond = threading.Condition()
+        self.batches: list[int] = []
+        """Size of every batched computation run so far (for the host's report)."""
+
+    def train(
+        self,
+        arch: str,
+        start: StateDict,
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalty: Penalty | None = None,
+    ) -> StateDict:
+        if penalty is not None or not can_batch(arch):
+            return self._local.train(
+                arch,
+                start,
+                data,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                momentum=momentum,
+                seed=seed,
+                penalty=penalty,
+            )
+        request = _Request(
+            arch,
+            TrainJob(
+                start=start,
+                data=data,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                momentum=momentum,
+                seed=seed,
+            ),
+        )
+        with self._cond:
+            self._pending.append(request)
+            self._last_arrival = time.monotonic()
+            self._cond.notify_all()
+        while not request.done.is_set():
+            batch = self._claim(request)
+            if batch:
+                self._run(batch)
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _claim(self, request: _Request) -> list[_Request]:
+        """The requests this thread must train now, or [] once another thread took
+        ``request`` (or after a short wait)."""
+        with self._cond:
+            if request.done.is_set() or not any(r is request for r in self._pending):
+                self._cond.wait(0.05)
+                return []
+            full = len(self._pending) >= max(1, self._expected())
+            quiet = time.monotonic() - self._last_arrival >= self._linger
+            if not (full or quiet):
+                self._cond.wait(min(self._linger, 0.05))
+                return []
+            batch, self._pending = self._pending, []
+            return batch
+
+    def _run(self, batch: list[_Request]) -> None:
+        by_arch: dict[str, list[_Request]] = {}
+        for request in batch:
+            by_arch.setdefault(request.arch, []).append(request)
+        for arch, requests in by_arch.items():
+            jobs = [r.job for r in requests]
+            # A lone model runs through other kernels than a batch of them (rounding
+            # differs): pad it, so a trainer's bits never depend on who else trained.
+            padded = jobs if len(jobs) > 1 else jobs * 2
+            try:
+                results = train_batched(arch, padded, self.device, max_models=self._max_models)
+                results = results[: len(jobs)]
+                for request, (weights, _report) in zip(requests, results, strict=True):
+                    request.result = weights
+            except BaseException as exc:  # every waiting trainer must hear of it
+                for request in requests:
+                    request.error = exc
+            finally:
+                self.batches.append(len(requests))
+                for request in requests:
+                    request.done.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def evaluate(
+        self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
+    ) -> Evaluation:
+        return self._local.evaluate(arch, weights, x, y, kind)

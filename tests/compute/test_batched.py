@@ -1,0 +1,243 @@
+"""Batched training and scoring against the per-model ``train`` and ``evaluate``; devices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import pytest
+import torch
+from torch import nn
+
+from mcfl_chain.compute import batched
+from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
+from mcfl_chain.compute.device import DEVICES, resolve_device
+from mcfl_chain.learning.models import (
+    Architecture,
+    create_model,
+    register_architecture,
+)
+from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
+from mcfl_chain.learning.training import Evaluation, TrainReport, evaluate, train
+
+# Parameters agree to ~1e-7 here (the batched kernels only sum in another order); 1e-5
+# leaves room for other CPUs' kernels and is still far below one SGD step's size
+# (lr × gradient ≈ 1e-3).
+ATOL = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    # The machine is shared: two threads fighting other processes are slower than one.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _data(n_train: int, n_val: int, seed: int) -> TrainerData:
+    """Random images and labels (the comparison needs no real data, only its shapes)."""
+    generator = torch.Generator().manual_seed(seed)
+    n = n_train + n_val
+    x = torch.rand(n, 1, 28, 28, generator=generator)
+    y = torch.randint(0, 10, (n,), generator=generator)
+    return TrainerData(
+        spec=TrainerDataSpec("digits"),
+        num_classes=10,
+        train_x=x[:n_train],
+        train_y=y[:n_train],
+        val_x=x[n_train:],
+        val_y=y[n_train:],
+        test_x=x[:0],
+        test_y=y[:0],
+        indices=torch.arange(n).numpy(),
+    )
+
+
+def _sequential(arch: str, job: TrainJob) -> tuple[dict[str, torch.Tensor], TrainReport]:
+    model = create_model(arch, seed=0)
+    model.load_state_dict(job.start)
+    report = train(
+        model,
+        job.data,
+        job.epochs,
+        batch_size=job.batch_size,
+        lr=job.lr,
+        momentum=job.momentum,
+        weight_decay=job.weight_decay,
+        seed=job.seed,
+    )
+    return model.state_dict(), report
+
+
+def _assert_close_evaluations(got: Evaluation | None, expected: Evaluation | None) -> None:
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None and got.num_samples == expected.num_samples
+    assert got.loss == pytest.approx(expected.loss, rel=1e-5)
+    if expected.accuracy is None:
+        assert got.accuracy is None
+    else:
+        # One prediction may flip where two logits tie to float rounding.
+        assert got.accuracy == pytest.approx(expected.accuracy, abs=1.0 / expected.num_samples)
+
+
+def _assert_matches_train(arch: str, jobs: list[TrainJob]) -> list[dict[str, torch.Tensor]]:
+    results = train_batched(arch, jobs)
+    assert len(results) == len(jobs)
+    for job, (state, report) in zip(jobs, results, strict=True):
+        expected_state, expected = _sequential(arch, job)
+        assert list(state) == list(job.start)
+        for name, value in state.items():
+            start = job.start[name]
+            assert value.device.type == "cpu" and value.is_contiguous()
+            assert value.dtype == start.dtype and value.shape == start.shape
+            torch.testing.assert_close(value, expected_state[name], atol=ATOL, rtol=0)
+        assert report.num_samples == expected.num_samples and report.epochs == expected.epochs
+        assert report.loss == pytest.approx(expected.loss, rel=1e-5)
+        assert report.seconds == results[0][1].seconds > 0
+        _assert_close_evaluations(report.validation, expected.validation)
+    return [state for state, _ in results]
+
+
+@pytest.mark.parametrize("arch", ["lenet-light", "lenet5", "lenet-cae"])
+def test_batched_training_matches_train(arch: str) -> None:
+    # Prepare: different sample counts (so steps and last batches differ), SGD settings and
+    # seeds in one computation; one job without a validation split.
+    jobs = [
+        TrainJob(create_model(arch, 1).state_dict(), _data(40, 10, 1), epochs=2, batch_size=16),
+        TrainJob(
+            create_model(arch, 2).state_dict(),
+            _data(57, 0, 2),
+            epochs=2,
+            batch_size=16,
+            lr=0.05,
+            momentum=0.0,
+            seed=7,
+        ),
+        TrainJob(
+            create_model(arch, 3).state_dict(),
+            _data(64, 23, 3),
+            epochs=2,
+            batch_size=16,
+            lr=0.02,
+            weight_decay=0.01,
+            seed=3,
+        ),
+    ]
+    # Execute / Assert
+    _assert_matches_train(arch, jobs)
+
+
+def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order() -> None:
+    # Prepare: three groups (by epochs and batch size), interleaved; chunks of two models.
+    data = _data(30, 5, 0)  # one trainer's data shared by several models
+    settings = [(1, 16), (2, 8), (1, 16), (1, 7)]
+    jobs = [
+        TrainJob(create_model("lenet-light", i).state_dict(), data, epochs=e, batch_size=b)
+        for i, (e, b) in enumerate(settings)
+    ]
+    # Execute
+    results = train_batched("lenet-light", jobs, max_models=2)
+    # Assert
+    for job, (state, report) in zip(jobs, results, strict=True):
+        expected_state, expected = _sequential("lenet-light", job)
+        assert report.epochs == job.epochs
+        assert report.loss == pytest.approx(expected.loss, rel=1e-5)
+        for name in state:
+            torch.testing.assert_close(state[name], expected_state[name], atol=ATOL, rtol=0)
+
+
+def test_multi_head_models_keep_their_buffer_and_unused_heads() -> None:
+    # Prepare: models predicting with head 0 and head 1 (two groups); weight decay, which
+    # SGD must not apply to a head that gets no gradient.
+    arch = "lenet-light-heads2"
+    starts = [create_model(arch, seed).state_dict() for seed in range(3)]
+    starts[1]["head_choice"] = torch.tensor(1)
+    jobs = [
+        TrainJob(start, _data(20 + 9 * i, 6, i), epochs=2, batch_size=8, weight_decay=0.05)
+        for i, start in enumerate(starts)
+    ]
+    # Execute
+    states = _assert_matches_train(arch, jobs)
+    # Assert
+    for start, state in zip(starts, states, strict=True):
+        choice = int(start["head_choice"])
+        assert state["head_choice"].dtype == torch.int64 and int(state["head_choice"]) == choice
+        kept = (f"heads.{1 - choice}.", "head_choice")
+        for name in state:
+            assert torch.equal(state[name], start[name]) == name.startswith(kept), name
+
+
+def test_repeat_calls_are_bit_identical() -> None:
+    jobs = [
+        TrainJob(create_model("lenet-light", i).state_dict(), _data(n, 4, i), epochs=2, seed=i)
+        for i, n in enumerate((33, 50))
+    ]
+    first = train_batched("lenet-light", jobs)
+    second = train_batched("lenet-light", jobs)
+    for (state_1, report_1), (state_2, report_2) in zip(first, second, strict=True):
+        assert all(torch.equal(state_1[name], state_2[name]) for name in state_1)
+        assert report_1.loss == report_2.loss and report_1.validation == report_2.validation
+
+
+@pytest.mark.parametrize("arch", ["lenet-light", "lenet-cae"])
+def test_batched_evaluation_matches_evaluate(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prepare: sets of different sizes, scored in several passes of 16 rows.
+    monkeypatch.setattr(batched, "EVAL_ROWS", 16)
+    models = [create_model(arch, seed) for seed in range(3)]
+    sets = [_data(0, n, seed) for seed, n in enumerate((5, 23, 70))]
+    xs, ys = [d.val_x for d in sets], [d.val_y for d in sets]
+    # Execute
+    scores = evaluate_batched(arch, [m.state_dict() for m in models], xs, ys)
+    # Assert
+    for model, x, y, score in zip(models, xs, ys, scores, strict=True):
+        _assert_close_evaluations(score, evaluate(model, x, y))
+
+
+def test_what_cannot_be_batched_is_refused(restore_architectures: None) -> None:
+    # Prepare: a task's model that trains with its own code, and one with dropout.
+    def build() -> nn.Module:
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+
+    register_architecture(
+        Architecture("toy-own", "classifier", build, "own training", train=lambda *a, **k: None)
+    )
+    register_architecture(
+        Architecture(
+            "toy-dropout",
+            "classifier",
+            lambda: nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(784, 10)),
+            "dropout",
+        )
+    )
+    # Execute / Assert
+    assert all(can_batch(arch) for arch in ("lenet5", "lenet-light", "lenet-cae"))
+    assert can_batch("lenet5-heads3")
+    assert not can_batch("toy-own") and not can_batch("toy-dropout")
+    job = TrainJob(build().state_dict(), _data(8, 0, 0), epochs=1)
+    with pytest.raises(ValueError, match="one model at a time"):
+        train_batched("toy-own", [job])
+
+
+def test_bad_jobs_are_refused() -> None:
+    start: Mapping[str, torch.Tensor] = create_model("lenet-light", 0).state_dict()
+    with pytest.raises(ValueError, match="no sample"):
+        train_batched("lenet-light", [TrainJob(start, _data(0, 3, 0), epochs=1)])
+    with pytest.raises(ValueError, match="missing"):
+        train_batched("lenet-light", [TrainJob(dict(list(start.items())[1:]), _data(4, 0, 0), 1)])
+    with pytest.raises(ValueError, match="epochs and batch_size"):
+        train_batched("lenet-light", [TrainJob(start, _data(4, 0, 0), epochs=0)])
+    assert train_batched("lenet-light", []) == []
+
+
+def test_resolve_device() -> None:
+    assert DEVICES == ("auto", "cpu", "cuda")
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto") == torch.device(expected)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no GPU"):
+            resolve_device("cuda")
+    with pytest.raises(ValueError, match="auto, cpu, cuda"):
+        resolve_device("gpu")

@@ -1,0 +1,118 @@
+"""The host's shared compute (mcfl_chain.host.compute): hosted trainers' training
+requests of a phase become one batched computation, with each trainer's own result."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from mcfl_chain.compute.batched import TrainJob, train_batched
+from mcfl_chain.compute.local import LocalCompute
+from mcfl_chain.host.compute import BatchingCompute
+from mcfl_chain.learning.models import create_model
+from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+
+ARCH = "lenet-light"
+OPTIONS = dict(epochs=1, batch_size=16, lr=0.05, momentum=0.9, seed=3)
+
+
+@pytest.fixture(scope="module")
+def shares():
+    specs = scenario_specs("iid", 3, 0, dataset="digits", samples_per_trainer=90)
+    return [build_trainer_data(spec) for spec in specs]
+
+
+def _start(i: int) -> dict[str, torch.Tensor]:
+    return create_model(ARCH, seed=i).state_dict()
+
+
+def _train_in_threads(compute, shares, penalty=None):
+    results: dict[int, dict[str, torch.Tensor]] = {}
+
+    def trainer(i: int) -> None:
+        results[i] = compute.train(ARCH, _start(i), shares[i], penalty=penalty, **OPTIONS)
+
+    threads = [threading.Thread(target=trainer, args=(i,)) for i in range(len(shares))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_concurrent_requests_train_as_one_batch_with_each_trainers_own_result(shares):
+    # Prepare
+    compute = BatchingCompute("cpu", expected=lambda: 3, linger=5.0)
+
+    # Execute
+    results = _train_in_threads(compute, shares)
+
+    # Assert: one computation of three models, each result the batched one bit for bit
+    assert compute.batches == [3]
+    jobs = [TrainJob(start=_start(i), data=shares[i], **OPTIONS) for i in range(3)]
+    expected = train_batched(ARCH, jobs, "cpu")
+    for i in range(3):
+        assert _same(results[i], expected[i][0])
+        alone = LocalCompute().train(ARCH, _start(i), shares[i], **OPTIONS)
+        assert all(torch.allclose(results[i][k], alone[k], atol=1e-4) for k in alone)
+
+
+def test_a_lone_request_gets_the_bits_it_gets_in_a_batch(shares):
+    # Prepare: nobody else will come (expected 1)
+    compute = BatchingCompute("cpu", expected=lambda: 1)
+
+    # Execute
+    lone = compute.train(ARCH, _start(0), shares[0], **OPTIONS)
+
+    # Assert: a run does not depend on who else trained in the same phase
+    jobs = [TrainJob(start=_start(i), data=shares[i], **OPTIONS) for i in range(3)]
+    assert _same(lone, train_batched(ARCH, jobs, "cpu")[0][0])
+
+
+def test_a_request_with_a_penalty_is_trained_alone_with_it(shares):
+    # Prepare: a penalty pulling every weight to zero
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+
+    def penalty(model: torch.nn.Module) -> torch.Tensor:
+        return sum(p.pow(2).sum() for p in model.parameters())
+
+    # Execute
+    results = _train_in_threads(compute, shares[:2], penalty=penalty)
+
+    # Assert: no batch ran, and the result is the penalised per-model training's
+    assert compute.batches == []
+    local = LocalCompute().train(ARCH, _start(1), shares[1], penalty=penalty, **OPTIONS)
+    assert _same(results[1], local)
+
+
+def test_a_failed_batch_is_every_waiting_trainers_error(shares):
+    # Prepare: one request whose weights do not fit the architecture
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+    errors: list[BaseException] = []
+
+    def trainer(start: dict[str, torch.Tensor], i: int) -> None:
+        try:
+            compute.train(ARCH, start, shares[i], **OPTIONS)
+        except Exception as exc:
+            errors.append(exc)
+
+    broken = {name: value[..., :1] for name, value in _start(1).items()}
+    threads = [
+        threading.Thread(target=trainer, args=(_start(0), 0)),
+        threading.Thread(target=trainer, args=(broken, 1)),
+    ]
+
+    # Execute
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    # Assert: both trainers hear of it, none hangs
+    assert len(errors) == 2 and not any(t.is_alive() for t in threads)
