@@ -64,6 +64,17 @@ _TYPES: dict[str, tuple[type, ...]] = {
 _REQUIRED = ("address", "deployment_block", "last_block")
 
 
+def _is_model_id(value: object) -> bool:
+    """Whether ``value`` is a model id as saved: 32 bytes in hex."""
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass
 class WorkerState:
     """Persistent position of one trainer. Written atomically after every change."""
@@ -125,7 +136,7 @@ class WorkerState:
                 f"choose another --state-dir"
             ) from exc
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except FileNotFoundError:
             return cls.fresh(state_dir, address, deployment_block)
         except OSError as exc:
@@ -134,7 +145,7 @@ class WorkerState:
                 f"choose another --state-dir"
             ) from exc
         try:
-            raw = cls._parse(text)
+            raw = cls._parse(data)
         except ValueError as exc:
             return cls._start_over(state_dir, address, deployment_block, f"{path} is {exc}")
         if raw["address"].lower() != address.lower():
@@ -153,8 +164,12 @@ class WorkerState:
         return cls(path=path, **raw)
 
     @staticmethod
-    def _parse(text: str) -> dict[str, Any]:
+    def _parse(data: bytes) -> dict[str, Any]:
         """The fields of a state file; ValueError says what is wrong with it."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not text (byte {exc.start} is not UTF-8)") from None
         if not text.strip():
             raise ValueError("empty")
         try:
@@ -171,6 +186,11 @@ class WorkerState:
         wrong = [k for k, v in raw.items() if not isinstance(v, _TYPES[k])]
         if wrong:
             raise ValueError(f"not a state file (bad {', '.join(wrong)})")
+        for round_, ids in raw.get("chosen", {}).items():
+            if not isinstance(ids, list) or not all(_is_model_id(i) for i in ids):
+                raise ValueError(f"not a state file (bad model ids chosen in round {round_})")
+        if not all(isinstance(c, str) for c in raw.get("uploaded", {}).values()):
+            raise ValueError("not a state file (bad uploaded)")
         return raw
 
     @classmethod

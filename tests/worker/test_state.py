@@ -117,3 +117,30 @@ def test_a_state_directory_that_cannot_be_created_says_so(tmp_path):
     # Execute / Assert
     with pytest.raises(StateError, match="cannot create the state directory .*--state-dir"):
         WorkerState.open(tmp_path / "file" / "state", ME, deployment_block=0)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"address": "\xff\xfe", "deployment_block": 3, "last_block": 9}',
+        json.dumps(
+            {"address": ME, "deployment_block": 3, "last_block": 9, "chosen": {"2": ["zz"]}}
+        ).encode(),
+        json.dumps(
+            {"address": ME, "deployment_block": 3, "last_block": 9, "chosen": {"2": [7]}}
+        ).encode(),
+    ],
+    ids=["not-utf8", "non-hex-model-id", "non-string-model-id"],
+)
+def test_a_state_file_with_bad_bytes_or_model_ids_is_set_aside_and_rebuilt(tmp_path, content):
+    # Prepare: a state file that is not UTF-8, or valid JSON whose chosen model ids
+    # are not hex (both used to end the worker with a traceback, at open or later).
+    (tmp_path / "state.json").write_bytes(content)
+
+    # Execute
+    state = WorkerState.open(tmp_path, ME, deployment_block=3)
+
+    # Assert: started over from the deployment block; the file kept aside, unchanged.
+    assert (state.last_block, state.chosen_for(2)) == (2, None)
+    (aside,) = tmp_path.glob("state.json.damaged-*")
+    assert aside.read_bytes() == content
