@@ -16,9 +16,11 @@ over from the chain.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -48,6 +50,44 @@ def set_aside(path: Path) -> Path | None:
             f"cannot set {path} aside ({exc.strerror or exc}); move it away by hand"
         ) from exc
     return target
+
+
+_TEMP = re.compile(r"\.state\.json\.(\d+)\.tmp")
+"""Name of the file a save writes before renaming it: ``.state.json.<pid>.tmp``."""
+
+
+def _pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temp_files(state_dir: Path) -> None:
+    """Delete the temp files that saves of processes since ended left (a crash mid-save).
+
+    They hold a state never renamed into place, so nothing is lost; a file of a running
+    process (this one included, which is not saving now) is left alone.
+    """
+    for path in state_dir.glob(".state.json.*.tmp"):
+        match = _TEMP.fullmatch(path.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and _pid_running(pid):
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot remove %s, left by a crash (%s)", path, exc.strerror or exc)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -135,6 +175,7 @@ class WorkerState:
                 f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
                 f"choose another --state-dir"
             ) from exc
+        remove_stale_temp_files(state_dir)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -223,6 +264,8 @@ class WorkerState:
                 os.fsync(f.fileno())
             tmp.replace(self.path)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # a half-written file is no use to anyone
             raise StateError(
                 f"cannot write {self.path} ({exc.strerror or exc}); free some space or "
                 f"choose another --state-dir"

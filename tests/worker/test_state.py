@@ -1,6 +1,10 @@
 """The worker's persistent state: atomic saves, ownership checks, crash-safe event log."""
 
+import errno
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -144,3 +148,36 @@ def test_a_state_file_with_bad_bytes_or_model_ids_is_set_aside_and_rebuilt(tmp_p
     assert (state.last_block, state.chosen_for(2)) == (2, None)
     (aside,) = tmp_path.glob("state.json.damaged-*")
     assert aside.read_bytes() == content
+
+
+def test_temp_files_of_dead_workers_are_removed_and_a_failed_save_leaves_none(
+    tmp_path, monkeypatch
+):
+    # Prepare: temp files a crash during a save left (a process that has ended), and
+    # one of a process still running (which may be saving right now).
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    stale = tmp_path / f".state.json.{ended.pid}.tmp"
+    live = tmp_path / f".state.json.{running.pid}.tmp"
+    for path in (stale, live):
+        path.write_text('{"address": "0x')
+    try:
+        # Execute
+        state = WorkerState.open(tmp_path, ME, deployment_block=0)
+        kept = sorted(p.name for p in tmp_path.glob(".*.tmp"))
+        monkeypatch.setattr(os, "fsync", lambda fd: _raise(OSError(errno.ENOSPC, "No space")))
+        with pytest.raises(StateError, match="cannot write .*state.json"):
+            state.set_chosen(1, [b"\x01" * 32])
+    finally:
+        running.kill()
+        running.wait()
+
+    # Assert: the ended process's temp file is gone, the running one's is kept, and the
+    # failed save removed its own.
+    assert kept == [live.name]
+    assert sorted(p.name for p in tmp_path.glob(".*.tmp")) == [live.name]
+
+
+def _raise(exc):
+    raise exc
