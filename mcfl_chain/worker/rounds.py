@@ -96,6 +96,7 @@ from mcfl_chain.strategies.base import (
     StrategyContext,
     UpdateInfo,
 )
+from mcfl_chain.worker.metrics_file import append_line
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
@@ -1207,9 +1208,7 @@ class Worker:
         self._release()
         self._round_started = now
         if self.options.metrics_path is not None:
-            self.options.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.options.metrics_path, "a") as f:
-                f.write(json.dumps(line) + "\n")
+            append_line(self.options.metrics_path, line)  # whole or not at all
         self.state.mark_reported(round_)
 
     def _log_traffic(self, round_: int, traffic: dict[str, int]) -> None:

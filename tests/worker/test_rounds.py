@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_disk
 
 from mcfl_chain.adversaries import Adversary
 from mcfl_chain.adversaries.free_rider import FreeRider
@@ -588,6 +589,38 @@ def test_a_worker_stopped_after_its_aggregations_were_mined_writes_the_rounds_me
     (line,) = metrics.read_text().splitlines()
     assert '"round": 0' in line
     assert model_id(ROOT_ID, [mine.args["updateId"]]).hex() in line
+
+
+def test_a_full_disk_stops_the_worker_with_one_line_and_no_torn_metrics_line(tmp_path):
+    # Prepare: the round-0 metrics line of the previous test is due, and the metrics
+    # file is on a disk that is full.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    mine = proposed(1, 0, cid=storage.put(weights_blob(1)))
+    events = [
+        mine,
+        *created(1, 0, ROOT_ID, [mine.args["updateId"]]),
+        voted(1, 0, Phase.AGGREGATE, block=2),
+    ]
+    chain = ScriptedChain(lambda: status(round_=1, voted=True), events)
+    metrics = tmp_path / "disk" / "metrics.jsonl"
+    with tiny_disk(tmp_path / "disk") as fill:
+        fill()
+        worker = make_worker(
+            tmp_path, chain, storage, genesis, scripted_data(), metrics_path=metrics, rounds=1
+        )
+
+        # Execute
+        finished, errors = run_briefly(worker, 10.0)
+
+        # Assert: it stops in one line naming the file and the full disk; no line is
+        # left torn, and the round is not marked as written (a restart writes it).
+        assert finished and [type(e) for e in errors] == [WorkerHalted]
+        message = str(errors[0])
+        assert message.startswith(f"state: cannot append to {metrics}: the disk is full")
+        assert "\n" not in message
+        assert not metrics.exists() or metrics.read_bytes() == b""
+        assert worker.state.reported == []
 
 
 # -- what cannot be used ------------------------------------------------------------------
