@@ -40,7 +40,7 @@ from mcfl_chain.dag.events import apply_events
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.storage import IpfsStorage, RetryPolicy, Storage, open_storage
 from mcfl_chain.storage.errors import BlobNotFound, CorruptBlob, InvalidCID, StorageError
-from mcfl_chain.worker.state import StateError, WorkerState
+from mcfl_chain.worker.state import StateError, WorkerState, lock_state_dir
 
 log = logging.getLogger("mcfl_chain.worker")
 
@@ -297,11 +297,14 @@ def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[Worker
     """This trainer's state and DAG, checked against the chain.
 
     The state is rebuilt from the deployment block when it belongs to another chain,
-    cannot be read, or its events log disagrees with its count or with the chain.
+    cannot be read, or its events log disagrees with its count or with the chain. The
+    directory is held (locked) by this process until it exits: a second worker of the
+    same trainer is refused.
     """
     dep = chain.deployment
     folder = Path(state_dir) if state_dir else DEFAULT_STATE_ROOT / chain.address.lower()
     try:
+        lock_state_dir(folder)  # before anything is read: a second worker is refused
         state = WorkerState.open(folder, chain.address, dep.deployment_block)
         anchor = bytes(chain.w3.eth.get_block(dep.deployment_block)["hash"]).hex()
         head = chain.block_number()

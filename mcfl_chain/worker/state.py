@@ -17,6 +17,8 @@ over from the chain.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -50,6 +52,71 @@ def set_aside(path: Path) -> Path | None:
             f"cannot set {path} aside ({exc.strerror or exc}); move it away by hand"
         ) from exc
     return target
+
+
+LOCK_NAME = "worker.lock"
+"""The file a worker holds locked (``flock``) in its state directory while it runs."""
+
+_LOCKS: dict[Path, int] = {}
+"""State directories this process holds → the open lock file (held until it exits)."""
+
+
+def _make_dir(state_dir: Path) -> None:
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(
+            f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
+            f"choose another --state-dir"
+        ) from exc
+
+
+def lock_state_dir(state_dir: Path) -> None:
+    """Hold ``state_dir`` for this process until it exits, so that a second worker of
+    the same trainer on this machine is refused instead of running beside the first.
+
+    The lock is ``flock`` on ``worker.lock``, which holds the PID of its holder; the
+    system releases it when the process ends, however it ends. Taking it again in the
+    process that holds it does nothing.
+
+    Raises
+    ------
+    StateError
+        When another process holds it (one line naming its PID), or the directory
+        cannot be created.
+    """
+    state_dir = Path(state_dir)
+    _make_dir(state_dir)
+    key = state_dir.resolve()
+    if key in _LOCKS:
+        return
+    path = state_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StateError(
+            f"cannot open {path} ({exc.strerror or exc}); choose another --state-dir"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            os.close(fd)  # a file system without locks: run unguarded, as before
+            log.warning("cannot lock %s (%s); not guarded against a second worker", path, exc)
+            return
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "not known yet"
+        os.close(fd)
+        raise StateError(
+            f"another worker (PID {holder}) is running with the state directory {state_dir}: "
+            f"one trainer runs one worker; stop that one first, or give this one another "
+            f"--state-dir if it is a different trainer"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:  # the lock holds all the same; only its PID is not shown
+        log.warning("cannot write this worker's PID into %s (%s)", path, exc.strerror or exc)
+    _LOCKS[key] = fd
 
 
 _TEMP = re.compile(r"\.state\.json\.(\d+)\.tmp")
@@ -168,13 +235,7 @@ class WorkerState:
         """
         state_dir = Path(state_dir)
         path = state_dir / "state.json"
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(
-                f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
-                f"choose another --state-dir"
-            ) from exc
+        _make_dir(state_dir)
         remove_stale_temp_files(state_dir)
         try:
             data = path.read_bytes()

@@ -5,10 +5,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from mcfl_chain.worker.state import StateError, WorkerState
+import mcfl_chain
+from mcfl_chain.worker.state import StateError, WorkerState, lock_state_dir
 
 ME = "0x00000000000000000000000000000000000000a1"
 
@@ -181,3 +183,30 @@ def test_temp_files_of_dead_workers_are_removed_and_a_failed_save_leaves_none(
 
 def _raise(exc):
     raise exc
+
+
+def test_a_second_worker_on_a_state_directory_in_use_is_refused_naming_the_first(tmp_path):
+    # Prepare: another process (a first worker) holds the state directory.
+    code = (
+        "import sys, time; from pathlib import Path\n"
+        "from mcfl_chain.worker.state import lock_state_dir\n"
+        "lock_state_dir(Path(sys.argv[1])); print('locked', flush=True); time.sleep(60)\n"
+    )
+    root = str(Path(mcfl_chain.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    first = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert first.stdout is not None and first.stdout.readline() == "locked\n"
+
+        # Execute / Assert: refused in one line naming the first worker's PID ...
+        with pytest.raises(StateError) as refused:
+            lock_state_dir(tmp_path)
+        assert f"PID {first.pid}" in str(refused.value) and "\n" not in str(refused.value)
+    finally:
+        first.kill()
+        first.wait()
+    # ... and taken once that worker has ended; taking it again in one process is a no-op.
+    lock_state_dir(tmp_path)
+    lock_state_dir(tmp_path)
