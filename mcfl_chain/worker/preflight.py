@@ -293,6 +293,16 @@ def _models_on_chain(chain: ChainClient, block: int) -> int | None:
         return None
 
 
+_QUOTE = 200
+"""Characters of a damaged file's content a message quotes, at most."""
+
+
+def _quoted(exc: BaseException) -> str:
+    """``exc`` as a message quotes it: its start only (it may quote a whole record)."""
+    text = " ".join(repr(exc).split())
+    return text if len(text) <= _QUOTE else f"{text[:_QUOTE]}... ({len(text):,} characters)"
+
+
 def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[WorkerState, ModelDAG]:
     """This trainer's state and DAG, checked against the chain.
 
@@ -322,10 +332,13 @@ def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[Worker
             state.deployment_block_hash = anchor
             state.save()
         dag = ModelDAG(genesis_cid=dep.genesis_cid)
+        line = 0
         try:
-            apply_events(dag, state.replay())
+            for record in state.replay():  # the log now holds just these, one a line
+                line += 1
+                apply_events(dag, (record,))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            state.rewind(f"{state.events_path} holds a malformed record ({exc!r})")
+            state.rewind(f"{state.events_path} line {line} is a malformed record ({_quoted(exc)})")
             dag = ModelDAG(genesis_cid=dep.genesis_cid)
         if state.last_block >= dep.deployment_block:
             on_chain = _models_on_chain(chain, state.last_block)

@@ -135,7 +135,7 @@ class WorkerOptions:
     """Stop once the network is past this round (an absolute bound, for late joiners).
     None: no such bound."""
     poll_interval: float = 0.1
-    wait_log_interval: float = 30.0
+    wait_log_interval: float = 10.0
     """Seconds between two log lines saying whom a waiting trainer waits for (0: never)."""
     advance_grace: float = 1.0
     """Seconds a voter lets pass after seeing a phase deadline past before ending the

@@ -406,6 +406,9 @@ class WorkerState:
             lines = self.events_path.read_text().splitlines()
         except FileNotFoundError:
             lines = []
+        except UnicodeDecodeError as exc:
+            self.rewind(f"{self.events_path} is not text (byte {exc.start} is not UTF-8)")
+            return []
         except OSError as exc:
             raise StateError(
                 f"cannot read {self.events_path} ({exc.strerror or exc}); choose another "

@@ -210,3 +210,17 @@ def test_a_second_worker_on_a_state_directory_in_use_is_refused_naming_the_first
     # ... and taken once that worker has ended; taking it again in one process is a no-op.
     lock_state_dir(tmp_path)
     lock_state_dir(tmp_path)
+
+
+def test_an_events_log_that_is_not_text_is_set_aside_and_read_again(tmp_path):
+    # Prepare: one event recorded, then the log overwritten with bytes that are not UTF-8.
+    state = WorkerState.open(tmp_path, ME, deployment_block=1)
+    state.record([{"event": "A", "block": 2}], head=3)
+    state.events_path.write_bytes(b"\xff\xfe\x00garbage\n")
+
+    # Execute
+    replayed = WorkerState.open(tmp_path, ME, deployment_block=1).replay()
+
+    # Assert: nothing replayed, read again from the deployment; the log kept aside.
+    assert replayed == [] and WorkerState.open(tmp_path, ME, deployment_block=1).last_block == 0
+    assert len(list(tmp_path.glob("events.jsonl.damaged-*"))) == 1
