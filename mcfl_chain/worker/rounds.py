@@ -96,6 +96,7 @@ from mcfl_chain.strategies.base import (
     StrategyContext,
     UpdateInfo,
 )
+from mcfl_chain.worker.budget import nothing_left
 from mcfl_chain.worker.metrics_file import append_line
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
@@ -385,6 +386,11 @@ class Worker:
                 self.state.first_round = status.round
                 self.state.save()
             if status.started and self._budget_spent(status.round):
+                if self.rounds_done == 0:  # e.g. a restart after the last round: say why
+                    first = self._first_round_taken_part()
+                    first = self.state.first_round if first is None else first
+                    o = self.options
+                    log.warning("%s", nothing_left(status.round, o.rounds, o.last_round, first))
                 break
             if status.started and not status.voted:
                 if acted == (status.round, status.phase):

@@ -446,7 +446,7 @@ def test_the_declared_samples_stay_within_the_networks_cap(tmp_path, caplog):
     [proposed(1, round_=0), voted(1, 0, Phase.AGGREGATE)],
     ids=["a proposal", "a counted vote"],
 )
-def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence):
+def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence, caplog):
     # Prepare: a worker rebuilt in round 1 (its state saw round 1 first) that took part
     # in round 0 according to the chain (it proposed, or it missed the proposal deadline
     # and only voted); the network is now in round 3 of a 3-round run.
@@ -457,12 +457,17 @@ def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evid
     # Execute
     finished, errors = run_briefly(worker, 5.0)
 
-    # Assert: it stops with the network instead of waiting for a round 4 nobody plays.
+    # Assert: it stops with the network instead of waiting for a round 4 nobody plays,
+    # and says why it plays nothing.
     assert finished and errors == []
     assert chain.sent == []
+    assert (
+        "the network is at round 3, past round 2, the last of this trainer's budget of 3 "
+        "round(s) from its first round 0 (--rounds 3); nothing left to play"
+    ) in caplog.text
 
 
-def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path):
+def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path, caplog):
     # Prepare: a trainer that joins in round 3 and was told the network ends with round 2.
     chain = ScriptedChain(lambda: status(round_=3))
     worker = make_worker(tmp_path, chain, rounds=5, last_round=2)
@@ -472,6 +477,7 @@ def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path):
 
     # Assert
     assert finished and errors == [] and chain.sent == []
+    assert "the network is at round 3, past --last-round 2; nothing left to play" in caplog.text
 
 
 # -- races at deadlines -------------------------------------------------------------------
