@@ -1,5 +1,11 @@
 """Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``,
-``FakeClock``; the ``restore_architectures`` fixture."""
+``FakeClock``, ``tiny_disk``; the ``restore_architectures`` fixture."""
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -53,3 +59,33 @@ def restore_architectures():
     ARCHITECTURES.clear()
     ARCHITECTURES.update(saved)
     expected_layout.cache_clear()
+
+
+@contextlib.contextmanager
+def tiny_disk(path: Path) -> Iterator[Callable[[], Path]]:
+    """A 64 KiB tmpfs mounted at ``path`` (created) for the block; yields ``fill``, which
+    fills it up and returns the filler file (delete it to free the space). Skips the
+    test where a tmpfs cannot be mounted (not root).
+
+    Import it with ``from conftest import tiny_disk``.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs to fill up needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+
+    def fill() -> Path:
+        filler = path / "filler"
+        with contextlib.suppress(OSError), open(filler, "ab", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 1024)
+        return filler
+
+    try:
+        yield fill
+    finally:
+        subprocess.run(["umount", str(path)], check=True)

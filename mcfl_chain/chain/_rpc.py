@@ -87,12 +87,29 @@ def busy_answer(raw: bytes) -> str | None:
     return None
 
 
+_NEVER_SERVED = frozenset({501, 505})
+"""HTTP statuses of a server that does not serve such requests at all (Not Implemented,
+HTTP Version Not Supported): asking again changes nothing."""
+
+
 def _retryable(exc: Exception) -> bool:
     if isinstance(exc, (*_TRANSIENT, TransientRPCError)):
         return True
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
-        return exc.response.status_code >= 500 or exc.response.status_code == 429
+        status = exc.response.status_code
+        return (status >= 500 and status not in _NEVER_SERVED) or status == 429
     return False
+
+
+def _http_status(exc: Exception) -> str | None:
+    """The status of an HTTP answer ("HTTP 503 Service Unavailable"), else None.
+
+    Said instead of requests' own text, which ends with the whole URL (and so with any
+    API key in it)."""
+    if not isinstance(exc, requests.HTTPError) or exc.response is None:
+        return None
+    response = exc.response
+    return f"HTTP {response.status_code} {response.reason or ''}".strip()
 
 
 class PatientHTTPProvider(HTTPProvider):
@@ -161,16 +178,24 @@ class PatientHTTPProvider(HTTPProvider):
                     raise TransientRPCError(busy)
                 return raw
             except Exception as exc:
+                status = _http_status(exc)
                 if isinstance(exc, requests.HTTPError) and not _retryable(exc):
                     raise ChainUnavailable(
                         f"the chain node at {self.shown_uri} refused the request "
-                        f"({short_reason(exc)}); check --rpc and any API key it needs"
+                        f"({status or short_reason(exc)}); check --rpc and any API key "
+                        f"it needs"
                     ) from None
                 if not _retryable(exc):
                     raise
-                reason = short_reason(exc)
+                reason = status or short_reason(exc)
                 waited = self._clock() - start
                 if waited + delay > self.give_up_after and attempt >= self.min_tries:
+                    if status is not None:
+                        raise ChainUnavailable(
+                            f"the chain node at {self.shown_uri} answered {status} for "
+                            f"{waited:.0f} s ({attempt} tries); try again later or check "
+                            f"--rpc"
+                        ) from None
                     raise ChainUnavailable(
                         f"the chain node at {self.shown_uri} has not answered for "
                         f"{waited:.0f} s ({reason}, {attempt} tries); start it again or "

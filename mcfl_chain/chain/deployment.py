@@ -8,6 +8,8 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
+
 from mcfl_chain.chain.errors import DeploymentError
 
 CONTRACT_KEYS = ("Trainers", "Models", "Updates")
@@ -141,5 +143,28 @@ class Deployment:
         for key in ("chain_id", "deployment_block", "min_trainers", "phase_duration"):
             if isinstance(data[key], bool) or not isinstance(data[key], int):
                 raise DeploymentError(f"{where}: '{key}' is not an integer")
+        data["addresses"] = {
+            name: _address(value, f"{where}: '{name}' address")
+            for name, value in data["addresses"].items()
+        }
+        if data.get("admin") is not None:
+            data["admin"] = _address(data["admin"], f"{where}: 'admin' address")
         known = {f.name for f in fields(cls)}
         return cls(**{name: value for name, value in data.items() if name in known})
+
+
+def _address(value: object, what: str) -> str:
+    """``value`` checksummed; one line naming ``what`` when it is no address.
+
+    Lower or upper case carries no checksum and is accepted as written; mixed case is
+    a checksum (EIP-55), and one that fails it is a typo, refused.
+    """
+    if not isinstance(value, str) or not is_hex_address(value):
+        raise DeploymentError(f"{what} {value!r} is not an address (0x and 40 hex digits)")
+    digits = value[2:]
+    if digits != digits.lower() and digits != digits.upper() and not is_checksum_address(value):
+        raise DeploymentError(
+            f"{what} {value} fails its checksum (mixed case that is not EIP-55: a typo?); "
+            f"correct it, or write it in lower case if you are sure of it"
+        )
+    return str(to_checksum_address(value))

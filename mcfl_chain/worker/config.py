@@ -221,7 +221,7 @@ class WorkerConfig:
         minimum=0,
     )
     wait_log_interval: float = _option(
-        30.0,
+        10.0,
         "Seconds between two 'waiting for trainers ...' lines while waiting (0: never).",
         minimum=0,
     )

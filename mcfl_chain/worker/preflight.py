@@ -40,7 +40,7 @@ from mcfl_chain.dag.events import apply_events
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.storage import IpfsStorage, RetryPolicy, Storage, open_storage
 from mcfl_chain.storage.errors import BlobNotFound, CorruptBlob, InvalidCID, StorageError
-from mcfl_chain.worker.state import StateError, WorkerState
+from mcfl_chain.worker.state import StateError, WorkerState, lock_state_dir
 
 log = logging.getLogger("mcfl_chain.worker")
 
@@ -293,15 +293,28 @@ def _models_on_chain(chain: ChainClient, block: int) -> int | None:
         return None
 
 
+_QUOTE = 200
+"""Characters of a damaged file's content a message quotes, at most."""
+
+
+def _quoted(exc: BaseException) -> str:
+    """``exc`` as a message quotes it: its start only (it may quote a whole record)."""
+    text = " ".join(repr(exc).split())
+    return text if len(text) <= _QUOTE else f"{text[:_QUOTE]}... ({len(text):,} characters)"
+
+
 def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[WorkerState, ModelDAG]:
     """This trainer's state and DAG, checked against the chain.
 
     The state is rebuilt from the deployment block when it belongs to another chain,
-    cannot be read, or its events log disagrees with its count or with the chain.
+    cannot be read, or its events log disagrees with its count or with the chain. The
+    directory is held (locked) by this process until it exits: a second worker of the
+    same trainer is refused.
     """
     dep = chain.deployment
     folder = Path(state_dir) if state_dir else DEFAULT_STATE_ROOT / chain.address.lower()
     try:
+        lock_state_dir(folder)  # before anything is read: a second worker is refused
         state = WorkerState.open(folder, chain.address, dep.deployment_block)
         anchor = bytes(chain.w3.eth.get_block(dep.deployment_block)["hash"]).hex()
         head = chain.block_number()
@@ -319,10 +332,13 @@ def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[Worker
             state.deployment_block_hash = anchor
             state.save()
         dag = ModelDAG(genesis_cid=dep.genesis_cid)
+        line = 0
         try:
-            apply_events(dag, state.replay())
+            for record in state.replay():  # the log now holds just these, one a line
+                line += 1
+                apply_events(dag, (record,))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            state.rewind(f"{state.events_path} holds a malformed record ({exc!r})")
+            state.rewind(f"{state.events_path} line {line} is a malformed record ({_quoted(exc)})")
             dag = ModelDAG(genesis_cid=dep.genesis_cid)
         if state.last_block >= dep.deployment_block:
             on_chain = _models_on_chain(chain, state.last_block)

@@ -97,6 +97,8 @@ from mcfl_chain.strategies.base import (
     StrategyContext,
     UpdateInfo,
 )
+from mcfl_chain.worker.budget import nothing_left
+from mcfl_chain.worker.metrics_file import append_line
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
@@ -135,7 +137,7 @@ class WorkerOptions:
     """Stop once the network is past this round (an absolute bound, for late joiners).
     None: no such bound."""
     poll_interval: float = 0.1
-    wait_log_interval: float = 30.0
+    wait_log_interval: float = 10.0
     """Seconds between two log lines saying whom a waiting trainer waits for (0: never)."""
     advance_grace: float = 1.0
     """Seconds a voter lets pass after seeing a phase deadline past before ending the
@@ -389,6 +391,11 @@ class Worker:
                 self.state.first_round = status.round
                 self.state.save()
             if status.started and self._budget_spent(status.round):
+                if self.rounds_done == 0:  # e.g. a restart after the last round: say why
+                    first = self._first_round_taken_part()
+                    first = self.state.first_round if first is None else first
+                    o = self.options
+                    log.warning("%s", nothing_left(status.round, o.rounds, o.last_round, first))
                 break
             if status.started and not status.voted:
                 if acted == (status.round, status.phase):
@@ -1212,9 +1219,7 @@ class Worker:
         self._release()
         self._round_started = now
         if self.options.metrics_path is not None:
-            self.options.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.options.metrics_path, "a") as f:
-                f.write(json.dumps(line) + "\n")
+            append_line(self.options.metrics_path, line)  # whole or not at all
         self.state.mark_reported(round_)
 
     def _log_traffic(self, round_: int, traffic: dict[str, int]) -> None:

@@ -16,9 +16,13 @@ over from the chain.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -50,6 +54,109 @@ def set_aside(path: Path) -> Path | None:
     return target
 
 
+LOCK_NAME = "worker.lock"
+"""The file a worker holds locked (``flock``) in its state directory while it runs."""
+
+_LOCKS: dict[Path, int] = {}
+"""State directories this process holds → the open lock file (held until it exits)."""
+
+
+def _make_dir(state_dir: Path) -> None:
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(
+            f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
+            f"choose another --state-dir"
+        ) from exc
+
+
+def lock_state_dir(state_dir: Path) -> None:
+    """Hold ``state_dir`` for this process until it exits, so that a second worker of
+    the same trainer on this machine is refused instead of running beside the first.
+
+    The lock is ``flock`` on ``worker.lock``, which holds the PID of its holder; the
+    system releases it when the process ends, however it ends. Taking it again in the
+    process that holds it does nothing.
+
+    Raises
+    ------
+    StateError
+        When another process holds it (one line naming its PID), or the directory
+        cannot be created.
+    """
+    state_dir = Path(state_dir)
+    _make_dir(state_dir)
+    key = state_dir.resolve()
+    if key in _LOCKS:
+        return
+    path = state_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StateError(
+            f"cannot open {path} ({exc.strerror or exc}); choose another --state-dir"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            os.close(fd)  # a file system without locks: run unguarded, as before
+            log.warning("cannot lock %s (%s); not guarded against a second worker", path, exc)
+            return
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "not known yet"
+        os.close(fd)
+        raise StateError(
+            f"another worker (PID {holder}) is running with the state directory {state_dir}: "
+            f"one trainer runs one worker; stop that one first, or give this one another "
+            f"--state-dir if it is a different trainer"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:  # the lock holds all the same; only its PID is not shown
+        log.warning("cannot write this worker's PID into %s (%s)", path, exc.strerror or exc)
+    _LOCKS[key] = fd
+
+
+_TEMP = re.compile(r"\.state\.json\.(\d+)\.tmp")
+"""Name of the file a save writes before renaming it: ``.state.json.<pid>.tmp``."""
+
+
+def _pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temp_files(state_dir: Path) -> None:
+    """Delete the temp files that saves of processes since ended left (a crash mid-save).
+
+    They hold a state never renamed into place, so nothing is lost; a file of a running
+    process (this one included, which is not saving now) is left alone.
+    """
+    for path in state_dir.glob(".state.json.*.tmp"):
+        match = _TEMP.fullmatch(path.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and _pid_running(pid):
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot remove %s, left by a crash (%s)", path, exc.strerror or exc)
+
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "address": (str,),
     "deployment_block": (int,),
@@ -62,6 +169,17 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "deployment_block_hash": (str,),
 }
 _REQUIRED = ("address", "deployment_block", "last_block")
+
+
+def _is_model_id(value: object) -> bool:
+    """Whether ``value`` is a model id as saved: 32 bytes in hex."""
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
@@ -117,15 +235,10 @@ class WorkerState:
         """
         state_dir = Path(state_dir)
         path = state_dir / "state.json"
+        _make_dir(state_dir)
+        remove_stale_temp_files(state_dir)
         try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(
-                f"cannot create the state directory {state_dir} ({exc.strerror or exc}); "
-                f"choose another --state-dir"
-            ) from exc
-        try:
-            text = path.read_text()
+            data = path.read_bytes()
         except FileNotFoundError:
             return cls.fresh(state_dir, address, deployment_block)
         except OSError as exc:
@@ -134,7 +247,7 @@ class WorkerState:
                 f"choose another --state-dir"
             ) from exc
         try:
-            raw = cls._parse(text)
+            raw = cls._parse(data)
         except ValueError as exc:
             return cls._start_over(state_dir, address, deployment_block, f"{path} is {exc}")
         if raw["address"].lower() != address.lower():
@@ -153,8 +266,12 @@ class WorkerState:
         return cls(path=path, **raw)
 
     @staticmethod
-    def _parse(text: str) -> dict[str, Any]:
+    def _parse(data: bytes) -> dict[str, Any]:
         """The fields of a state file; ValueError says what is wrong with it."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not text (byte {exc.start} is not UTF-8)") from None
         if not text.strip():
             raise ValueError("empty")
         try:
@@ -171,6 +288,11 @@ class WorkerState:
         wrong = [k for k, v in raw.items() if not isinstance(v, _TYPES[k])]
         if wrong:
             raise ValueError(f"not a state file (bad {', '.join(wrong)})")
+        for round_, ids in raw.get("chosen", {}).items():
+            if not isinstance(ids, list) or not all(_is_model_id(i) for i in ids):
+                raise ValueError(f"not a state file (bad model ids chosen in round {round_})")
+        if not all(isinstance(c, str) for c in raw.get("uploaded", {}).values()):
+            raise ValueError("not a state file (bad uploaded)")
         return raw
 
     @classmethod
@@ -203,6 +325,8 @@ class WorkerState:
                 os.fsync(f.fileno())
             tmp.replace(self.path)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # a half-written file is no use to anyone
             raise StateError(
                 f"cannot write {self.path} ({exc.strerror or exc}); free some space or "
                 f"choose another --state-dir"
@@ -282,6 +406,9 @@ class WorkerState:
             lines = self.events_path.read_text().splitlines()
         except FileNotFoundError:
             lines = []
+        except UnicodeDecodeError as exc:
+            self.rewind(f"{self.events_path} is not text (byte {exc.start} is not UTF-8)")
+            return []
         except OSError as exc:
             raise StateError(
                 f"cannot read {self.events_path} ({exc.strerror or exc}); choose another "

@@ -13,12 +13,16 @@ from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import DeploymentError
 from mcfl_chain.dag import ROOT_MODEL_ID, model_id, update_id
 
+ADMIN = "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB"  # "0x" + "ab" * 20, checksummed
+
 
 def _deployment(**fields):
     return Deployment(
         chain_id=31337,
         rpc_url="http://127.0.0.1:8545",
-        addresses={"Trainers": "0x1", "Models": "0x2", "Updates": "0x3"},
+        addresses={
+            name: "0x" + f"{i}" * 40 for i, name in enumerate(("Trainers", "Models", "Updates"), 1)
+        },
         abis={"Trainers": [], "Models": [{"type": "event"}], "Updates": []},
         deployment_block=1,
         genesis_cid=fake_cid("g"),
@@ -38,7 +42,7 @@ def test_deployment_round_trip(tmp_path):
 
 def test_deployment_round_trip_with_the_registration_fields(tmp_path):
     # Prepare
-    allowlist = _deployment(registration="allowlist", admin="0x" + "ab" * 20, max_samples=60_000)
+    allowlist = _deployment(registration="allowlist", admin=ADMIN, max_samples=60_000)
     deposit = _deployment(registration="deposit", deposit=10**18, cooldown=3_600)
 
     # Execute
@@ -49,7 +53,7 @@ def test_deployment_round_trip_with_the_registration_fields(tmp_path):
 
     # Assert
     assert loaded == [allowlist, deposit]
-    assert (loaded[0].admin, loaded[0].max_samples) == ("0x" + "ab" * 20, 60_000)
+    assert (loaded[0].admin, loaded[0].max_samples) == (ADMIN, 60_000)
     assert (loaded[1].deposit, loaded[1].cooldown, loaded[1].admin) == (10**18, 3_600, None)
     assert {"registration", "admin", "deposit", "cooldown", "max_samples"} <= written.keys()
 
@@ -96,6 +100,31 @@ def test_deployment_load_errors(tmp_path):
     (tmp_path / "d.json").write_text(json.dumps(data))
     with pytest.raises(DeploymentError, match="'addresses' lacks Updates"):
         Deployment.load(tmp_path / "d.json")
+
+
+def test_lower_case_addresses_are_checksummed_and_a_wrong_checksum_is_refused(tmp_path):
+    # Prepare: a file whose addresses were written in lower case (correct, not checksummed).
+    data = json.loads(_deployment().save(tmp_path / "d.json").read_text())
+    data["addresses"]["Models"] = "0x" + "ab" * 20
+    data["admin"] = "0x" + "ab" * 20
+    (tmp_path / "lower.json").write_text(json.dumps(data))
+    data["addresses"]["Models"] = "0xaBaBaBaBABabABabAbAbABAbABabababaBaBABaB"  # one letter off
+    (tmp_path / "typo.json").write_text(json.dumps(data))
+    data["addresses"]["Models"] = "0x12"
+    (tmp_path / "short.json").write_text(json.dumps(data))
+
+    # Execute
+    loaded = Deployment.load(tmp_path / "lower.json")
+
+    # Assert: lower case is accepted and normalised; a mixed case that fails its checksum
+    # (a typo) or a string that is no address is refused in one line.
+    assert (loaded.addresses["Models"], loaded.admin) == (ADMIN, ADMIN)
+    with pytest.raises(DeploymentError) as typo:
+        Deployment.load(tmp_path / "typo.json")
+    assert "'Models' address 0xaBaB" in str(typo.value) and "checksum" in str(typo.value)
+    assert "\n" not in str(typo.value)
+    with pytest.raises(DeploymentError, match="'Models' address '0x12' is not an address"):
+        Deployment.load(tmp_path / "short.json")
 
 
 def test_model_id_validates_like_the_contract():

@@ -235,6 +235,50 @@ def test_a_provider_refusing_the_request_is_one_line_at_once_without_its_api_key
     assert caught.value.__cause__ is None
 
 
+def _answer(status: int, reason: str, url: str) -> requests.HTTPError:
+    """The error requests raises for an HTTP answer (its text holds the whole URL)."""
+    response = requests.Response()
+    response.status_code, response.reason, response.url = status, reason, url
+    try:
+        response.raise_for_status()
+    except requests.HTTPError as exc:
+        return exc
+    raise AssertionError(status)
+
+
+@pytest.mark.parametrize(
+    "status, reason, waits, expected",
+    [
+        (501, "Not Implemented", [], "refused the request (HTTP 501 Not Implemented)"),
+        (503, "Service Unavailable", [0.5, 1.0, 2.0], "answered HTTP 503 Service Unavailable"),
+    ],
+    ids=["not-implemented", "unavailable"],
+)
+def test_an_http_error_from_the_node_is_reported_by_its_status(
+    monkeypatch, status, reason, waits, expected
+):
+    # Prepare: every request is answered with this HTTP status.
+    clock = FakeClock()
+    api_key = "0123456789abcdef0123456789abcdef"
+    url = f"https://node.example/v3/{api_key}"
+    provider = PatientHTTPProvider(url, give_up_after=5.0, sleep=clock.sleep, clock=clock)
+
+    def post(*_args, **_kwargs):
+        raise _answer(status, reason, url)
+
+    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+
+    # Execute
+    with pytest.raises(ChainUnavailable) as caught:
+        Web3(provider).eth.block_number  # noqa: B018 - the request is the point
+
+    # Assert: a 501 is not retried (the node does not serve this), a 503 is; either
+    # way the node answered, and the line says with what, without the API key.
+    message = str(caught.value)
+    assert clock.waits == waits and expected in message and "has not answered" not in message
+    assert api_key not in message and "\n" not in message
+
+
 @pytest.mark.parametrize(
     "url, shown",
     [

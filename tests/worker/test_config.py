@@ -6,6 +6,7 @@ a stand-in that records the configuration it is given: no chain or storage is st
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import sys
@@ -61,6 +62,16 @@ def test_the_command_line_defaults_are_the_configs(parse):
     # Assert
     assert config == WorkerConfig()
     assert config.epochs == 2 and config.tolerance == 1.0 and config.scenario_params == {}
+
+
+def test_a_waiting_worker_says_whom_it_waits_for_within_a_default_phase():
+    # The default deadline of a phase: a worker waiting a whole phase says so twice.
+    from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
+    from mcfl_chain.worker.rounds import WorkerOptions
+
+    assert WorkerConfig().wait_log_interval * 2 < DEFAULT_PHASE_DURATION
+    (option,) = [f for f in dataclasses.fields(WorkerOptions) if f.name == "wait_log_interval"]
+    assert option.default == WorkerConfig().wait_log_interval
 
 
 def test_help_shows_every_options_help_default_and_choices():

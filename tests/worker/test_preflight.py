@@ -230,6 +230,25 @@ def test_an_events_log_that_disagrees_with_the_chain_is_read_again(devnets, tmp_
     assert "tells of 2 models" in caplog.text
 
 
+def test_a_garbage_record_in_the_events_log_is_quoted_briefly(devnets, tmp_path, caplog):
+    # Prepare: a log whose second line is a record holding 49,000 characters of garbage.
+    dep = devnets[0]
+    chain = client(dep)
+    state = _state_file(tmp_path, dep, last_block=chain.block_number(), events_recorded=2)
+    block = {"block": dep.deployment_block + 1, "tx": "0x" + "22" * 32, "log": 0}
+    records = [{"event": "NewRound", **block, "prev_round": 0, "round": 1}]
+    records.append({"event": "UpdateProposed", **block, "update_id": "x" * 49_000})
+    state.events_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    # Execute
+    again, _ = open_state(chain, tmp_path / "state")
+
+    # Assert: read again; the warning names the line and quotes a little of it.
+    assert again.last_block == dep.deployment_block - 1
+    (warning,) = [r.getMessage() for r in caplog.records if "malformed" in r.getMessage()]
+    assert "line 2" in warning and len(warning) < 600
+
+
 def test_a_sound_state_is_kept(devnets, tmp_path):
     # Prepare
     dep = devnets[0]

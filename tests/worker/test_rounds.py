@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_disk
 
 from mcfl_chain.adversaries import Adversary
 from mcfl_chain.adversaries.free_rider import FreeRider
@@ -445,7 +446,7 @@ def test_the_declared_samples_stay_within_the_networks_cap(tmp_path, caplog):
     [proposed(1, round_=0), voted(1, 0, Phase.AGGREGATE)],
     ids=["a proposal", "a counted vote"],
 )
-def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence):
+def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evidence, caplog):
     # Prepare: a worker rebuilt in round 1 (its state saw round 1 first) that took part
     # in round 0 according to the chain (it proposed, or it missed the proposal deadline
     # and only voted); the network is now in round 3 of a 3-round run.
@@ -456,12 +457,17 @@ def test_rounds_count_from_the_first_round_taken_part_in_on_chain(tmp_path, evid
     # Execute
     finished, errors = run_briefly(worker, 5.0)
 
-    # Assert: it stops with the network instead of waiting for a round 4 nobody plays.
+    # Assert: it stops with the network instead of waiting for a round 4 nobody plays,
+    # and says why it plays nothing.
     assert finished and errors == []
     assert chain.sent == []
+    assert (
+        "the network is at round 3, past round 2, the last of this trainer's budget of 3 "
+        "round(s) from its first round 0 (--rounds 3); nothing left to play"
+    ) in caplog.text
 
 
-def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path):
+def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path, caplog):
     # Prepare: a trainer that joins in round 3 and was told the network ends with round 2.
     chain = ScriptedChain(lambda: status(round_=3))
     worker = make_worker(tmp_path, chain, rounds=5, last_round=2)
@@ -471,6 +477,7 @@ def test_last_round_is_an_absolute_bound_for_a_late_joiner(tmp_path):
 
     # Assert
     assert finished and errors == [] and chain.sent == []
+    assert "the network is at round 3, past --last-round 2; nothing left to play" in caplog.text
 
 
 # -- races at deadlines -------------------------------------------------------------------
@@ -588,6 +595,38 @@ def test_a_worker_stopped_after_its_aggregations_were_mined_writes_the_rounds_me
     (line,) = metrics.read_text().splitlines()
     assert '"round": 0' in line
     assert model_id(ROOT_ID, [mine.args["updateId"]]).hex() in line
+
+
+def test_a_full_disk_stops_the_worker_with_one_line_and_no_torn_metrics_line(tmp_path):
+    # Prepare: the round-0 metrics line of the previous test is due, and the metrics
+    # file is on a disk that is full.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    mine = proposed(1, 0, cid=storage.put(weights_blob(1)))
+    events = [
+        mine,
+        *created(1, 0, ROOT_ID, [mine.args["updateId"]]),
+        voted(1, 0, Phase.AGGREGATE, block=2),
+    ]
+    chain = ScriptedChain(lambda: status(round_=1, voted=True), events)
+    metrics = tmp_path / "disk" / "metrics.jsonl"
+    with tiny_disk(tmp_path / "disk") as fill:
+        fill()
+        worker = make_worker(
+            tmp_path, chain, storage, genesis, scripted_data(), metrics_path=metrics, rounds=1
+        )
+
+        # Execute
+        finished, errors = run_briefly(worker, 10.0)
+
+        # Assert: it stops in one line naming the file and the full disk; no line is
+        # left torn, and the round is not marked as written (a restart writes it).
+        assert finished and [type(e) for e in errors] == [WorkerHalted]
+        message = str(errors[0])
+        assert message.startswith(f"state: cannot append to {metrics}: the disk is full")
+        assert "\n" not in message
+        assert not metrics.exists() or metrics.read_bytes() == b""
+        assert worker.state.reported == []
 
 
 # -- what cannot be used ------------------------------------------------------------------
