@@ -54,6 +54,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
+from mcfl_chain.compute.device import DEVICES, resolve_device
 from mcfl_chain.learning.models import ModelKind, create_model, get_architecture, model_kind
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import Evaluation, TrainReport
@@ -137,7 +138,9 @@ def train_batched(
         ``epochs``, ``batch_size`` and buffers run as one computation (in chunks of at
         most ``max_models``).
     device : torch.device or str, default "cpu"
-        Where the computation runs; the data and weights are copied there.
+        Where the computation runs (``"auto"`` as for
+        :func:`~mcfl_chain.compute.device.resolve_device`); data and weights are copied
+        there.
     max_models : int, default 256
         Most models in one computation (memory grows with it).
 
@@ -164,7 +167,7 @@ def train_batched(
             raise ValueError("cannot train on an empty set: a job's train split has no sample")
     if not jobs:
         return []
-    device = torch.device(device)
+    device = _device(device)
     module, kind = _template(arch, device)
     _check_keys(module, [job.start for job in jobs])
     results: list[tuple[StateDict, _Trained] | None] = [None] * len(jobs)
@@ -173,7 +176,12 @@ def train_batched(
     for positions in groups:
         for chunk in _chunks(positions, max_models):
             chunk_jobs = [jobs[i] for i in chunk]
-            states, trained, seconds = _train_chunk(module, kind, chunk_jobs, device)
+            # A lone model runs through other kernels than a batch of two or more, and
+            # rounds differently: padded, every job's bits are independent of the others
+            # that share the call (a simulation repeats whatever its batches were).
+            padded = chunk_jobs * 2 if len(chunk_jobs) == 1 else chunk_jobs
+            states, trained, seconds = _train_chunk(module, kind, padded, device)
+            states, trained = states[: len(chunk)], trained[: len(chunk)]
             loop_seconds += seconds
             for i, state, outcome in zip(chunk, states, trained, strict=True):
                 results[i] = (state, outcome)
@@ -213,7 +221,8 @@ def evaluate_batched(
         Per model, images N×1×28×28 and int64 labels N (unused for autoencoders); the N
         may differ.
     device : torch.device or str, default "cpu"
-        Where the computation runs.
+        Where the computation runs (``"auto"`` as for
+        :func:`~mcfl_chain.compute.device.resolve_device`).
     max_models : int, default 256
         Most models in one computation.
 
@@ -238,7 +247,7 @@ def evaluate_batched(
         raise ValueError("cannot evaluate on an empty set: the trainer's split has no sample")
     if not states:
         return []
-    device = torch.device(device)
+    device = _device(device)
     module, kind = _template(arch, device)
     _check_keys(module, states)
     results: list[Evaluation | None] = [None] * len(states)
@@ -263,6 +272,14 @@ def evaluate_batched(
 class _Trained:
     loss: float
     validation: Evaluation | None
+
+
+def _device(device: torch.device | str) -> torch.device:
+    """``device`` itself, or what a name of :data:`~mcfl_chain.compute.device.DEVICES`
+    (``"auto"`` among them) stands for."""
+    if isinstance(device, str) and device in DEVICES:
+        return resolve_device(device)
+    return torch.device(device)
 
 
 def _template(arch: str, device: torch.device) -> tuple[nn.Module, ModelKind]:
@@ -314,7 +331,11 @@ def _groups(items: Sequence[_T], key: Callable[[_T], Hashable]) -> list[list[int
 
 
 def _chunks(positions: list[int], size: int) -> list[list[int]]:
-    return [positions[start : start + size] for start in range(0, len(positions), size)]
+    """``positions`` cut into near-equal chunks of at most ``size`` (never a remainder of
+    one beside larger chunks: see the padding of lone models)."""
+    count = -(-len(positions) // size)
+    bounds = [len(positions) * k // count for k in range(count + 1)]
+    return [positions[bounds[k] : bounds[k + 1]] for k in range(count)]
 
 
 def _stack(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:

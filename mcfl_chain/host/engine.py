@@ -101,7 +101,8 @@ class Host:
     device
         ``auto``, ``cpu`` or ``cuda``: where every hosted trainer trains and scores.
     threads
-        Torch CPU threads of the whole host (the batched computations use them all).
+        CPU cores the host uses: on the CPU, a phase's batch runs in this many parts side
+        by side, one core each.
     """
 
     def __init__(
@@ -117,7 +118,7 @@ class Host:
         self.played: dict[int, int] = {}
         self._alive = 0
         self._lock = threading.Lock()
-        self.compute = BatchingCompute(self.device, expected=lambda: self._alive)
+        self.compute = BatchingCompute(self.device, expected=lambda: self._alive, parallel=threads)
         self._handler = _PerTrainerLog(sys.stderr)
         self._shared: SharedReads | None = None
 
@@ -158,7 +159,9 @@ class Host:
                 self.workers[trainer.index] = worker
         finally:
             release_datasets()
-        torch.set_num_threads(self.threads)
+        # On the CPU, parallelism is across models (the batch's parts, the trainers'
+        # scoring), one core each: a LeNet op is too small to split between cores.
+        torch.set_num_threads(1 if self.device.type == "cpu" else self.threads)
 
     def run(self) -> int:
         """Play every trainer's rounds; returns 0 when all of them ended well, else 1

@@ -1,0 +1,275 @@
+"""What each simulator engine costs, from 10 to 1,000 trainers.
+
+For every size and engine asked for, runs a real network (Anvil, the contracts, the
+embedded store, every trainer's two transactions a round) of LeNet-5 trainers on
+Fashion-MNIST's `groups` scenario and records:
+
+- the round time: the median of rounds 2 to 4 (round 0 pays the start-up, round 1 the
+  first merges), and the time split of a trainer's round (training, evaluation,
+  aggregation, chain, storage, waiting; under the batched engine a trainer's
+  "training" includes its wait for the phase's batch);
+- the peak RSS of every process of the run (this script, Anvil, the workers or the
+  host), sampled every half second;
+- the gas per trainer-round (every transaction the trainers sent, over the rounds);
+- the final accuracy (average and worst trainer, on their own test splits).
+
+Shares: 1,500 samples per trainer up to 38 trainers (1,050 trained on, the paper's
+order), 300 above (210 trained on), so that 1,000 trainers' data fit with room to spare.
+The process engine is not run above 60 trainers on a 24 GiB machine (about 330 MB a
+worker process): such rows say so instead of a figure.
+
+Records are appended to ``results/bench-engine.jsonl`` (one line a run, with the
+engine, device, machine and commit that made it); a size and engine already recorded is
+not run again unless ``--again``. ``--report-only`` prints the table from the records.
+The last line is ``MCFL round at 38 trainers: X s batched vs Y s process (R x); largest
+network on this machine: N trainers``.
+
+Usage: python scripts/bench_engine.py [--sizes 10,38,200,1000] [--engines batched,process]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import psutil
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "results" / "bench-engine.jsonl"
+PROCESS_LIMIT = 60
+"""Most trainers the process engine is run with here (about 330 MB a worker)."""
+
+
+class PeakRSS:
+    """The peak of the summed RSS of this process and all its descendants."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass  # ended between the listing and the reading
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.interval)
+
+
+def _samples(trainers: int) -> int:
+    return 1500 if trainers <= 38 else 300
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def measure(
+    trainers: int, engine: str, strategy: str, rounds: int, device: str, out: Path, console: Console
+) -> dict[str, Any]:
+    """Run one network and return its record."""
+    config = SimulationConfig(
+        name=f"bench-{strategy}-{engine}-{trainers}",
+        dataset="fashion-mnist",
+        scenario="groups",
+        n_trainers=trainers,
+        rounds=rounds,
+        samples=_samples(trainers),
+        arch="lenet5",
+        strategy=strategy,
+        engine=engine,
+        device=device,
+        phase_duration=3600,
+    )
+    run_dir = out / config.name
+    started = time.monotonic()
+    with PeakRSS() as rss:
+        summary = run_simulation(config, run_dir, Console(quiet=True))
+    wall = time.monotonic() - started
+    measured = [r for r in summary["rounds"] if 2 <= r["round"] <= 4] or summary["rounds"][-1:]
+    split_total: dict[str, float] = {}
+    for r in measured:
+        for name, seconds in r["split"].items():
+            split_total[name] = split_total.get(name, 0.0) + seconds
+    spent = sum(split_total.values()) or 1.0
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    gas = [line["gas"] for line in lines if line.get("round", 0) >= 1]
+    final = summary["final"]
+    return {
+        "trainers": trainers,
+        "engine": engine,
+        "device": device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"),
+        "strategy": strategy,
+        "samples": config.samples,
+        "rounds": rounds,
+        "round_s": statistics.median(r["seconds"] for r in measured),
+        "split": {name: seconds / spent for name, seconds in split_total.items()},
+        "peak_rss_mb": rss.peak / 2**20,
+        "gas_per_trainer_round": statistics.fmean(gas) if gas else None,
+        "final_avg": final["metric_avg"],
+        "final_min": final["metric_min"],
+        "wall_s": wall,
+        "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "torch": torch.__version__,
+        "commit": _commit(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "run_dir": str(run_dir),
+    }
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def report(records: list[dict[str, Any]], console: Console) -> str:
+    """Print the table of the newest record of each (strategy, size, engine); return
+    the last line."""
+    newest: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for record in records:
+        newest[(record["strategy"], record["trainers"], record["engine"])] = record
+    table = Table(title="simulator engines (LeNet-5, Fashion-MNIST groups)")
+    for column in ("strategy", "trainers", "engine", "device", "samples", "round s"):
+        table.add_column(column, justify="right")
+    for column in ("outside train+eval", "peak RSS MB", "MB/trainer", "gas/trainer-round"):
+        table.add_column(column, justify="right")
+    table.add_column("final avg / worst", justify="right")
+    for (strategy, n, engine), r in sorted(newest.items()):
+        split = r["split"]
+        outside = 1.0 - split.get("training", 0.0) - split.get("evaluation", 0.0)
+        gas = r["gas_per_trainer_round"]
+        table.add_row(
+            strategy,
+            str(n),
+            engine,
+            r["device"],
+            str(r["samples"]),
+            f"{r['round_s']:.1f}",
+            f"{100 * outside:.1f} %",
+            f"{r['peak_rss_mb']:.0f}",
+            f"{r['peak_rss_mb'] / n:.1f}",
+            "-" if gas is None else f"{gas:,.0f}",
+            f"{r['final_avg']:.3f} / {r['final_min']:.3f}",
+        )
+    console.print(table)
+    batched = newest.get(("mcfl", 38, "batched"))
+    process = newest.get(("mcfl", 38, "process"))
+    x = f"{batched['round_s']:.1f}" if batched else "n/a"
+    y = f"{process['round_s']:.1f}" if process else "n/a"
+    ratio = f"{process['round_s'] / batched['round_s']:.1f}" if batched and process else "n/a"
+    largest = max((n for (_, n, _) in newest), default=0)
+    return (
+        f"MCFL round at 38 trainers: {x} s batched vs {y} s process ({ratio} x); "
+        f"largest network on this machine: {largest} trainers"
+    )
+
+
+@click.command()
+@click.option(
+    "--sizes", default="10,38,200,1000", show_default=True, help="Trainers, comma-separated."
+)
+@click.option("--engines", default="batched,process", show_default=True, help="Engines to run.")
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    default=("mcfl",),
+    show_default=True,
+    help="mcfl, fedavg (repeatable).",
+)
+@click.option("--rounds", default=5, show_default=True, help="Rounds per run (2-4 are measured).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu")
+@click.option(
+    "--records",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=RECORDS,
+    show_default=True,
+    help="JSON-lines file the runs are appended to.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=ROOT / "runs" / "bench-engine",
+    show_default=True,
+    help="Where the run directories go.",
+)
+@click.option("--again", is_flag=True, help="Run sizes already recorded again.")
+@click.option("--report-only", is_flag=True, help="Print the table from the records; run none.")
+def main(
+    sizes: str,
+    engines: str,
+    strategies: tuple[str, ...],
+    rounds: int,
+    device: str,
+    records: Path,
+    out: Path,
+    again: bool,
+    report_only: bool,
+) -> None:
+    """Run the engine benchmark and print its table (see the module docstring)."""
+    console = Console()
+    if not report_only:
+        try:
+            wanted = [int(n) for n in sizes.split(",") if n.strip()]
+        except ValueError as exc:
+            raise click.BadParameter(f"--sizes takes integers: {exc}") from exc
+        done = {(r["strategy"], r["trainers"], r["engine"]) for r in _load(records)}
+        records.parent.mkdir(parents=True, exist_ok=True)
+        for strategy in strategies:
+            for n in wanted:
+                for engine in [e.strip() for e in engines.split(",") if e.strip()]:
+                    if (strategy, n, engine) in done and not again:
+                        console.print(f"{strategy} {n} {engine}: recorded already (--again)")
+                        continue
+                    if engine == "process" and n > PROCESS_LIMIT:
+                        console.print(
+                            f"{strategy} {n} {engine}: not run, about 330 MB a worker process "
+                            f"does not fit {n} trainers in this machine's memory"
+                        )
+                        continue
+                    console.print(f"{strategy} {n} {engine}: running {rounds} rounds ...")
+                    record = measure(n, engine, strategy, rounds, device, out, console)
+                    with records.open("a") as f:
+                        f.write(json.dumps(record) + "\n")
+                    console.print(
+                        f"  {record['round_s']:.1f} s a round, peak "
+                        f"{record['peak_rss_mb']:.0f} MB, final avg {record['final_avg']:.3f}"
+                    )
+    click.echo(report(_load(records), console))
+
+
+if __name__ == "__main__":
+    main()
