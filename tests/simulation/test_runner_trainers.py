@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from mcfl_chain.simulation import runner
+from mcfl_chain.simulation.engines.process import ProcessEngine
 from mcfl_chain.simulation.runner import Network, SimulationConfig, SimulationError
 
 
@@ -86,4 +87,5 @@ def test_the_network_starts_one_worker_per_named_trainer(monkeypatch, tmp_path):
         str(tmp_path / "trainers" / "002" / "metrics.jsonl"),
     ]
     assert started[1][-2:] == ["--epochs", "9"] and "--epochs" not in started[0][-2:]
-    assert network._trainer_of(1) == 2
+    index, log = ProcessEngine().log_of(network, 1)
+    assert (index, log) == (2, tmp_path / "trainers" / "002" / "worker.log")

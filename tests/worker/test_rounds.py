@@ -33,6 +33,7 @@ from mcfl_chain.chain.client import (
     TrainerStatus,
 )
 from mcfl_chain.chain.errors import ChainUnavailable, ProtocolLimitError
+from mcfl_chain.compute import local as local_compute
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.model_id import model_id, update_id
 from mcfl_chain.learning.codec import decode_weights, encode_weights
@@ -784,7 +785,7 @@ def test_the_adversarys_poisoned_data_is_trained_on_and_the_splits_stay_honest(
     storage = LocalStorage(tmp_path / "blobs")
     genesis = storage.put(weights_blob(0))
     trained_on: list[Any] = []
-    monkeypatch.setattr(rounds, "train", lambda net, data, **kw: trained_on.append(data))
+    monkeypatch.setattr(local_compute, "train", lambda net, data, **kw: trained_on.append(data))
     data = trainer_data()
     worker = make_worker(
         tmp_path,
@@ -815,7 +816,7 @@ def test_an_adversary_that_does_not_train_publishes_the_parents_weights(tmp_path
     def no_training(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a free rider does not train")
 
-    monkeypatch.setattr(rounds, "train", no_training)
+    monkeypatch.setattr(local_compute, "train", no_training)
     worker = make_worker(
         tmp_path,
         ScriptedChain(lambda: status()),
@@ -842,7 +843,7 @@ def test_a_free_rider_copies_a_peers_update_of_the_previous_round(tmp_path, monk
         proposed(1, 0, cid=storage.put(weights_blob(11))),
         proposed(2, 0, cid=storage.put(encode_weights(ARCH, peer_weights))),
     ]
-    monkeypatch.setattr(rounds, "train", lambda *a, **k: None)
+    monkeypatch.setattr(local_compute, "train", lambda *a, **k: None)
     worker = make_worker(
         tmp_path,
         ScriptedChain(lambda: status(round_=1), events),
@@ -1123,7 +1124,7 @@ def test_the_adversary_publishes_its_version_of_the_trained_update(tmp_path, mon
             for parameter in net.parameters():
                 parameter.add_(0.5)
 
-    monkeypatch.setattr(rounds, "train", step)
+    monkeypatch.setattr(local_compute, "train", step)
     worker = make_worker(
         tmp_path,
         ScriptedChain(lambda: status()),
@@ -1200,7 +1201,7 @@ def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
     storage = LocalStorage(tmp_path / "blobs")
     genesis = storage.put(weights_blob(0))
     penalties: list[Any] = []
-    monkeypatch.setattr(rounds, "train", lambda net, data, **kw: penalties.append(kw["penalty"]))
+    monkeypatch.setattr(local_compute, "train", lambda net, data, **kw: penalties.append(kw["penalty"]))
     worker = make_worker(
         tmp_path, ScriptedChain(lambda: status()), storage, genesis, trainer_data(), MergeAll()
     )
