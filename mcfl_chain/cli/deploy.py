@@ -8,14 +8,14 @@ import click
 from eth_account.signers.local import LocalAccount
 
 from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
-from mcfl_chain.chain._tx import FeePolicy, as_account
+from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
 from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli import _network_options as options
-from mcfl_chain.cli.account import signing_account, signing_options
+from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
 from mcfl_chain.storage import DEFAULT_STORAGE, open_storage
 from mcfl_chain.storage.errors import StorageError
 
@@ -29,12 +29,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="JSON-RPC URL of the chain (http:// or https://): a devnet, a testnet, any EVM chain.",
 )
 @signing_options
-@click.option(
-    "--account-index",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Sign with Anvil's dev account N instead (local devnets only).",
-)
+@ACCOUNT_INDEX
 @click.option(
     "--task",
     default=None,
@@ -168,13 +163,7 @@ def deploy(
     """
     if task is not None and task_ref is not None:
         raise click.UsageError("give --task or --task-from, not both")
-    if account_index is not None and (keystore or account_alias or password_file):
-        raise click.UsageError("give --account-index or --keystore/--account, not both")
-    deployer: LocalAccount = (
-        as_account(account_index)
-        if account_index is not None
-        else signing_account(keystore, account_alias, password_file)
-    )
+    deployer: LocalAccount = signer(keystore, account_alias, password_file, account_index)
     descriptor, genesis_cid = _task_and_genesis(task, task_ref, genesis_cid, storage, seed)
     allowed = _addresses(allow) if allow else []
     if registration == "allowlist":
