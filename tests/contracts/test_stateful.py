@@ -193,6 +193,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         if ok:
             del self.trainer_of[person.address]
             if self.started and self._is_member(trainer):
+                event("a member exited: quorum - 1")
                 self.quorum -= 1
                 ends = bool(self.voters) and len(self.counted) >= self.quorum
                 self._check_phase_end(ends, "phase ended by a member's exit")
@@ -243,6 +244,14 @@ class ProtocolMachine(RuleBasedStateMachine):
                 self._propose(person, chance.sample(models, min(len(models), chance.randint(1, 2))))
             else:
                 self._aggregate(person, 2, chance.random() < 0.5, chance.getrandbits(16), False)
+
+    @precondition(lambda self: self.started)
+    @rule(seed=st.integers(0, 2**32), who=st.integers(0, ACCOUNTS - 1))
+    def all_act_but_one_who_leaves(self, seed, who):
+        """Every live trainer acts but account ``who``, which then exits: refused if it
+        voted in this round, else it leaves the quorum, which may end the phase."""
+        self.everyone_acts(seed, 1 << who)
+        self.exit(who)
 
     def _propose(self, person, parents):
         trainer = self.trainer_of.get(person.address, 0)
