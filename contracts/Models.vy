@@ -236,6 +236,41 @@ def trainerRegistered(trainerId: uint256, liveTrainers: uint256) -> bool:
 
 
 @external
+def trainerExited(trainerId: uint256) -> bool:
+    """
+    @notice Hook for Trainers: trainer `trainerId` asks to exit (its token is
+            burnt if this returns True).
+    @dev Refused (False, nothing changed) when the trainer voted in the
+         current round: a new identity of the same party could otherwise vote,
+         propose and aggregate again in that round, and the burnt id would be
+         a member of the next phase's quorum that never votes. Accepted
+         otherwise; a member of the current phase's quorum (it voted in the
+         previous phase, so this is a PROPOSE phase, or round 0's first)
+         leaves it: the quorum drops by one, and the phase ends now when every
+         remaining member voted and someone did (a quorum of 0 with no voter
+         ends on the next vote, so the next quorum is never 0).
+    @param trainerId The exiting trainer's id.
+    @return Whether the exit may go on.
+    """
+    assert msg.sender == trainers, "Models: only the Trainers contract may report exits"
+    state: uint256 = self._state
+    if state & _STARTED_BIT == 0:
+        return True
+    stamp: uint256 = self._voteStamp[trainerId]
+    if stamp >> 1 > (state & _MASK32) * 2:
+        return False
+    if not self._is_member(state, trainerId, stamp):
+        return True
+    quorum: uint256 = ((state >> _QUORUM_SHIFT) & _MASK32) - 1
+    voters: uint256 = (state >> _VOTERS_SHIFT) & _MASK32
+    if voters != 0 and (state >> _VOTES_SHIFT) & _MASK32 >= quorum:
+        self._next_phase(state, voters)
+    else:
+        self._state = (state & ~(_MASK32 << _QUORUM_SHIFT)) | (quorum << _QUORUM_SHIFT)
+    return True
+
+
+@external
 def submitProposals(proposals: DynArray[protocol.Proposal, protocol.MAX_PROPOSALS]):
     """
     @notice Propose the caller's updates of this round and cast its PROPOSE vote.
@@ -769,6 +804,17 @@ def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
         self._state = (state & ~((_MASK64 << _VOTES_SHIFT))) | (votes << _VOTES_SHIFT) \
             | (voters << _VOTERS_SHIFT)
         return
+    self._next_phase(state, voters)
+
+
+@internal
+def _next_phase(state: uint256, voters: uint256):
+    """
+    @dev Ends the phase of `state`: the next one starts now with the `voters`
+         of this one as its quorum.
+    """
+    current: uint256 = state & _MASK32
+    current_phase: uint256 = (state >> _PHASE_SHIFT) & 1
     next_round: uint256 = current + current_phase
     next_phase: uint256 = 1 - current_phase
     self._state = next_round | (next_phase << _PHASE_SHIFT) | _STARTED_BIT \

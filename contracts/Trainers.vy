@@ -6,14 +6,17 @@
         `register` mints one to the caller (one per address) under the
         registration policy chosen at deployment:
         - OPEN (0): anyone may register;
-        - ALLOWLIST (1): only addresses an admin allowed (`setAllowed`);
+        - ALLOWLIST (1): only addresses an admin admitted (`setAllowed`),
+          one identity per admission: registering uses the admission up,
+          and the admin admits the address again for another one;
         - DEPOSIT (2): the caller pays `deposit` wei, refunded by
           `withdrawDeposit` once `cooldown` seconds have passed since `exit`.
         A token may be transferred to an address that holds none, which
         rotates a trainer's key without changing its trainer id: every
         per-trainer rule of the protocol is keyed by that id. `exit` burns the
-        caller's token for good. Trainer ids are sequential from 1 and never
-        reused.
+        caller's token for good, but not in a round in which that trainer
+        voted (a new identity registered in the same round would be a second
+        voice). Trainer ids are sequential from 1 and never reused.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
@@ -58,6 +61,11 @@ MAX_ALLOWLIST_BATCH: public(constant(uint256)) = 64
 # @dev Longest refund cooldown: a year, so a typo cannot lock deposits for ages.
 MAX_COOLDOWN: public(constant(uint256)) = 365 * 86400
 
+# @dev States of an address's admission under ALLOWLIST: none (0), admitted and
+#      unused (1), used by a registration (2: the admin must admit it again).
+_ADMITTED: constant(uint256) = 1
+_USED: constant(uint256) = 2
+
 # @dev `_refunds[account]` packs a pending refund: amount (bits 0-191)
 #      | time it becomes withdrawable (192-255).
 _AMOUNT_MASK: constant(uint256) = (1 << 192) - 1
@@ -79,8 +87,8 @@ cooldown: public(immutable(uint256))
 # @dev Keeper of the allowlist (the zero address but under ALLOWLIST).
 admin: public(address)
 
-# @dev Addresses allowed to register under ALLOWLIST.
-isAllowed: public(HashMap[address, bool])
+# @dev Admission of each address under ALLOWLIST: 0, _ADMITTED or _USED.
+_admissions: HashMap[address, uint256]
 
 # @dev The Models contract, told about registrations until round 0 opens.
 models: public(address)
@@ -159,8 +167,11 @@ def setModels(models: address):
 def register() -> uint256:
     """
     @notice Register the caller as a trainer: mint it the next trainer token.
-    @dev Under ALLOWLIST the caller must be allowed; under DEPOSIT it sends
-         exactly `deposit` wei; under the other policies no value. While
+    @dev Under ALLOWLIST the caller must hold an unused admission, which this
+         uses up (`AllowlistChanged(caller, false)`): one admission gives one
+         identity, however often the token then moves or is burnt, and the
+         admin admits the address again for another. Under DEPOSIT the caller
+         sends exactly `deposit` wei; under the other policies no value. While
          round 0 has not opened, Models is told the id and the live count so
          it can open the round once `minTrainers` trainers exist.
     @return The caller's trainer id.
@@ -168,7 +179,12 @@ def register() -> uint256:
     assert self.models != empty(address), "Trainers: not linked to a Models contract yet"
     assert self._trainerIdOf[msg.sender] == 0, "Trainers: this address is already registered"
     if policy == ALLOWLIST:
-        assert self.isAllowed[msg.sender], "Trainers: this address is not on the allowlist"
+        admission: uint256 = self._admissions[msg.sender]
+        assert admission != _USED, \
+            "Trainers: this address used its admission; the admin must admit it again"
+        assert admission == _ADMITTED, "Trainers: this address is not on the allowlist"
+        self._admissions[msg.sender] = _USED
+        log AllowlistChanged(account=msg.sender, allowed=False)
     if policy == DEPOSIT:
         assert msg.value == deposit, "Trainers: registration takes exactly the deposit"
     else:
@@ -190,12 +206,19 @@ def exit():
     """
     @notice Leave the network: burn the caller's trainer token. Under DEPOSIT
             its deposit becomes withdrawable by the caller after `cooldown`.
-    @dev The trainer id is never reused; the Models contract needs no notice:
-         a departed trainer simply stops voting, which costs a phase at most
-         its deadline, after which it no longer counts in the quorum.
+    @dev The trainer id is never reused. Refused in a round in which the
+         trainer voted: otherwise its address (or its party) could register
+         a new identity and vote, propose and aggregate a second time in that
+         round, and the burnt id would stay a member of the next phase's
+         quorum. From the next round on the exit is free; Models then drops
+         the id from the current phase's quorum if it was a member (ending
+         the phase when every other member voted), so a departure costs no
+         deadline. Under ALLOWLIST the admission stays used.
     """
     trainer_id: uint256 = self._trainerIdOf[msg.sender]
     assert trainer_id != 0, "Trainers: the caller holds no trainer token"
+    assert extcall IModels(self.models).trainerExited(trainer_id), \
+        "Trainers: this trainer voted in this round; it may exit from the next round on"
     self._trainerIdOf[msg.sender] = 0
     self._holderOf[trainer_id] = empty(address)
     self.totalSupply -= 1
@@ -242,17 +265,46 @@ def refundOf(account: address) -> (uint256, uint256):
 @external
 def setAllowed(accounts: DynArray[address, MAX_ALLOWLIST_BATCH], allowed: bool):
     """
-    @notice Add addresses to the allowlist or remove them (admin only).
-    @dev The allowlist gates registration only: removing an address does not
-         burn a token it already holds, and a trainer token may move to an
-         address off the list (key rotation keeps the admitted identity).
+    @notice Admit addresses (one registration each) or revoke their unused or
+            used admission (admin only).
+    @dev The allowlist gates registration only: revoking does not burn a
+         token the address holds, and a trainer token may move to an address
+         off the list (key rotation keeps the admitted identity). Admitting
+         an address whose admission was used gives it one more registration.
     @param accounts The addresses to change.
-    @param allowed True to allow them, False to remove them.
+    @param allowed True to admit them, False to revoke their admission.
     """
     assert msg.sender == self.admin, "Trainers: only the admin may change the allowlist"
+    admission: uint256 = 0
+    if allowed:
+        admission = _ADMITTED
     for account: address in accounts:
-        self.isAllowed[account] = allowed
+        self._admissions[account] = admission
         log AllowlistChanged(account=account, allowed=allowed)
+
+
+@external
+@view
+def isAllowed(account: address) -> bool:
+    """
+    @notice Whether `account` holds an unused admission: it may register
+            (under ALLOWLIST) once it holds no trainer token.
+    @param account The address to look up.
+    @return True when admitted and not yet registered with that admission.
+    """
+    return self._admissions[account] == _ADMITTED
+
+
+@external
+@view
+def admissionUsed(account: address) -> bool:
+    """
+    @notice Whether `account` registered with its admission and was not admitted
+            again since.
+    @param account The address to look up.
+    @return True when its admission is used up.
+    """
+    return self._admissions[account] == _USED
 
 
 @external

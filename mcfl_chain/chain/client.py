@@ -415,7 +415,8 @@ class ChainClient:
         return self.trainer_id()
 
     def set_allowed(self, accounts: Sequence[str], allowed: bool = True) -> TxReceipt:
-        """Admit (or remove) ``accounts`` on the allowlist; only its admin may (ALLOWLIST)."""
+        """Admit ``accounts`` for one registration each (again, if they used an earlier
+        admission), or revoke their admission; only the admin may (ALLOWLIST)."""
         if not 1 <= len(accounts) <= 64:
             raise ValueError(f"give 1 to 64 accounts per call, got {len(accounts)}")
         checksummed = [Web3.to_checksum_address(a) for a in accounts]
@@ -697,6 +698,21 @@ class ChainClient:
     def deposit(self) -> int:
         """Wei a registration takes (``Trainers.deposit()``: 0 but under DEPOSIT)."""
         return int(self._view(self.trainers.functions.deposit()))
+
+    def admin(self) -> str | None:
+        """The allowlist's admin (``Trainers.admin()``); None but under ALLOWLIST."""
+        keeper = str(self._view(self.trainers.functions.admin()))
+        return None if int(keeper, 16) == 0 else Web3.to_checksum_address(keeper)
+
+    def admission(self, account: str) -> str:
+        """``account``'s admission under ALLOWLIST: "admitted" (it may register once),
+        "used" (it registered with it; the admin must admit it again) or "none"."""
+        address = Web3.to_checksum_address(account)
+        if self._view(self.trainers.functions.isAllowed(address)):
+            return "admitted"
+        if self._view(self.trainers.functions.admissionUsed(address)):
+            return "used"
+        return "none"
 
     def trainer_count(self) -> int:
         """Number of registered (live) trainers."""

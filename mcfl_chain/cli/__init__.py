@@ -10,6 +10,7 @@ import click
 
 from mcfl_chain import __version__
 from mcfl_chain.cli.account import account
+from mcfl_chain.cli.admin import admin
 from mcfl_chain.cli.dag import dag
 from mcfl_chain.cli.deploy import deploy
 from mcfl_chain.cli.devnet import devnet
@@ -33,5 +34,5 @@ def main() -> None:
     """
 
 
-for command in (devnet, deploy, ipfs, account, worker, simulate, demo, dag, explorer):
+for command in (devnet, deploy, admin, ipfs, account, worker, simulate, demo, dag, explorer):
     main.add_command(command)

@@ -1,5 +1,6 @@
-"""The ``--deployment`` option of the read-only commands (`dag`, `explorer`): a file, or
-the ``ipfs://CID`` a network was published under, fetched from ``--storage``."""
+"""The ``--deployment`` and ``--rpc`` options of the commands that act on a deployed network
+(`dag`, `explorer`, `admin`): a file, or the ``ipfs://CID`` a network was published under,
+fetched from ``--storage``; and a node of its chain."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ DEPLOYMENT = click.option(
     metavar="FILE|ipfs://CID",
     help="The network: its deployment file (written by `mcfl-chain deploy`, `devnet up` or "
     "a simulation run), or the ipfs://CID `deploy --publish` printed, read from --storage.",
+)
+
+RPC = click.option(
+    "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
 )
 
 

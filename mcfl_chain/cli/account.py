@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 from eth_account.signers.local import LocalAccount
 
+from mcfl_chain.chain._tx import as_account
 from mcfl_chain.chain.accounts import (
     PASSWORD_ENV,
     PRIVATE_KEY_ENV,
@@ -78,6 +79,30 @@ def signing_options(command: F) -> F:
         ),
     ]
     return functools.reduce(lambda cmd, option: option(cmd), reversed(options), command)
+
+
+ACCOUNT_INDEX = click.option(
+    "--account-index",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Sign with Anvil's dev account N instead (local devnets only).",
+)
+"""``--account-index N``, next to :func:`signing_options` on commands that may sign on a
+devnet; :func:`signer` turns both into an account."""
+
+
+def signer(
+    keystore: Path | None,
+    account_alias: str | None,
+    password_file: Path | None,
+    account_index: int | None,
+) -> LocalAccount:
+    """The account of :func:`signing_options` or of :data:`ACCOUNT_INDEX` (not both)."""
+    if account_index is not None and (keystore or account_alias or password_file):
+        raise click.UsageError("give --account-index or --keystore/--account, not both")
+    if account_index is not None:
+        return as_account(account_index)
+    return signing_account(keystore, account_alias, password_file)
 
 
 def signing_account(

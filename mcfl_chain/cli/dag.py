@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import ChainError, DeploymentError
-from mcfl_chain.cli._deployment import DEPLOYMENT, open_deployment
+from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 from mcfl_chain.dag.sync import (
@@ -41,9 +41,7 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
 
 @click.command("dag")
 @DEPLOYMENT
-@click.option(
-    "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
-)
+@RPC
 @click.option(
     "--storage",
     default=DEFAULT_STORAGE,

@@ -8,14 +8,14 @@ import click
 from eth_account.signers.local import LocalAccount
 
 from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
-from mcfl_chain.chain._tx import FeePolicy, as_account
+from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli import _network_options as options
-from mcfl_chain.cli.account import signing_account, signing_options
+from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
 from mcfl_chain.storage import DEFAULT_STORAGE, open_storage
 from mcfl_chain.storage.errors import StorageError
 
@@ -29,12 +29,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="JSON-RPC URL of the chain (http:// or https://): a devnet, a testnet, any EVM chain.",
 )
 @signing_options
-@click.option(
-    "--account-index",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Sign with Anvil's dev account N instead (local devnets only).",
-)
+@ACCOUNT_INDEX
 @click.option(
     "--task",
     default=None,
@@ -99,7 +94,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
 )
 @options.DEPOSIT
 @options.COOLDOWN
-@options.MAX_SAMPLES
+@options.max_samples_option(default=None)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -151,7 +146,7 @@ def deploy(
     allow: str | None,
     deposit: int,
     cooldown: int,
-    max_samples: int,
+    max_samples: int | None,
     out: Path,
     publish: str | None,
     max_fee_gwei: float | None,
@@ -168,14 +163,11 @@ def deploy(
     """
     if task is not None and task_ref is not None:
         raise click.UsageError("give --task or --task-from, not both")
-    if account_index is not None and (keystore or account_alias or password_file):
-        raise click.UsageError("give --account-index or --keystore/--account, not both")
-    deployer: LocalAccount = (
-        as_account(account_index)
-        if account_index is not None
-        else signing_account(keystore, account_alias, password_file)
-    )
+    deployer: LocalAccount = signer(keystore, account_alias, password_file, account_index)
     descriptor, genesis_cid = _task_and_genesis(task, task_ref, genesis_cid, storage, seed)
+    if max_samples is None:
+        max_samples = DEFAULT_MAX_SAMPLES
+        info(sample_cap_warning(_training_set_size(descriptor), min_trainers))
     allowed = _addresses(allow) if allow else []
     if registration == "allowlist":
         admin = _addresses(admin)[0] if admin else str(deployer.address)
@@ -229,6 +221,43 @@ def deploy(
 
 def info(text: str) -> None:
     click.echo(text, err=True)
+
+
+#: Samples of an honest update the sample-cap warning compares the default cap with.
+HONEST_SAMPLES = 600
+
+
+def sample_cap_warning(training_set: int | None, min_trainers: int) -> str:
+    """The warning `deploy` prints when no --max-samples is given: what the default cap
+    lets one update weigh, and a cap fitted to the task when its training set is known
+    (an equal share of it among ``min_trainers`` trainers)."""
+    weight = DEFAULT_MAX_SAMPLES / (DEFAULT_MAX_SAMPLES + HONEST_SAMPLES)
+    text = (
+        f"warning: no --max-samples given: the network caps an update at the default "
+        f"{DEFAULT_MAX_SAMPLES:,} samples, so one update declaring that many weighs "
+        f"{weight:.4f} in a FedAvg with an honest update of {HONEST_SAMPLES} samples. Give "
+        f"--max-samples fitted to the task: the largest local training set one trainer holds"
+    )
+    if training_set is None:
+        return text + "."
+    share = -(-training_set // min_trainers)
+    return (
+        f"{text}; the task's training set has {training_set:,} samples: shared equally by "
+        f"{min_trainers} or more trainers, none holds more than --max-samples {share}."
+    )
+
+
+def _training_set_size(descriptor: str) -> int | None:
+    """Training samples of the task's built-in datasets (summed), None when unknown."""
+    from mcfl_chain.learning.datasets import DatasetError, load_dataset
+    from mcfl_chain.learning.task import Task, TaskError
+
+    try:
+        datasets = Task.parse(descriptor, registered_only=False).datasets
+        loaded = [load_dataset(name) for name in datasets]
+    except (TaskError, DatasetError):
+        return None
+    return sum(d.official_train_size or len(d) for d in loaded)
 
 
 def _task_and_genesis(

@@ -12,7 +12,7 @@ from rich.console import Console
 from mcfl_chain._utils.process import LOOPBACK, port_in_use
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.errors import ChainError, DeploymentError
-from mcfl_chain.cli._deployment import DEPLOYMENT, open_deployment
+from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
 from mcfl_chain.dag.sync import CacheError
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.storage import DEFAULT_STORAGE, StorageError, open_storage
@@ -22,9 +22,7 @@ DEFAULT_PORT = 8600
 
 @click.command("explorer")
 @DEPLOYMENT
-@click.option(
-    "--rpc", default=None, help="JSON-RPC URL of a node of that chain. Default: the deployment's."
-)
+@RPC
 @click.option(
     "--storage",
     default=DEFAULT_STORAGE,

@@ -100,6 +100,7 @@ def test_deploy_signs_with_a_keystore_writes_publishes_and_reads_back(node, tmp_
     assert f"deploying from {address} to chain {CHAIN_ID}" in result.stderr
     assert f"--deployment {uri}" in result.stderr
     assert PASSWORD not in result.stdout + result.stderr
+    assert "no --max-samples given" not in result.stderr
     # the file: the network as asked, the built-in model's fingerprint in the task
     deployment = Deployment.load(out)
     fingerprint = model_fingerprint(create_model("lenet5", 0))
@@ -155,6 +156,9 @@ def test_deploy_a_task_of_ones_own_with_an_allowlist_and_the_key_from_the_enviro
     assert all(trainers.functions.isAllowed(a).call() for a in admitted)
     assert not trainers.functions.isAllowed(str(dev_account(0).address)).call()
     assert result.stdout.strip() == str(tmp_path / "d.json")
+    # no cap given: deployed with the default, and a warning says what it allows
+    assert deployment.max_samples == 1_000_000
+    assert "warning: no --max-samples given" in result.stderr and "0.9994" in result.stderr
     output = (result.stdout + result.stderr).lower()
     assert key.removeprefix("0x").lower() not in output
 

@@ -21,6 +21,7 @@ from .conftest import (
     cid_bin,
     cid_str,
     deploy,
+    propose,
     propose_all,
     read_data_url,
     vote,
@@ -28,6 +29,7 @@ from .conftest import (
 )
 
 ALREADY_VOTED = "Models: this trainer already voted in this phase"
+VOTED_THIS_ROUND = "Trainers: this trainer voted in this round; it may exit from the next round on"
 PRINTABLE_REASON = (
     "Models: the task descriptor must be printable ASCII without quotes or backslashes"
 )
@@ -302,14 +304,74 @@ def test_a_repeated_vote_after_the_deadline_carries_no_submission(running, peopl
         models.submitProposals([(ROOT_MODEL_ID, cid_bin("late"), 1)], sender=people[0])
 
 
-def test_an_exited_member_costs_at_most_one_deadline(running, people, chain):
+def test_an_exited_member_leaves_the_quorum_at_once(running, people):
     trainers, models, _ = running
     trainers.exit(sender=people[2])
+    assert models.quorum() == 2
     vote_all(models, people[:2], PROPOSE)
-    assert models.phase() == PROPOSE
-    _past_deadline(models, chain)
-    vote(models, people[1], PROPOSE)
     assert (models.phase(), models.quorum()) == (AGGREGATE, 2)
+
+
+def test_the_exit_of_the_last_silent_member_ends_the_phase(running, people):
+    # Prepare
+    trainers, models, _ = running
+    vote_all(models, people[:2], PROPOSE)
+    # Execute
+    receipt = trainers.exit(sender=people[2])
+    # Assert: the next quorum is the two voters
+    assert (models.round(), models.phase(), models.quorum()) == (0, AGGREGATE, 2)
+    (changed,) = receipt.decode_logs(models.PhaseChanged)
+    assert (changed.round, changed.phase, changed.quorum) == (0, AGGREGATE, 2)
+
+
+def test_a_quorum_emptied_by_exits_ends_on_the_next_vote(running, people):
+    trainers, models, _ = running
+    for person in people[:MIN_TRAINERS]:
+        trainers.exit(sender=person)
+    assert (models.phase(), models.quorum(), models.voters()) == (PROPOSE, 0, 0)
+    trainers.register(sender=people[3])
+    vote(models, people[3], PROPOSE)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 1)
+
+
+def test_exit_and_register_again_in_a_round_gives_no_second_voice(running, people):
+    # Prepare: trainer 1 proposes on the root in round 0
+    trainers, models, _ = running
+    propose(models, people[0], [(ROOT_MODEL_ID, cid_bin("once"), 10)])
+    # Execute / Assert: it cannot leave (and come back with a new id) in this round
+    with ape.reverts(VOTED_THIS_ROUND):
+        trainers.exit(sender=people[0])
+    with ape.reverts("Trainers: this address is already registered"):
+        trainers.register(sender=people[0])
+    vote_all(models, people[1:3], PROPOSE)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 3)
+    with ape.reverts(VOTED_THIS_ROUND):
+        trainers.exit(sender=people[0])
+    vote_all(models, people[:3], AGGREGATE)
+    assert (models.round(), models.phase(), models.quorum()) == (1, PROPOSE, 3)
+
+
+def test_the_burnt_id_is_not_a_member_of_the_next_quorum(running, people):
+    # Prepare: round 1, every trainer a member; trainer 1 leaves before voting
+    trainers, models, _ = running
+    vote_all(models, people[:3], PROPOSE)
+    vote_all(models, people[:3], AGGREGATE)
+    trainers.exit(sender=people[0])
+    # Execute: its address registers again (id 4) and votes, as do trainers 2 and 3
+    trainers.register(sender=people[0])
+    vote_all(models, people[:3], PROPOSE)
+    # Assert: one voice per address; the next quorum is the three live voters
+    assert (models.round(), models.phase(), models.quorum()) == (1, AGGREGATE, 3)
+    assert trainers.trainerId(people[0]) == 4
+    assert all(models.statusOf(p)[4] for p in people[:3])
+    vote_all(models, people[:3], AGGREGATE)
+    assert (models.round(), models.phase()) == (2, PROPOSE)
+
+
+def test_only_trainers_reports_exits(network, people):
+    _, models, _ = network
+    with ape.reverts("Models: only the Trainers contract may report exits"):
+        models.trainerExited(1, sender=people[0])
 
 
 def test_status_of_reads_the_round_state_for_one_trainer(project, deployer, people):

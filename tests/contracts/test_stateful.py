@@ -1,9 +1,10 @@
 """Stateful test: random sequences of protocol calls against a Python reference model.
 
-Rules drive registration, exit, key rotation (trainer-token transfer), proposals, single
-and merged aggregations (with the caller's own update sometimes left out, and each with
-an aggregation rule: FedAvg, median or a trimmed mean), bare votes and waiting past the
-phase deadline. Each call must succeed exactly when the reference model
+Rules drive registration (under open registration, and under an allowlist whose admin
+admits and revokes addresses), exit, key rotation (trainer-token transfer), proposals,
+single and merged aggregations (with the caller's own update sometimes left out, and each
+with an aggregation rule: FedAvg, median or a trimmed mean), bare votes and waiting past
+the phase deadline. Each call must succeed exactly when the reference model
 says it may, and after every step these invariants hold:
 
 - one proposal and one aggregation per (trainer id, parent, round), whichever address
@@ -17,11 +18,17 @@ says it may, and after every step these invariants hold:
 - the quorum of a phase is the set of trainers that voted in the previous one (round 0's
   first phase: the trainers live when it opened): a silent trainer is no longer a member,
   a returning one is a member again from the phase after its vote;
-- the counted votes are the distinct members that voted, never above the quorum.
+- the counted votes are the distinct members that voted, never above the quorum;
+- an exit is refused in a round in which the trainer voted, and a member that exits
+  leaves the current quorum (the phase ends when that completes it): every voter of a
+  phase is live, so a burnt id is never a member of the next quorum;
+- under the allowlist, registering uses the address's admission up: the trainer ids
+  ever registered (so the live ones too) are at most the admissions granted.
 """
 
 import random
 
+import pytest
 from ape.exceptions import ContractLogicError
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -36,7 +43,7 @@ from hypothesis.stateful import (
 
 from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id, update_id
 
-from .conftest import AGGREGATE, PROPOSE, ZERO, cid_bin, deploy
+from .conftest import AGGREGATE, ALLOWLIST, OPEN, PROPOSE, ZERO, cid_bin, deploy
 
 ACCOUNTS = 7
 MIN_TRAINERS = 3
@@ -57,6 +64,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         env["snapshot"] = env["chain"].snapshot()
         self.trainers, self.models, self.updates = env["contracts"]
         self.people = env["people"][:ACCOUNTS]
+        self.admin = env["admin"]
+        self.allowlist = env["policy"] == ALLOWLIST
+        self.admitted: set[str] = set()  # addresses with an unused admission
+        self.granted = 0  # admissions granted (an address admitted while it had none)
+        self.last_vote: dict[int, int] = {}  # trainer id -> round of its last vote
         self.chain = env["chain"]
         self.trainer_of: dict[str, int] = {}  # address -> live trainer id
         self.last_id = 0
@@ -102,11 +114,14 @@ class ProtocolMachine(RuleBasedStateMachine):
             if self._is_member(trainer):
                 self.counted.add(trainer)
             self.voters.add(trainer)
-        should_end = len(self.counted) >= self.quorum or self.expired
+            self.last_vote[trainer] = self.round
+        self._check_phase_end(len(self.counted) >= self.quorum or self.expired)
+
+    def _check_phase_end(self, should_end, why=None):
         ended = tuple(self.models.statusOf(ZERO)[1:3]) != (self.round, self.phase)
         assert ended == should_end
         if ended:
-            event("phase ended by its deadline" if self.expired else "phase ended by quorum")
+            event(why or ("phase ended by its deadline" if self.expired else "by quorum"))
             self.round += self.phase
             self.phase = 1 - self.phase
             self.previous_voters, self.quorum = self.voters, len(self.voters)
@@ -128,16 +143,39 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @initialize()
     def open_round_zero(self):
-        """Four trainers: the third opens round 0, the fourth registers after it opened."""
+        """Four trainers: the third opens round 0, the fourth registers after it opened
+        (under the allowlist, each admitted first)."""
         for who in range(MIN_TRAINERS + 1):
+            if self.allowlist:
+                self.set_allowed([who], True)
             self.register(who)
+
+    @precondition(lambda self: self.allowlist)
+    @rule(whom=st.lists(st.integers(0, ACCOUNTS - 1), max_size=3), allowed=st.booleans())
+    def set_allowed(self, whom, allowed):
+        """The admin admits or revokes addresses (an outsider's try is refused)."""
+        accounts = [self.people[w] for w in whom]
+        assert (
+            self._send(self.trainers.setAllowed, accounts, allowed, sender=self.people[0]) is None
+        )
+        receipt = self._send(self.trainers.setAllowed, accounts, allowed, sender=self.admin)
+        assert receipt is not None
+        for account in accounts:
+            if allowed and account.address not in self.admitted:
+                self.granted += 1
+                self.admitted.add(account.address)
+            elif not allowed:
+                self.admitted.discard(account.address)
 
     @rule(who=st.integers(0, ACCOUNTS - 1))
     def register(self, who):
         person = self.people[who]
-        ok = person.address not in self.trainer_of
+        ok = person.address not in self.trainer_of and (
+            not self.allowlist or person.address in self.admitted
+        )
         assert (self._send(self.trainers.register, sender=person) is not None) == ok
         if ok:
+            self.admitted.discard(person.address)
             self.last_id += 1
             self.trainer_of[person.address] = self.last_id
             if not self.started and len(self.trainer_of) >= MIN_TRAINERS:
@@ -147,10 +185,18 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(who=st.integers(0, ACCOUNTS - 1))
     def exit(self, who):
         person = self.people[who]
-        ok = person.address in self.trainer_of
+        trainer = self.trainer_of.get(person.address, 0)
+        voted = self.started and self.last_vote.get(trainer) == self.round
+        ok = trainer != 0 and not voted
         assert (self._send(self.trainers.exit, sender=person) is not None) == ok
+        event(f"exit accepted={ok}" + (" (voted this round)" if voted else ""))
         if ok:
             del self.trainer_of[person.address]
+            if self.started and self._is_member(trainer):
+                event("a member exited: quorum - 1")
+                self.quorum -= 1
+                ends = bool(self.voters) and len(self.counted) >= self.quorum
+                self._check_phase_end(ends, "phase ended by a member's exit")
 
     @rule(who=st.integers(0, ACCOUNTS - 1), to=st.integers(0, ACCOUNTS - 1))
     def rotate_key(self, who, to):
@@ -198,6 +244,14 @@ class ProtocolMachine(RuleBasedStateMachine):
                 self._propose(person, chance.sample(models, min(len(models), chance.randint(1, 2))))
             else:
                 self._aggregate(person, 2, chance.random() < 0.5, chance.getrandbits(16), False)
+
+    @precondition(lambda self: self.started)
+    @rule(seed=st.integers(0, 2**32), who=st.integers(0, ACCOUNTS - 1))
+    def all_act_but_one_who_leaves(self, seed, who):
+        """Every live trainer acts but account ``who``, which then exits: refused if it
+        voted in this round, else it leaves the quorum, which may end the phase."""
+        self.everyone_acts(seed, 1 << who)
+        self.exit(who)
 
     def _propose(self, person, parents):
         trainer = self.trainer_of.get(person.address, 0)
@@ -325,6 +379,16 @@ class ProtocolMachine(RuleBasedStateMachine):
                     stack.append((parent, iter(self.dag[parent]["parents"])))
 
     @invariant()
+    def voters_are_live_and_admissions_bound_identities(self):
+        """A burnt id never voted in its phase (so it is never in the next quorum); under
+        the allowlist, identities ever registered <= admissions granted."""
+        assert self.voters <= set(self.trainer_of.values())
+        if self.allowlist:
+            assert self.trainers.totalSupply() <= self.trainers.lastTrainerId() <= self.granted
+            for person in self.people:
+                assert self.trainers.isAllowed(person) == (person.address in self.admitted)
+
+    @invariant()
     def round_state_and_quorum_match_the_reference(self):
         """Read through `statusOf` (one call per live trainer gives everything)."""
         for address in sorted(self.trainer_of) or [ZERO]:
@@ -344,14 +408,25 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.position = (self.round, self.phase)
 
 
-def test_protocol_state_machine(project, deployer, people, chain):
+@pytest.mark.parametrize("policy", [OPEN, ALLOWLIST], ids=["open", "allowlist"])
+def test_protocol_state_machine(project, deployer, people, chain, policy):
     # Prepare: one deployment; each example restores its snapshot
-    contracts = deploy(project, deployer, min_trainers=MIN_TRAINERS, phase_duration=DURATION)
+    admin = people[10]
+    contracts = deploy(
+        project,
+        deployer,
+        min_trainers=MIN_TRAINERS,
+        phase_duration=DURATION,
+        policy=policy,
+        admin=admin if policy == ALLOWLIST else ZERO,
+    )
     ProtocolMachine.env = {
         "contracts": contracts,
         "people": people,
+        "admin": admin,
         "chain": chain,
         "snapshot": chain.snapshot(),
+        "policy": policy,
     }
     # Execute / Assert
     run_state_machine_as_test(

@@ -7,6 +7,8 @@ from .conftest import ALLOWLIST, DEPOSIT, OPEN, ZERO, deploy, read_data_url
 
 DEPOSIT_WEI = 10**16
 COOLDOWN = 3_600
+NOT_ALLOWED = "Trainers: this address is not on the allowlist"
+USED = "Trainers: this address used its admission; the admin must admit it again"
 
 
 @pytest.fixture
@@ -108,7 +110,7 @@ def test_allowlist_gates_registration(allowlisted, people):
     # Prepare
     trainers, _, _ = allowlisted
     admin = people[10]
-    with ape.reverts("Trainers: this address is not on the allowlist"):
+    with ape.reverts(NOT_ALLOWED):
         trainers.register(sender=people[0])
     # Execute
     receipt = trainers.setAllowed([people[0], people[1]], True, sender=admin)
@@ -119,9 +121,9 @@ def test_allowlist_gates_registration(allowlisted, people):
         (people[0], True),
         (people[1], True),
     ]
-    assert trainers.trainerId(people[0]) == 1 and trainers.isAllowed(people[0])
+    assert trainers.trainerId(people[0]) == 1 and not trainers.isAllowed(people[0])
     assert not trainers.isAllowed(people[1])
-    with ape.reverts("Trainers: this address is not on the allowlist"):
+    with ape.reverts(NOT_ALLOWED):
         trainers.register(sender=people[1])
     assert trainers.policy() == ALLOWLIST and trainers.admin() == admin
 
@@ -133,6 +135,63 @@ def test_allowlist_removal_keeps_the_identity_and_rotation_needs_no_entry(allowl
     trainers.setAllowed([people[0]], False, sender=people[10])
     trainers.transferFrom(people[0], people[4], 1, sender=people[0])
     assert trainers.trainerId(people[4]) == 1 and not trainers.isAllowed(people[4])
+
+
+def test_an_admission_gives_one_identity(allowlisted, people):
+    # Prepare: people[0] is admitted once, registers, and hands its token to people[4]
+    trainers, _, _ = allowlisted
+    admin = people[10]
+    trainers.setAllowed([people[0]], True, sender=admin)
+    receipt = trainers.register(sender=people[0])
+    trainers.transferFrom(people[0], people[4], 1, sender=people[0])
+    # Execute / Assert: the admission was used up by the registration
+    (used,) = receipt.decode_logs(trainers.AllowlistChanged)
+    assert (used.account, used.allowed) == (people[0], False)
+    assert not trainers.isAllowed(people[0])
+    with ape.reverts(USED):
+        trainers.register(sender=people[0])
+    assert trainers.totalSupply() == 1
+    # the admin re-admits explicitly: one more identity, and no third
+    trainers.setAllowed([people[0]], True, sender=admin)
+    trainers.register(sender=people[0])
+    trainers.transferFrom(people[0], people[5], 2, sender=people[0])
+    with ape.reverts(USED):
+        trainers.register(sender=people[0])
+    assert trainers.totalSupply() == 2 and trainers.lastTrainerId() == 2
+
+
+def test_exit_leaves_the_admission_used(allowlisted, people):
+    trainers, _, _ = allowlisted
+    trainers.setAllowed([people[0]], True, sender=people[10])
+    trainers.register(sender=people[0])
+    trainers.exit(sender=people[0])
+    with ape.reverts(USED):
+        trainers.register(sender=people[0])
+
+
+def test_revoking_a_used_admission_leaves_the_address_off_the_list(allowlisted, people):
+    trainers, _, _ = allowlisted
+    trainers.setAllowed([people[0]], True, sender=people[10])
+    trainers.register(sender=people[0])
+    trainers.exit(sender=people[0])
+    trainers.setAllowed([people[0]], False, sender=people[10])
+    with ape.reverts(NOT_ALLOWED):
+        trainers.register(sender=people[0])
+
+
+def test_an_admitted_address_holding_a_rotated_token_keeps_its_own_admission(allowlisted, people):
+    # Prepare: people[1] is admitted but receives people[0]'s token first
+    trainers, _, _ = allowlisted
+    trainers.setAllowed([people[0], people[1]], True, sender=people[10])
+    trainers.register(sender=people[0])
+    trainers.transferFrom(people[0], people[1], 1, sender=people[0])
+    with ape.reverts("Trainers: this address is already registered"):
+        trainers.register(sender=people[1])
+    # Execute: once it hands the token on, its own admission gives its own identity
+    trainers.transferFrom(people[1], people[4], 1, sender=people[1])
+    trainers.register(sender=people[1])
+    # Assert: two admissions, two identities
+    assert trainers.totalSupply() == 2 and trainers.trainerId(people[1]) == 2
 
 
 def test_only_the_admin_keeps_the_allowlist_and_can_hand_it_over(allowlisted, people):

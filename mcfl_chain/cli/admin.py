@@ -1,0 +1,146 @@
+"""``mcfl-chain admin allow | revoke | show``: keep a deployed network's registration.
+
+Under the allowlist policy one admission gives one identity: registering uses it up, and
+the admin admits the address again for another (docs/PROTOCOL.md §3). These commands let
+the admin admit an organisation after deployment, revoke an admission, and let anyone
+read the registration settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from web3 import Web3
+
+from mcfl_chain.chain.client import ChainClient, ChainError
+from mcfl_chain.chain.errors import ChainUnusable
+from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
+from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
+from mcfl_chain.storage import DEFAULT_STORAGE
+
+#: Accounts one ``Trainers.setAllowed`` call takes (``MAX_ALLOWLIST_BATCH``).
+BATCH = 64
+
+STORAGE = click.option(
+    "--storage",
+    default=DEFAULT_STORAGE,
+    show_default=True,
+    help="Blob store to fetch an ipfs://CID --deployment from.",
+)
+
+
+def _checksummed(addresses: Sequence[str]) -> list[str]:
+    wrong = [a for a in addresses if not Web3.is_address(a)]
+    if wrong:
+        raise click.BadParameter(f"{wrong[0]!r} is not an address", param_hint="ADDRESS")
+    return [Web3.to_checksum_address(a) for a in addresses]
+
+
+@click.group("admin")
+def admin() -> None:
+    """Keep a network's registration: admit or revoke addresses (allowlist networks) and
+    show the registration settings.
+
+    Under the allowlist policy an admission gives one registration: the address's next
+    `register` uses it up, and another identity needs the admin to admit it again.
+    """
+
+
+def _set_allowed(
+    addresses: tuple[str, ...],
+    allowed: bool,
+    deployment: str,
+    rpc: str | None,
+    storage: str,
+    keystore: Path | None,
+    account_alias: str | None,
+    password_file: Path | None,
+    account_index: int | None,
+) -> None:
+    accounts = _checksummed(addresses)
+    keeper = signer(keystore, account_alias, password_file, account_index)
+    try:
+        client = ChainClient(open_deployment(deployment, storage), keeper, rpc_url=rpc)
+        registration = client.network_parameters()["registration"]
+        if registration != "allowlist":
+            raise click.ClickException(
+                f"this network's registration is {registration}: it has no allowlist"
+            )
+        if client.admin() != keeper.address:
+            raise click.ClickException(
+                f"only the admin {client.admin()} may change the allowlist; you sign as "
+                f"{keeper.address}"
+            )
+        for start in range(0, len(accounts), BATCH):
+            client.set_allowed(accounts[start : start + BATCH], allowed)
+    except (ChainError, ChainUnusable, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    for account in accounts:
+        if allowed:
+            click.echo(f"admitted {account} (one registration)")
+        else:
+            click.echo(f"revoked {account}")
+
+
+def _admin_command(name: str, allowed: bool, summary: str, doc: str) -> click.Command:
+    """``admin allow`` or ``admin revoke``: the same options, one flag apart."""
+
+    @admin.command(name, help=doc, short_help=summary)
+    @click.argument("addresses", nargs=-1, required=True, metavar="ADDRESS...")
+    @DEPLOYMENT
+    @RPC
+    @STORAGE
+    @signing_options
+    @ACCOUNT_INDEX
+    def command(addresses: tuple[str, ...], **options: object) -> None:
+        _set_allowed(addresses, allowed, **options)  # type: ignore[arg-type]
+
+    return command
+
+
+allow = _admin_command(
+    "allow",
+    True,
+    "Admit addresses for one registration each.",
+    "Admit ADDRESS... for one registration each (again, if an earlier admission was "
+    "used); signed by the allowlist's admin.",
+)
+revoke = _admin_command(
+    "revoke",
+    False,
+    "Revoke addresses' admissions.",
+    "Revoke the admission of ADDRESS... (a token already registered stays); signed by "
+    "the allowlist's admin.",
+)
+
+
+@admin.command("show")
+@click.argument("addresses", nargs=-1, metavar="[ADDRESS]...")
+@DEPLOYMENT
+@RPC
+@STORAGE
+def show(addresses: tuple[str, ...], deployment: str, rpc: str | None, storage: str) -> None:
+    """Print the registration settings as the contracts hold them, and for each ADDRESS
+    whether it is admitted and registered."""
+    accounts = _checksummed(addresses)
+    try:
+        client = ChainClient.read_only(open_deployment(deployment, storage), rpc_url=rpc)
+        settings = client.network_parameters()
+        keeper = client.admin()
+        rows = [(a, client.admission(a) if keeper else "-", client.trainer_id(a)) for a in accounts]
+        live = client.trainer_count()
+    except (ChainError, ChainUnusable, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"registration: {settings['registration']}")
+    click.echo(f"admin: {keeper or 'none'}")
+    click.echo(f"deposit: {settings['deposit']} wei")
+    click.echo(f"cooldown: {settings['cooldown']} s")
+    click.echo(f"max samples: {settings['max_samples']}")
+    click.echo(f"live trainers: {live}")
+    for account, admission, trainer in rows:
+        click.echo(
+            f"{account}: admission {admission}, "
+            + (f"trainer id {trainer}" if trainer else "not registered")
+        )
