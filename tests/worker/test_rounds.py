@@ -41,7 +41,6 @@ from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
 from mcfl_chain.storage import LocalStorage, StorageUnavailable, cid_for_bytes
 from mcfl_chain.strategies import FedAvgStrategy, make_strategy
-from mcfl_chain.worker import rounds
 from mcfl_chain.worker.rounds import Worker, WorkerHalted, WorkerOptions
 from mcfl_chain.worker.state import WorkerState
 
@@ -1201,7 +1200,9 @@ def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
     storage = LocalStorage(tmp_path / "blobs")
     genesis = storage.put(weights_blob(0))
     penalties: list[Any] = []
-    monkeypatch.setattr(local_compute, "train", lambda net, data, **kw: penalties.append(kw["penalty"]))
+    monkeypatch.setattr(
+        local_compute, "train", lambda net, data, **kw: penalties.append(kw["penalty"])
+    )
     worker = make_worker(
         tmp_path, ScriptedChain(lambda: status()), storage, genesis, trainer_data(), MergeAll()
     )
