@@ -15,6 +15,7 @@ peer blob).
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
@@ -53,6 +54,22 @@ class _LRU(OrderedDict[object, object]):
         self.move_to_end(key)
         while len(self) > self.size:
             self.popitem(last=False)
+
+
+class SharedLRU(_LRU):
+    """An :class:`_LRU` several threads may use at once (the books of a host's trainers)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self._lock = threading.Lock()
+
+    def lookup(self, key: object) -> object | None:
+        with self._lock:
+            return super().lookup(key)
+
+    def put(self, key: object, value: object) -> None:
+        with self._lock:
+            super().put(key, value)
 
 
 def aggregation_of(arch: str) -> str:
@@ -94,6 +111,13 @@ class WeightsBook:
         self._rejected: dict[int, str] = {}
         self.rule: AggregationRule = make_aggregation_rule(aggregation_of(arch))
         """The network's default rule (rule 0 on chain): the architecture's."""
+
+    def share_caches(self, updates: SharedLRU, models: SharedLRU) -> None:
+        """Keep decoded updates and rebuilt models in caches shared with other books of
+        the same network (the trainers of one host): update ids and model ids name the
+        same weights for every reader, so each is decoded or rebuilt once per host.
+        Rejections stay this book's own."""
+        self._updates, self._models = updates, models
 
     def rule_of(self, model: ModelRecord) -> AggregationRule:
         """The rule that rebuilds ``model``: the one its id commits to, :attr:`rule` for 0.

@@ -34,6 +34,7 @@ import torch
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
+from mcfl_chain.dag.weights import SharedLRU
 from mcfl_chain.host.chain import HostedChainClient, SharedReads
 from mcfl_chain.host.compute import BatchingCompute
 from mcfl_chain.learning.datasets import release_datasets
@@ -121,6 +122,10 @@ class Host:
         self.compute = BatchingCompute(self.device, expected=lambda: self._alive, parallel=threads)
         self._handler = _PerTrainerLog(sys.stderr)
         self._shared: SharedReads | None = None
+        # Every trainer reads the round's updates and scores the last round's models:
+        # room for a few rounds of them, decoded or rebuilt once for the whole host.
+        self._updates = SharedLRU(max(256, 4 * len(self.trainers)))
+        self._models = SharedLRU(max(32, 3 * len(self.trainers)))
 
     def _trainer_log(self, trainer: HostedTrainer) -> None:
         trainer.log.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +161,7 @@ class Host:
                 self._shared = shared
                 worker.chain = HostedChainClient.adopt(worker.chain, shared)
                 worker.options.labels.update(engine="batched", device=self.device.type)
+                worker.book.share_caches(self._updates, self._models)
                 self.workers[trainer.index] = worker
         finally:
             release_datasets()

@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
         "adversaries",
         "_utils",
     },
-    "host": {"worker", "compute", "chain", "learning", "_utils"},
+    "host": {"worker", "compute", "chain", "dag", "learning", "_utils"},
     "explorer": {"dag", "chain", "learning", "storage", "_utils"},
     "simulation": {
         "host",

@@ -8,7 +8,7 @@ from mcfl_chain.algorithms.facade import head_choice, with_head
 from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id, update_id
-from mcfl_chain.dag.weights import WeightsBook, check_published_weights
+from mcfl_chain.dag.weights import SharedLRU, WeightsBook, check_published_weights
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.storage.cid import cid_for_bytes
@@ -63,6 +63,24 @@ def test_a_recently_read_update_survives_eviction():
     assert len(fetched) == before == 3
     book.update(2)
     assert len(fetched) == 4
+
+
+def test_books_sharing_caches_decode_each_update_once():
+    # Prepare: two readers of the same network (two trainers of one host)
+    first, fetched = _book_with_updates(2, cache_size=8)
+    second, fetched_too = _book_with_updates(2, cache_size=8)
+    updates, models = SharedLRU(8), SharedLRU(8)
+    first.share_caches(updates, models)
+    second.share_caches(updates, models)
+
+    # Execute
+    mine = first.update(1)
+    theirs = second.update(1)
+
+    # Assert: the second reader got the first one's decoded weights, fetching nothing
+    assert theirs is mine and len(fetched) == 1 and fetched_too == []
+    second.update(2)
+    assert len(fetched_too) == 1
 
 
 def test_rejected_updates_are_remembered_not_fetched_again():
