@@ -49,6 +49,23 @@ class Compute(Protocol):
         """The weights after :func:`~mcfl_chain.learning.training.train` from ``start``."""
         ...
 
+    def train_many(
+        self,
+        arch: str,
+        starts: list[StateDict],
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalties: list[Penalty | None],
+    ) -> list[StateDict]:
+        """:meth:`train` from each of ``starts`` (with its penalty), in order: a trainer's
+        every update of a phase in one request, which a batching compute runs at once."""
+        ...
+
     def evaluate(
         self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
     ) -> Evaluation:
@@ -148,6 +165,34 @@ class LocalCompute:
             penalty=penalty,
         )
         return {name: value.detach().cpu() for name, value in net.state_dict().items()}
+
+    def train_many(
+        self,
+        arch: str,
+        starts: list[StateDict],
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalties: list[Penalty | None],
+    ) -> list[StateDict]:
+        return [
+            self.train(
+                arch,
+                start,
+                data,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                momentum=momentum,
+                seed=seed,
+                penalty=penalty,
+            )
+            for start, penalty in zip(starts, penalties, strict=True)
+        ]
 
     def evaluate(
         self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind

@@ -37,9 +37,9 @@ from mcfl_chain.learning.training import Evaluation
 @dataclass(eq=False)  # compared by identity: a request is one thread's
 class _Request:
     arch: str
-    job: TrainJob
+    jobs: list[TrainJob]
     done: threading.Event = field(default_factory=threading.Event)
-    result: StateDict | None = None
+    results: list[StateDict] | None = None
     error: BaseException | None = None
 
 
@@ -51,7 +51,8 @@ class BatchingCompute:
     device
         Where everything runs.
     expected
-        How many requests to wait for at most: the hosted trainers still playing.
+        How many requests to wait for at most: the hosted trainers still playing (each
+        sends one request a phase, with all its updates).
     linger
         Seconds without a new request after which the requests in hand are trained
         without waiting for the others (a trainer with nothing to train this phase, or
@@ -82,7 +83,7 @@ class BatchingCompute:
         self._last_arrival = 0.0
         self._cond = threading.Condition()
         self.batches: list[int] = []
-        """Size of every batched computation run so far (for the host's report)."""
+        """Models in every batched computation run so far (for the host's report)."""
 
     def train(
         self,
@@ -97,30 +98,50 @@ class BatchingCompute:
         seed: int,
         penalty: Penalty | None = None,
     ) -> StateDict:
-        if penalty is not None or not can_batch(arch):
-            return self._local.train(
-                arch,
-                start,
-                data,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                momentum=momentum,
-                seed=seed,
-                penalty=penalty,
-            )
-        request = _Request(
+        (weights,) = self.train_many(
             arch,
-            TrainJob(
-                start=start,
-                data=data,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                momentum=momentum,
-                seed=seed,
-            ),
+            [start],
+            data,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            momentum=momentum,
+            seed=seed,
+            penalties=[penalty],
         )
+        return weights
+
+    def train_many(
+        self,
+        arch: str,
+        starts: list[StateDict],
+        data: TrainerData,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        momentum: float,
+        seed: int,
+        penalties: list[Penalty | None],
+    ) -> list[StateDict]:
+        settings: dict[str, Any] = dict(
+            epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum, seed=seed
+        )
+        results: list[StateDict | None] = [None] * len(starts)
+        batched: list[int] = []
+        for i, (start, penalty) in enumerate(zip(starts, penalties, strict=True)):
+            if penalty is not None or not can_batch(arch):
+                # A penalty closes over one model; a task's own training is its own code.
+                results[i] = self._local.train(arch, start, data, penalty=penalty, **settings)
+            else:
+                batched.append(i)
+        if batched:
+            jobs = [TrainJob(start=starts[i], data=data, **settings) for i in batched]
+            for i, weights in zip(batched, self._wait_for(_Request(arch, jobs)), strict=True):
+                results[i] = weights
+        return [r for r in results if r is not None]
+
+    def _wait_for(self, request: _Request) -> list[StateDict]:
         with self._cond:
             self._pending.append(request)
             self._last_arrival = time.monotonic()
@@ -131,8 +152,8 @@ class BatchingCompute:
                 self._run(batch)
         if request.error is not None:
             raise request.error
-        assert request.result is not None
-        return request.result
+        assert request.results is not None
+        return request.results
 
     def _claim(self, request: _Request) -> list[_Request]:
         """The requests this thread must train now, or [] once another thread took
@@ -154,16 +175,19 @@ class BatchingCompute:
         for request in batch:
             by_arch.setdefault(request.arch, []).append(request)
         for arch, requests in by_arch.items():
-            jobs = [r.job for r in requests]
+            jobs = [job for r in requests for job in r.jobs]
             try:
-                results = self._train(arch, jobs)
-                for request, (weights, _report) in zip(requests, results, strict=True):
-                    request.result = weights
+                results = [weights for weights, _report in self._train(arch, jobs)]
+                for request in requests:
+                    request.results, results = (
+                        results[: len(request.jobs)],
+                        results[len(request.jobs) :],
+                    )
             except BaseException as exc:  # every waiting trainer must hear of it
                 for request in requests:
                     request.error = exc
             finally:
-                self.batches.append(len(requests))
+                self.batches.append(len(jobs))
                 for request in requests:
                     request.done.set()
         with self._cond:

@@ -587,21 +587,23 @@ class Worker:
             chosen = self._choose_models(round_)
             self.state.set_chosen(round_, chosen)
         samples = self._declared_samples()
-        proposals: list[ProposalArg] = []
-        for parent in chosen:
-            if self._stop.is_set():
-                return
-            with self.clock.measure("chain"):
-                # Training takes a while: a deadline may have ended the phase meanwhile.
-                if not self._still_in(round_, Phase.PROPOSE):
-                    self._too_late(round_, chosen)
-                    return
-            cid = self._trained_update(round_, parent)
-            if cid is not None:
-                proposals.append(ProposalArg(parent=parent, cid=cid, num_samples=samples))
         if self._stop.is_set():
             return
         with self.clock.measure("chain"):
+            # Choosing took a while: a deadline may have ended the phase meanwhile.
+            if not self._still_in(round_, Phase.PROPOSE):
+                self._too_late(round_, chosen)
+                return
+        cids = self._trained_updates(round_, chosen)
+        proposals = [
+            ProposalArg(parent=parent, cid=cids[parent], num_samples=samples)
+            for parent in chosen
+            if parent in cids
+        ]
+        if self._stop.is_set():
+            return
+        with self.clock.measure("chain"):
+            # Training takes a while: a deadline may have ended the phase meanwhile.
             if not self._still_in(round_, Phase.PROPOSE):
                 self._too_late(round_, chosen)
                 return
@@ -802,49 +804,68 @@ class Worker:
         return net
 
     def _trained_update(self, round_: int, parent: bytes) -> str | None:
-        """The CID of this round's update on ``parent``: stored earlier (a restart does
-        not train again), or trained and stored now; None when the parent is unusable."""
-        cid = self.state.uploaded_cid(round_, parent)
-        if cid is not None:
-            return cid
-        try:
-            start = self.book.model(parent)
-        except Unavailable as exc:
-            log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
-            return None
-        if parent == ROOT_ID:
-            start = self.strategy.starting_weights() or start
-        start = self.strategy.personalise(start)
-        weights = {name: value.clone() for name, value in start.items()}
+        """The CID of this round's update on ``parent`` (:meth:`_trained_updates`);
+        None when the parent is unusable."""
+        return self._trained_updates(round_, [parent]).get(parent)
+
+    def _trained_updates(self, round_: int, parents: list[bytes]) -> dict[bytes, str]:
+        """The CIDs of this round's updates on ``parents``: stored earlier (a restart
+        does not train again), or trained now, all of them in one request to the compute
+        (which a host batches with its other trainers'), then stored. A parent whose
+        weights cannot be had is left out, with a logged reason."""
+        cids: dict[bytes, str] = {}
+        starts: dict[bytes, StateDict] = {}
+        for parent in parents:
+            cid = self.state.uploaded_cid(round_, parent)
+            if cid is not None:
+                cids[parent] = cid
+                continue
+            try:
+                start = self.book.model(parent)
+            except Unavailable as exc:
+                log.warning("round %d: cannot train %s: %s", round_, short_id(parent), exc)
+                continue
+            if parent == ROOT_ID:
+                start = self.strategy.starting_weights() or start
+            starts[parent] = self.strategy.personalise(start)
+        if not starts:
+            return cids
         opts = self.options.training
         if self.adversary is None or self.adversary.trains:
-            penalty = self.strategy.regulariser(parent)
-            if penalty is not None:
-                log.info(
-                    "round %d: training %s with the strategy's penalty", round_, short_id(parent)
-                )
+            penalties = [self.strategy.regulariser(parent) for parent in starts]
+            for parent, penalty in zip(starts, penalties, strict=True):
+                if penalty is not None:
+                    log.info(
+                        "round %d: training %s with the strategy's penalty",
+                        round_,
+                        short_id(parent),
+                    )
             with self.clock.measure("training"):
-                weights = self.compute.train(
+                trained = self.compute.train_many(
                     self.options.arch,
-                    start,
+                    list(starts.values()),
                     self.train_data,
                     epochs=opts.epochs,
                     batch_size=opts.batch_size,
                     lr=opts.lr,
                     momentum=opts.momentum,
                     seed=opts.seed * 1_000_003 + round_,
-                    penalty=penalty,
+                    penalties=penalties,
                 )
         else:
-            log.info(
-                "round %d: adversary %s does not train %s",
-                round_,
-                self.adversary.name,
-                short_id(parent),
-            )
-        cid = self._publish_update(round_, weights, start)
-        self.state.set_uploaded(round_, parent, cid)
-        return cid
+            for parent in starts:
+                log.info(
+                    "round %d: adversary %s does not train %s",
+                    round_,
+                    self.adversary.name,
+                    short_id(parent),
+                )
+            trained = [{k: v.clone() for k, v in start.items()} for start in starts.values()]
+        for (parent, start), weights in zip(starts.items(), trained, strict=True):
+            cid = self._publish_update(round_, weights, start)
+            self.state.set_uploaded(round_, parent, cid)
+            cids[parent] = cid
+        return cids
 
     def _publish_update(self, round_: int, weights: StateDict, parent_weights: StateDict) -> str:
         if self.adversary is not None:

@@ -116,3 +116,18 @@ def test_a_failed_batch_is_every_waiting_trainers_error(shares):
 
     # Assert: both trainers hear of it, none hangs
     assert len(errors) == 2 and not any(t.is_alive() for t in threads)
+
+
+def test_a_trainers_several_updates_go_in_one_request(shares):
+    # Prepare: one trainer training three parents in a phase, nobody else hosted
+    compute = BatchingCompute("cpu", expected=lambda: 1)
+    starts = [_start(i) for i in range(3)]
+
+    # Execute
+    results = compute.train_many(ARCH, starts, shares[0], penalties=[None, None, None], **OPTIONS)
+
+    # Assert: one computation of three models, in the order asked
+    assert compute.batches == [3]
+    jobs = [TrainJob(start=start, data=shares[0], **OPTIONS) for start in starts]
+    expected = train_batched(ARCH, jobs, "cpu")
+    assert all(_same(r, e[0]) for r, e in zip(results, expected, strict=True))
