@@ -124,6 +124,9 @@ class Host:
         self._shared: SharedReads | None = None
         # Every trainer reads the round's updates and scores the last round's models:
         # room for a few rounds of them, decoded or rebuilt once for the whole host.
+        # 200 FedAvg trainers each flattening 200 updates at once took 23 GB: a few at
+        # a time plan their aggregations.
+        self._heavy = threading.BoundedSemaphore(max(1, threads))
         self._updates = SharedLRU(max(256, 4 * len(self.trainers)))
         self._models = SharedLRU(max(32, 3 * len(self.trainers)))
 
@@ -162,6 +165,7 @@ class Host:
                 worker.chain = HostedChainClient.adopt(worker.chain, shared)
                 worker.options.labels.update(engine="batched", device=self.device.type)
                 worker.book.share_caches(self._updates, self._models)
+                worker.heavy_work = self._heavy
                 self.workers[trainer.index] = worker
         finally:
             release_datasets()

@@ -51,6 +51,7 @@ Algorithm 2 (and the defence). Without an adversary none of this runs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import hashlib
@@ -60,6 +61,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,6 +243,9 @@ class Worker:
         self._needed_before: set[str] = set()
         self._traffic = Traffic()
         self._gas_reported = 0
+        self.heavy_work: AbstractContextManager[Any] = contextlib.nullcontext()
+        """Held while planning aggregations (every update decoded and flattened): a host
+        lets only a few of its trainers do that at once, to bound its memory."""
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -902,14 +907,15 @@ class Worker:
         vote in one call."""
         self.strategy.begin_round(round_)
         plans = []
-        for owns in self._aggregations_to_make(round_):
-            if self._stop.is_set():
-                return
-            plan = self._plan_aggregation(
-                round_, tuple(u.parent for u in owns), tuple(u.update_id for u in owns)
-            )
-            if plan is not None:
-                plans.append(plan)
+        with self.heavy_work:
+            for owns in self._aggregations_to_make(round_):
+                if self._stop.is_set():
+                    return
+                plan = self._plan_aggregation(
+                    round_, tuple(u.parent for u in owns), tuple(u.update_id for u in owns)
+                )
+                if plan is not None:
+                    plans.append(plan)
         if self._stop.is_set():
             return
         # Only a model's first aggregator has its weights recorded: upload them for new
