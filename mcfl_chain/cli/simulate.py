@@ -230,7 +230,8 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
-    help="Torch CPU threads of the batched engine's host.  [default: every core]",
+    help="CPU cores of the batched engine's host: a phase's batch runs in this many parts "
+    "side by side, one core each.  [default: every core]",
 )
 @click.option(
     "--out",

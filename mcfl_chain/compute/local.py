@@ -33,22 +33,6 @@ class Compute(Protocol):
 
     device: torch.device
 
-    def train(
-        self,
-        arch: str,
-        start: StateDict,
-        data: TrainerData,
-        *,
-        epochs: int,
-        batch_size: int,
-        lr: float,
-        momentum: float,
-        seed: int,
-        penalty: Penalty | None = None,
-    ) -> StateDict:
-        """The weights after :func:`~mcfl_chain.learning.training.train` from ``start``."""
-        ...
-
     def train_many(
         self,
         arch: str,

@@ -85,32 +85,6 @@ class BatchingCompute:
         self.batches: list[int] = []
         """Models in every batched computation run so far (for the host's report)."""
 
-    def train(
-        self,
-        arch: str,
-        start: StateDict,
-        data: TrainerData,
-        *,
-        epochs: int,
-        batch_size: int,
-        lr: float,
-        momentum: float,
-        seed: int,
-        penalty: Penalty | None = None,
-    ) -> StateDict:
-        (weights,) = self.train_many(
-            arch,
-            [start],
-            data,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            momentum=momentum,
-            seed=seed,
-            penalties=[penalty],
-        )
-        return weights
-
     def train_many(
         self,
         arch: str,

@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("plan", type=Path, help="JSON list of {index, log, args}")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1, help="CPU cores to use")
     args = parser.parse_args(argv)
     trainers = [HostedTrainer.from_json(t) for t in json.loads(args.plan.read_text())]
     try:

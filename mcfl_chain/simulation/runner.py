@@ -153,7 +153,8 @@ class SimulationConfig:
     device: str = "cpu"
     """Where trainers train and score: cpu, cuda or auto (cuda where available)."""
     threads: int | None = None
-    """Torch CPU threads of the batched engine's host (None: every core)."""
+    """CPU cores the batched engine's host uses: a phase's batch runs in this many parts
+    side by side, one core each (None: every core)."""
     training: str = "real"
     """real, or stand-in: a deterministic step instead of SGD, to check that engines
     build the same DAG (:mod:`mcfl_chain.compute.stand_in`; such a run learns nothing)."""

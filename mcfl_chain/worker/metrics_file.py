@@ -14,12 +14,11 @@ import errno
 import json
 import logging
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mcfl_chain.worker.state import StateError
+from mcfl_chain.worker.state import StateError, aside_name
 
 log = logging.getLogger("mcfl_chain.worker")
 
@@ -93,12 +92,7 @@ def _set_aside_torn_line(path: Path, fd: int) -> None:
     if whole:  # a record that lacks only its newline
         os.write(fd, b"\n")
         return
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.torn-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.torn-{stamp}-{n}")
+    aside = aside_name(path, "torn")
     try:
         aside.write_bytes(tail)
     except OSError:

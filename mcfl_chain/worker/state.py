@@ -35,16 +35,23 @@ class StateError(RuntimeError):
     """The state directory cannot be used."""
 
 
+def aside_name(path: Path, tag: str) -> Path:
+    """A free name ``<name>.<tag>-<time>`` (``-2``, ``-3``... appended if taken) beside
+    ``path``, for a file set aside."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.{tag}-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.{tag}-{stamp}-{n}")
+    return target
+
+
 def set_aside(path: Path) -> Path | None:
     """Rename ``path`` to ``<name>.damaged-<time>`` (never overwriting); None if absent."""
     if not path.exists():
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.damaged-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    target = aside_name(path, "damaged")
     try:
         path.replace(target)
     except OSError as exc:

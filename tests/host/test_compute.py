@@ -32,7 +32,9 @@ def _train_in_threads(compute, shares, penalty=None):
     results: dict[int, dict[str, torch.Tensor]] = {}
 
     def trainer(i: int) -> None:
-        results[i] = compute.train(ARCH, _start(i), shares[i], penalty=penalty, **OPTIONS)
+        (results[i],) = compute.train_many(
+            ARCH, [_start(i)], shares[i], penalties=[penalty], **OPTIONS
+        )
 
     threads = [threading.Thread(target=trainer, args=(i,)) for i in range(len(shares))]
     for thread in threads:
@@ -68,7 +70,7 @@ def test_a_lone_request_gets_the_bits_it_gets_in_a_batch(shares):
     compute = BatchingCompute("cpu", expected=lambda: 1)
 
     # Execute
-    lone = compute.train(ARCH, _start(0), shares[0], **OPTIONS)
+    (lone,) = compute.train_many(ARCH, [_start(0)], shares[0], penalties=[None], **OPTIONS)
 
     # Assert: a run does not depend on who else trained in the same phase
     jobs = [TrainJob(start=_start(i), data=shares[i], **OPTIONS) for i in range(3)]
@@ -98,7 +100,7 @@ def test_a_failed_batch_is_every_waiting_trainers_error(shares):
 
     def trainer(start: dict[str, torch.Tensor], i: int) -> None:
         try:
-            compute.train(ARCH, start, shares[i], **OPTIONS)
+            compute.train_many(ARCH, [start], shares[i], penalties=[None], **OPTIONS)
         except Exception as exc:
             errors.append(exc)
 
