@@ -34,7 +34,7 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.chain.errors import ChainError
-from mcfl_chain.compute.device import DEVICES
+from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
@@ -309,10 +309,10 @@ class SimulationConfig:
             raise SimulationError(
                 f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}"
             )
-        if self.device not in DEVICES:
-            raise SimulationError(
-                f"device must be one of {', '.join(DEVICES)}, not {self.device!r}"
-            )
+        try:
+            resolve_device(self.device)  # before a devnet starts: cuda where torch sees none
+        except ValueError as exc:
+            raise SimulationError(f"device: {exc}") from exc
         self._validate_trainers()
         try:
             self.network_arch  # noqa: B018 (the property checks arch against the strategy)
