@@ -44,6 +44,7 @@ buffers' values, which are passed unbatched and come back unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -55,7 +56,13 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from mcfl_chain.compute.device import DEVICES, resolve_device
-from mcfl_chain.learning.models import ModelKind, create_model, get_architecture, model_kind
+from mcfl_chain.learning.models import (
+    Architecture,
+    ModelKind,
+    create_model,
+    get_architecture,
+    model_kind,
+)
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import Evaluation, TrainReport
 
@@ -110,10 +117,15 @@ def can_batch(arch: str) -> bool:
     ValueError
         If ``arch`` names no architecture.
     """
-    architecture = get_architecture(arch)
+    return _batchable(get_architecture(arch))
+
+
+@functools.lru_cache(maxsize=64)
+def _batchable(architecture: Architecture) -> bool:
+    # Asked for every request of every trainer: built once per architecture.
     if architecture.train is not None or architecture.evaluate is not None:
         return False
-    return _mode_free(create_model(arch, seed=0))
+    return _mode_free(architecture.build())
 
 
 def _mode_free(model: nn.Module) -> bool:

@@ -56,6 +56,19 @@ class Compute(Protocol):
         """:func:`~mcfl_chain.learning.training.evaluate` of ``weights`` on ``(x, y)``."""
         ...
 
+    def evaluate_many(
+        self,
+        arch: str,
+        weights: list[StateDict],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kind: ModelKind,
+    ) -> list[Evaluation]:
+        """:meth:`evaluate` of each of ``weights`` on the same ``(x, y)``, in order: a
+        trainer's candidates of a round in one request, which a batching compute scores
+        at once."""
+        ...
+
 
 class LocalCompute:
     """Each request runs alone, now, on ``device`` (the CPU by default).
@@ -72,6 +85,7 @@ class LocalCompute:
         self._templates: dict[str, nn.Module] = {}
         self._on_device: dict[int, tuple[object, object]] = {}
         self._lock = threading.Lock()
+        self._scorers = threading.local()
 
     def model(self, arch: str, weights: StateDict) -> nn.Module:
         """A fresh model of ``arch`` holding ``weights``, on this compute's device."""
@@ -181,4 +195,26 @@ class LocalCompute:
     def evaluate(
         self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
     ) -> Evaluation:
-        return evaluate(self.model(arch, weights), self.placed(x), self.placed(y), kind)
+        return evaluate(self._scorer(arch, weights), self.placed(x), self.placed(y), kind)
+
+    def evaluate_many(
+        self,
+        arch: str,
+        weights: list[StateDict],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kind: ModelKind,
+    ) -> list[Evaluation]:
+        return [self.evaluate(arch, w, x, y, kind) for w in weights]
+
+    def _scorer(self, arch: str, weights: StateDict) -> nn.Module:
+        """A model of ``arch`` holding ``weights``, kept per thread and architecture and
+        loaded again for each score: scoring never changes it, and a deep copy of the
+        template per candidate cost more than the forward pass."""
+        kept: dict[str, nn.Module] = self._scorers.__dict__.setdefault("models", {})
+        net = kept.get(arch)
+        if net is None:
+            net = kept[arch] = self.model(arch, weights)
+        else:
+            net.load_state_dict(weights)
+        return net

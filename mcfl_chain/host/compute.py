@@ -11,9 +11,10 @@ that cannot be batched (a strategy's loss penalty, a task that trains with its o
 runs alone on the same device, as :class:`~mcfl_chain.compute.local.LocalCompute` would.
 
 What a trainer gets is what training alone gives, to float rounding: the batch order,
-the loss and the optimiser are the same (:mod:`mcfl_chain.compute.batched`). Scoring
-(Algorithm 1's candidates, the reported test figure) runs per request on the host's
-device: a forward pass over a few hundred samples, not worth a rendezvous.
+the loss and the optimiser are the same (:mod:`mcfl_chain.compute.batched`). Scoring runs per
+request on the host's device, without a rendezvous: a trainer's candidates of a round as
+one vmapped forward pass (:func:`~mcfl_chain.compute.batched.evaluate_batched`), a lone
+model (the reported test figure) as :class:`~mcfl_chain.compute.local.LocalCompute` does.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from mcfl_chain.compute.batched import TrainJob, can_batch, train_batched
+from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
 from mcfl_chain.compute.local import LocalCompute, Penalty, StateDict
 from mcfl_chain.learning.models import ModelKind
 from mcfl_chain.learning.scenario import TrainerData
@@ -187,3 +188,16 @@ class BatchingCompute:
         self, arch: str, weights: StateDict, x: torch.Tensor, y: torch.Tensor, kind: ModelKind
     ) -> Evaluation:
         return self._local.evaluate(arch, weights, x, y, kind)
+
+    def evaluate_many(
+        self,
+        arch: str,
+        weights: list[StateDict],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kind: ModelKind,
+    ) -> list[Evaluation]:
+        if len(weights) < 2 or not can_batch(arch):
+            return self._local.evaluate_many(arch, weights, x, y, kind)
+        count = len(weights)
+        return evaluate_batched(arch, weights, [x] * count, [y] * count, self.device)

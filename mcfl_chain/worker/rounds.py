@@ -696,12 +696,26 @@ class Worker:
             # Peers' models would be fetched (untrusted blobs) only to be passed over.
             mine = [m for m in models if self.trainer_id in m.aggregator_ids]
             models = mine or models
+        usable: list[ModelRecord] = []
+        weights: list[StateDict] = []
         for model in models:
             try:
-                metric, loss = self._score(model)
+                weights.append(self.strategy.personalise(self.book.model(model.model_id)))
             except Unavailable as exc:
                 log.warning(
                     "round %d: candidate %s skipped: %s", round_, short_id(model.model_id), exc
+                )
+                continue
+            usable.append(model)
+        # One request for all of them: a batching compute scores them as one computation.
+        for model, result in zip(usable, self._evaluate_many(weights), strict=True):
+            metric = selection_metric(result, self.kind)
+            if not math.isfinite(metric):
+                log.warning(
+                    "round %d: candidate %s skipped: non-finite metric %s",
+                    round_,
+                    short_id(model.model_id),
+                    metric,
                 )
                 continue
             candidates.append(
@@ -709,7 +723,7 @@ class Worker:
                     model.model_id,
                     metric,
                     max(1, model.popularity),
-                    loss=loss,
+                    loss=result.loss,
                     mine=self.trainer_id in model.aggregator_ids,
                 )
             )
@@ -795,13 +809,14 @@ class Worker:
         with self.clock.measure("evaluation"):
             return self.compute.evaluate(self.options.arch, weights, x, y, self.kind)
 
-    def _score(self, model: ModelRecord) -> tuple[float, float]:
-        """Algorithm 1's metric of a candidate on the selection split, and its loss."""
-        result = self._evaluate(self.strategy.personalise(self.book.model(model.model_id)))
-        metric = selection_metric(result, self.kind)
-        if not math.isfinite(metric):
-            raise Unavailable(f"non-finite metric {metric}")
-        return metric, result.loss
+    def _evaluate_many(self, weights: list[StateDict]) -> list[Evaluation]:
+        """Each model's performance on the selection split (Algorithm 1's scores)."""
+        if not weights:
+            return []
+        with self.clock.measure("evaluation"):
+            return self.compute.evaluate_many(
+                self.options.arch, weights, self._select_x, self._select_y, self.kind
+            )
 
     def _load(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
         net = copy.deepcopy(self._template)

@@ -13,6 +13,7 @@ from mcfl_chain.compute.local import LocalCompute
 from mcfl_chain.host.compute import BatchingCompute
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.learning.training import evaluate
 
 ARCH = "lenet-light"
 OPTIONS = dict(epochs=1, batch_size=16, lr=0.05, momentum=0.9, seed=3)
@@ -133,3 +134,25 @@ def test_a_trainers_several_updates_go_in_one_request(shares):
     jobs = [TrainJob(start=start, data=shares[0], **OPTIONS) for start in starts]
     expected = train_batched(ARCH, jobs, "cpu")
     assert all(_same(r, e[0]) for r, e in zip(results, expected, strict=True))
+
+
+def test_a_trainers_candidates_are_scored_in_one_request_as_evaluate_scores_them(shares):
+    # Prepare: three candidates, scored on one trainer's validation split
+    local = LocalCompute("cpu")
+    batching = BatchingCompute("cpu", expected=lambda: 1)
+    candidates = [_start(i) for i in range(3)]
+    x, y = shares[0].val_x, shares[0].val_y
+    kind = create_model(ARCH, seed=0).kind
+
+    # Execute: one by one with fresh models, then many at once on each compute
+    alone = [evaluate(create_model(ARCH, seed=i), x, y, kind) for i in range(3)]
+    looped = local.evaluate_many(ARCH, candidates, x, y, kind)
+    again = local.evaluate_many(ARCH, candidates[::-1], x, y, kind)[::-1]
+    batched = batching.evaluate_many(ARCH, candidates, x, y, kind)
+
+    # Assert: the local loop (one model reloaded per thread) is evaluate to the bit, in
+    # any order; the batched scores agree to float rounding
+    assert looped == alone == again
+    assert [e.accuracy for e in batched] == [e.accuracy for e in alone]
+    assert [e.loss for e in batched] == pytest.approx([e.loss for e in alone], rel=1e-5)
+    assert batching.batches == []  # scoring is no training batch

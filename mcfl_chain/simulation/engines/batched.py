@@ -1,5 +1,11 @@
-"""Every trainer in one host process (:mod:`mcfl_chain.host`): shared chain reads and
-one batched computation per phase for all their training, on the CPU or a GPU.
+"""Trainers in host processes (:mod:`mcfl_chain.host`): shared chain reads and one batched
+computation per phase for all of a host's training, on the CPU or a GPU.
+
+On a GPU, one host runs every trainer: the device is the limit, and one batch a phase
+keeps it busiest. On the CPU, one host per core, each running its share of the trainers
+on one core: a host's trainers are Python threads under one interpreter lock, and a
+host's per-trainer work between kernels (scoring, encoding, chain reads) held a second
+core's batch back when both ran in one process.
 
 Each trainer still has its own account, state directory, log and metrics file in the
 run directory, exactly where the process engine puts them.
@@ -13,10 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from mcfl_chain._utils.forked import ChildProcess, start_module
+from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.host.engine import HostedTrainer, write_plan
 
 if TYPE_CHECKING:
     from mcfl_chain.simulation.runner import Network
+
+
+def host_shares(count: int, hosts: int) -> list[range]:
+    """Positions ``0..count-1`` cut into ``hosts`` near-equal contiguous shares (fewer
+    when there are fewer trainers than hosts)."""
+    hosts = max(1, min(hosts, count))
+    bounds = [count * k // hosts for k in range(hosts + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(hosts)]
 
 
 class BatchedEngine:
@@ -34,23 +49,29 @@ class BatchedEngine:
             # The host decides the device and threads for all of its trainers.
             config = replace(network.worker_config(index), device="cpu", threads=1)
             trainers.append(HostedTrainer(index, config, folder / "worker.log"))
-        plan = network.run_dir / "host.json"
-        write_plan(plan, trainers)
         cfg = network.config
-        return [
-            start_module(
-                "mcfl_chain.host",
-                [
-                    str(plan),
-                    "--device",
-                    cfg.device,
-                    "--threads",
-                    str(cfg.threads or os.cpu_count() or 1),
-                ],
-                log=network.run_dir / "host.log",
-                env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        cores = cfg.threads or os.cpu_count() or 1
+        on_cpu = resolve_device(cfg.device).type == "cpu"
+        shares = host_shares(len(trainers), cores if on_cpu else 1)
+        procs = []
+        for k, share in enumerate(shares):
+            plan = network.run_dir / f"host-{k}.json"
+            write_plan(plan, [trainers[i] for i in share])
+            procs.append(
+                start_module(
+                    "mcfl_chain.host",
+                    [
+                        str(plan),
+                        "--device",
+                        cfg.device,
+                        "--threads",
+                        str(1 if on_cpu else cores),
+                    ],
+                    log=network.run_dir / f"host-{k}.log",
+                    env={**os.environ, "PYTHONWARNINGS": "ignore"},
+                )
             )
-        ]
+        return procs
 
     def log_of(self, network: Network, position: int) -> tuple[int | None, Path]:
-        return None, network.run_dir / "host.log"
+        return None, network.run_dir / f"host-{position}.log"
