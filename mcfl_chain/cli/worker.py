@@ -142,8 +142,8 @@ def worker(verbose: int, **values: Any) -> None:
     reason.
     """
     from mcfl_chain.cli.account import password_prompt
+    from mcfl_chain.worker.errors import WorkerHalted
     from mcfl_chain.worker.launch import WorkerSetupError, build_worker
-    from mcfl_chain.worker.rounds import WorkerHalted
 
     try:
         config = WorkerConfig(**values)

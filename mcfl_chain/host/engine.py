@@ -39,8 +39,9 @@ from mcfl_chain.host.chain import HostedChainClient, SharedReads
 from mcfl_chain.host.compute import BatchingCompute
 from mcfl_chain.learning.datasets import release_datasets
 from mcfl_chain.worker.config import WorkerConfig
+from mcfl_chain.worker.errors import WorkerHalted
 from mcfl_chain.worker.launch import WorkerSetupError, build_worker
-from mcfl_chain.worker.rounds import Worker, WorkerHalted
+from mcfl_chain.worker.rounds import Worker
 
 log = logging.getLogger("mcfl_chain.host")
 

@@ -91,7 +91,6 @@ from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import Evaluation, selection_metric
 from mcfl_chain.storage.base import Storage
-from mcfl_chain.storage.errors import StorageError, StorageUnavailable
 from mcfl_chain.strategies.base import (
     Candidate,
     ModelInfo,
@@ -99,7 +98,9 @@ from mcfl_chain.strategies.base import (
     StrategyContext,
     UpdateInfo,
 )
+from mcfl_chain.worker.blobs import Blobs
 from mcfl_chain.worker.budget import nothing_left
+from mcfl_chain.worker.errors import WorkerHalted
 from mcfl_chain.worker.metrics_file import append_line
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
@@ -109,11 +110,6 @@ log = logging.getLogger("mcfl_chain.worker")
 
 FISHER_SAMPLES = 256
 """Training samples a strategy's Fisher information is estimated on, at most."""
-
-
-class WorkerHalted(RuntimeError):
-    """The worker cannot go on: a service stayed unreachable past its retries, the
-    account cannot pay for gas, or the state cannot be written. One line, naming it."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +209,9 @@ class Worker:
                 "split, so the reported figures are not held out"
             )
             self._select_x, self._select_y = data.test_x, data.test_y
-        self.book = WeightsBook(self._fetch, options.arch, dag)
+        self.clock = RoundClock()
+        self.blobs = Blobs(storage, self.clock)
+        self.book = WeightsBook(self.blobs.fetch, options.arch, dag)
         rule = strategy.aggregation_rule
         if rule is not None and self.book.rule.code != 0:
             # A robust rule replaces the whole aggregation: it would average FACADE's
@@ -223,7 +221,6 @@ class Worker:
                 f"({self.book.rule.name}, named by architecture {options.arch!r}); "
                 f"choose a selection rule instead"
             )
-        self.clock = RoundClock()
         self.me = chain.address
         self.trainer_id = 0
         """This trainer's identity on chain (its trainer token), set when ``run`` starts."""
@@ -238,61 +235,12 @@ class Worker:
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
         self._next_wait_log = 0.0
-        self._published: set[str] = set()
-        self._needed_now: set[str] = set()
-        self._needed_before: set[str] = set()
-        self._traffic = Traffic()
         self._gas_reported = 0
         self.heavy_work: AbstractContextManager[Any] = contextlib.nullcontext()
         """Held while planning aggregations (every update decoded and flattened): a host
         lets only a few of its trainers do that at once, to bound its memory."""
 
     # -- plumbing ------------------------------------------------------------------------
-
-    def _fetch(self, cid: str) -> bytes:
-        with self.clock.measure("storage"):
-            try:
-                blob = self.storage.get(cid)
-            except StorageUnavailable as exc:
-                # Not the blob's fault (WeightsBook would exclude it): our store is gone.
-                raise WorkerHalted(f"storage: {exc}") from exc
-            if cid not in self._published:
-                self._traffic.fetched(len(blob))
-                self._keep(cid)
-            return blob
-
-    def _keep(self, cid: str) -> None:
-        """Pin a peer's blob this trainer needs, so its own node keeps (and serves) it
-        while it trains or aggregates on it; :meth:`_release` lets it go later."""
-        if cid in self._needed_now:
-            return
-        self._needed_now.add(cid)
-        if cid in self._needed_before:
-            return  # pinned already, in the round before
-        try:
-            self.storage.pin(cid)
-        except StorageError as exc:
-            # The bytes are in hand and verified: a failed pin costs a refetch at worst.
-            log.warning("storage: cannot pin %s: %s", cid, exc)
-
-    def _release(self) -> None:
-        """Unpin the peers' blobs neither this round nor the one before used."""
-        for cid in self._needed_before - self._needed_now - self._published:
-            try:
-                self.storage.unpin(cid)
-            except StorageError as exc:
-                log.warning("storage: cannot unpin %s: %s", cid, exc)
-        self._needed_before, self._needed_now = self._needed_now, set()
-
-    def _put(self, blob: bytes) -> str:
-        with self.clock.measure("storage"):
-            try:
-                cid = self.storage.put(blob)  # pinned: a trainer keeps what it published
-            except StorageError as exc:
-                raise WorkerHalted(f"storage: {exc}") from exc
-            self._published.add(cid)
-            self._traffic.stored(len(blob))
-            return cid
 
     def stop(self) -> None:
         self._stop.set()
@@ -895,11 +843,11 @@ class Worker:
                     parent_weights=parent_weights,
                     trainer=self.me,
                     encode=lambda state: encode_weights(self.options.arch, state),
-                    put=self._put,
+                    put=self.blobs.put,
                     peer_updates=lambda: self._peer_updates(round_ - 1),
                 )
             )
-        return self._put(encode_weights(self.options.arch, weights))
+        return self.blobs.put(encode_weights(self.options.arch, weights))
 
     def _peer_updates(self, round_: int) -> dict[int, StateDict]:
         """The usable updates other trainers proposed in ``round_`` (none before round 0),
@@ -943,7 +891,7 @@ class Worker:
                 update_ids=tuple(plan.selected),
                 weights_cid=None
                 if plan.model_id in self.dag.models
-                else self._put(encode_weights(self.options.arch, plan.weights)),
+                else self.blobs.put(encode_weights(self.options.arch, plan.weights)),
                 rule=plan.rule[0],
                 rule_parameter=plan.rule[1],
             )
@@ -1252,72 +1200,17 @@ class Worker:
             "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
             "seconds": round(now - self._round_started, 3),
             "split": self.clock.split(),
-            "traffic": self._traffic.split(),
+            "traffic": self.blobs.traffic.split(),
             "gas": self.chain.gas_used - self._gas_reported,
             "time": time.time(),
         }
         self._gas_reported = self.chain.gas_used
-        self._log_traffic(round_, line["traffic"])
-        self._release()
+        self.blobs.log_round(round_, line["traffic"])
+        self.blobs.release()
         self._round_started = now
         if self.options.metrics_path is not None:
             append_line(self.options.metrics_path, line)  # whole or not at all
         self.state.mark_reported(round_)
-
-    def _log_traffic(self, round_: int, traffic: dict[str, int]) -> None:
-        exchanged = ""
-        try:
-            stats = self.storage.exchange_stats()
-        except StorageError as exc:
-            stats = None
-            exchanged = f"; bitswap counters unreadable: {exc}"
-        if stats is not None:
-            # js-ipfs recomputes these counters once the exchange has been quiet for a
-            # second: they may trail this round's fetches.
-            exchanged = (
-                f"; the node counts {stats.blocks_received} block(s) "
-                f"({_size(stats.bytes_received)}) received over bitswap from "
-                f"{stats.peers} peer(s) so far"
-            )
-        log.info(
-            "round %d: storage: stored %d blob(s) (%s), fetched %d peer blob(s) (%s) through %s%s",
-            round_,
-            traffic["stored_blobs"],
-            _size(traffic["stored_bytes"]),
-            traffic["fetched_blobs"],
-            _size(traffic["fetched_bytes"]),
-            self.storage.spec,
-            exchanged,
-        )
-
-
-@dataclass
-class Traffic:
-    """Blobs this trainer stored and peers' blobs it fetched, per round (what a
-    trainer-round costs in communication)."""
-
-    stored_blobs: int = 0
-    stored_bytes: int = 0
-    fetched_blobs: int = 0
-    fetched_bytes: int = 0
-
-    def stored(self, size: int) -> None:
-        self.stored_blobs += 1
-        self.stored_bytes += size
-
-    def fetched(self, size: int) -> None:
-        self.fetched_blobs += 1
-        self.fetched_bytes += size
-
-    def split(self) -> dict[str, int]:
-        """The counts so far, and zero them."""
-        out = dict(vars(self))
-        self.stored_blobs = self.stored_bytes = self.fetched_blobs = self.fetched_bytes = 0
-        return out
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def network_seed(genesis_cid: str | None) -> int:
