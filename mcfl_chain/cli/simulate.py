@@ -217,9 +217,9 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "--engine",
     type=click.Choice(list(ENGINES)),
     help="process: one worker process per trainer (each as it would run on its own "
-    "machine); batched: trainers as threads of host processes (one per core on the CPU, one on a "
-    "GPU), sharing chain reads, their training of a phase run as one batched computation. The chain cannot tell them "
-    "apart.  [default: process]",
+    "machine); batched: trainers as threads of host processes (one per core on the CPU, "
+    "one on a GPU), sharing chain reads, their training of a phase run as one batched "
+    "computation. The chain cannot tell them apart.  [default: process]",
 )
 @click.option(
     "--device",

@@ -184,15 +184,16 @@ class Worker:
         self.compute: Compute = compute or LocalCompute()
         """Where models train and are scored: this process's CPU or GPU, or a host's
         batched computation shared with the trainers it hosts."""
-        self.adversary = adversary
-        """None for an honest trainer; otherwise what it corrupts (tests, benchmarks)."""
+        self.adversary: Adversary = adversary or Adversary()
+        """What this trainer corrupts (tests, benchmarks): the base class, whose every
+        hook is the honest behaviour, for an honest trainer."""
+        self.honest = adversary is None
         self.storage = storage
         self.data = data
         """The trainer's data: its selection and test splits are what models are judged on."""
         self.train_data = data
         """What it trains on: ``data``, or the adversary's poisoned version of it."""
-        if adversary is not None:
-            self.train_data = adversary.training_data(data, np.random.default_rng(data.spec.seed))
+        self.train_data = self.adversary.training_data(data, np.random.default_rng(data.spec.seed))
         self.strategy = strategy
         self.options = options
         self.state = state
@@ -613,16 +614,14 @@ class Worker:
         if self._samples is None:
             honest = len(self.data.train_y)
             cap = self.chain.max_samples()
-            declared = honest
-            if self.adversary is not None:
-                declared = self.adversary.declared_samples(honest, cap)
-                if declared != honest:
-                    log.info(
-                        "adversary %s: declaring %d samples for my %d",
-                        self.adversary.name,
-                        declared,
-                        honest,
-                    )
+            declared = self.adversary.declared_samples(honest, cap)
+            if declared != honest:
+                log.info(
+                    "adversary %s: declaring %d samples for my %d",
+                    self.adversary.name,
+                    declared,
+                    honest,
+                )
             if declared > cap:
                 log.warning(
                     "this trainer has %d training samples; the network weighs an update "
@@ -640,7 +639,7 @@ class Worker:
         candidates: list[Candidate[bytes]] = []
         records: dict[bytes, ModelRecord] = {}
         models = list(self.dag.candidates(round_))
-        if self.strategy.own_lineage_only and self.adversary is None:
+        if self.strategy.own_lineage_only and self.honest:
             # Peers' models would be fetched (untrusted blobs) only to be passed over.
             mine = [m for m in models if self.trainer_id in m.aggregator_ids]
             models = mine or models
@@ -680,8 +679,7 @@ class Worker:
             log.error("round %d: no candidate model is usable; sitting this round out", round_)
             return []
         chosen = list(self.strategy.choose_models(candidates))
-        if self.adversary is not None:
-            chosen = self._adversarys_models(round_, candidates, records, chosen)
+        chosen = self._adversarys_models(round_, candidates, records, chosen)
         cap = self.chain.limits().max_proposals
         if len(chosen) > cap:
             log.warning(
@@ -710,7 +708,6 @@ class Worker:
     ) -> list[bytes]:
         """The adversary's ``choose_models`` given Algorithm 1's choice, with what the
         chain shows of each scored candidate; only candidates are kept."""
-        assert self.adversary is not None
         views = [
             CandidateView(
                 key=c.key,
@@ -799,7 +796,7 @@ class Worker:
         if not starts:
             return cids
         opts = self.options.training
-        if self.adversary is None or self.adversary.trains:
+        if self.adversary.trains:
             penalties = [self.strategy.regulariser(parent) for parent in starts]
             for parent, penalty in zip(starts, penalties, strict=True):
                 if penalty is not None:
@@ -836,18 +833,16 @@ class Worker:
         return cids
 
     def _publish_update(self, round_: int, weights: StateDict, parent_weights: StateDict) -> str:
-        if self.adversary is not None:
-            return self.adversary.publish_update(
-                Publication(
-                    weights=weights,
-                    parent_weights=parent_weights,
-                    trainer=self.me,
-                    encode=lambda state: encode_weights(self.options.arch, state),
-                    put=self.blobs.put,
-                    peer_updates=lambda: self._peer_updates(round_ - 1),
-                )
+        return self.adversary.publish_update(
+            Publication(
+                weights=weights,
+                parent_weights=parent_weights,
+                trainer=self.me,
+                encode=lambda state: encode_weights(self.options.arch, state),
+                put=self.blobs.put,
+                peer_updates=lambda: self._peer_updates(round_ - 1),
             )
-        return self.blobs.put(encode_weights(self.options.arch, weights))
+        )
 
     def _peer_updates(self, round_: int) -> dict[int, StateDict]:
         """The usable updates other trainers proposed in ``round_`` (none before round 0),
@@ -1018,8 +1013,7 @@ class Worker:
                 )
                 | set(owns)
             )
-            if self.adversary is not None:
-                selected = self._adversarys_updates(round_, own, selected, good)
+            selected = self._adversarys_updates(round_, own, selected, good)
             rule = self.strategy.aggregation_rule
             code = (rule.code, rule.parameter) if rule is not None else (0, 0)
             try:
@@ -1049,7 +1043,6 @@ class Worker:
     ) -> list[int]:
         """The adversary's ``choose_updates`` given the strategy's choice, with every
         usable update's proposer; kept to usable ids, own included, ascending."""
-        assert self.adversary is not None
         proposers = {uid: self.dag.updates[uid].proposer for uid in usable}
         chosen = self.adversary.choose_updates(own, honest, proposers)
         kept = sorted({uid for uid in chosen if uid in usable} | {own})

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from mcfl_chain.adversaries import Adversary
 from mcfl_chain.adversaries.sign_flip import SignFlip
 from mcfl_chain.algorithms.robust import MultiKrumSelection
 from mcfl_chain.chain.deployment import Deployment
@@ -450,7 +451,8 @@ def test_the_worker_is_built_with_its_adversary_defence_and_their_labels(built):
     assert isinstance(adversary.adversary, SignFlip) and adversary.adversary.scale == 4.0
     assert adversary.options.labels["adversary"] == "sign-flip"
     assert adversary.options.labels["defence"] is None and adversary.strategy.defence is None
-    assert honest.adversary is None and honest.options.labels["adversary"] is None
+    assert honest.honest and type(honest.adversary) is Adversary  # every hook honest
+    assert honest.options.labels["adversary"] is None
     assert honest.options.labels["defence"] == "multi-krum:f=1"
     assert isinstance(honest.strategy.defence, MultiKrumSelection)
 
