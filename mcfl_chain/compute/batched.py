@@ -138,6 +138,7 @@ def train_batched(
     device: torch.device | str = "cpu",
     *,
     max_models: int = 256,
+    validate: bool = True,
 ) -> list[tuple[StateDict, TrainReport]]:
     """Train one model of ``arch`` per job, all together, as ``train`` would one by one.
 
@@ -155,6 +156,9 @@ def train_batched(
         there.
     max_models : int, default 256
         Most models in one computation (memory grows with it).
+    validate : bool, default True
+        Score each trained model on its validation split for its report, as ``train``
+        does (False leaves ``validation`` None and saves the forward passes).
 
     Returns
     -------
@@ -192,7 +196,7 @@ def train_batched(
             # rounds differently: padded, every job's bits are independent of the others
             # that share the call (a simulation repeats whatever its batches were).
             padded = chunk_jobs * 2 if len(chunk_jobs) == 1 else chunk_jobs
-            states, trained, seconds = _train_chunk(module, kind, padded, device)
+            states, trained, seconds = _train_chunk(module, kind, padded, device, validate)
             states, trained = states[: len(chunk)], trained[: len(chunk)]
             loop_seconds += seconds
             for i, state, outcome in zip(chunk, states, trained, strict=True):
@@ -392,7 +396,11 @@ def _per_sample_loss(kind: ModelKind, output: torch.Tensor, target: torch.Tensor
 
 
 def _train_chunk(
-    module: nn.Module, kind: ModelKind, jobs: Sequence[TrainJob], device: torch.device
+    module: nn.Module,
+    kind: ModelKind,
+    jobs: Sequence[TrainJob],
+    device: torch.device,
+    validate: bool = True,
 ) -> tuple[list[StateDict], list[_Trained], float]:
     """Train jobs of one ``epochs``, ``batch_size`` and buffers as one computation."""
     epochs, batch_size, count = jobs[0].epochs, jobs[0].batch_size, len(jobs)
@@ -468,7 +476,7 @@ def _train_chunk(
     losses_cpu = (epoch_total.cpu() / torch.tensor(sizes, dtype=torch.float64)).tolist()
 
     validations: list[Evaluation | None] = [None] * count
-    scored = [j for j, job in enumerate(jobs) if job.data.val_y.shape[0]]
+    scored = [j for j, job in enumerate(jobs) if validate and job.data.val_y.shape[0]]
     if scored:
         index_of = torch.tensor(scored, device=device)
         picked = {name: p.index_select(0, index_of) for name, p in params.items()}

@@ -161,6 +161,7 @@ class LocalCompute:
             momentum=momentum,
             seed=seed,
             penalty=penalty,
+            validate=False,  # the trainer scores its models itself
         )
         return {name: value.detach().cpu() for name, value in net.state_dict().items()}
 

@@ -174,12 +174,16 @@ class BatchingCompute:
         intra-op thread, and two parts on two cores take half the time)."""
         parts = 1 if self.device.type != "cpu" else max(1, min(self._parallel, len(jobs) // 2))
         if parts == 1:
-            return train_batched(arch, jobs, self.device, max_models=self._max_models)
+            return train_batched(
+                arch, jobs, self.device, max_models=self._max_models, validate=False
+            )
         bounds = [len(jobs) * k // parts for k in range(parts + 1)]
         chunks = [jobs[bounds[k] : bounds[k + 1]] for k in range(parts)]
         with ThreadPoolExecutor(parts) as pool:
             done = pool.map(
-                lambda chunk: train_batched(arch, chunk, self.device, max_models=self._max_models),
+                lambda chunk: train_batched(
+                    arch, chunk, self.device, max_models=self._max_models, validate=False
+                ),
                 chunks,
             )
             return [result for part in done for result in part]

@@ -112,6 +112,7 @@ def train(
     seed: int = 0,
     on_epoch: Callable[[int, float], None] | None = None,
     penalty: Callable[[nn.Module], torch.Tensor] | None = None,
+    validate: bool = True,
 ) -> TrainReport:
     """Train ``model`` in place on ``data``'s train split for ``epochs`` epochs.
 
@@ -139,6 +140,9 @@ def train(
     penalty : callable, optional
         ``model → scalar tensor`` added to every batch's loss (a strategy's regulariser,
         e.g. FedFMC's EWC term); the reported losses are the data loss alone.
+    validate : bool, default True
+        Score the trained model on the validation split for the report (a worker, which
+        scores its models itself, saves that forward pass with False).
 
     Returns
     -------
@@ -200,7 +204,9 @@ def train(
         if on_epoch is not None:
             on_epoch(epoch, epoch_loss)
     seconds = time.perf_counter() - started
-    validation = evaluate(model, data.val_x, data.val_y, kind) if data.val_y.shape[0] else None
+    validation = (
+        evaluate(model, data.val_x, data.val_y, kind) if validate and data.val_y.shape[0] else None
+    )
     return TrainReport(
         num_samples=n, epochs=epochs, loss=epoch_loss, seconds=seconds, validation=validation
     )
