@@ -21,9 +21,15 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) -e '.[dev]'
 	touch $@
 
+# `npm ci` installs the lock file as committed and never rewrites it (a fresh clone
+# stays clean). --omit=optional leaves out ipfs's Electron; it also leaves out Anvil's
+# platform package, whose installer then puts the binary beside Anvil's launcher, which
+# only looks in the platform package: node_modules/.bin/anvil points at the binary.
 node: node_modules/.installed
-node_modules/.installed: package.json
-	npm install --omit=optional --no-audit --no-fund --loglevel=error
+node_modules/.installed: package.json package-lock.json
+	npm ci --omit=optional --no-audit --no-fund --loglevel=error
+	if [ -x node_modules/@foundry-rs/anvil/anvil ]; then \
+	  ln -sfn ../@foundry-rs/anvil/anvil node_modules/.bin/anvil; fi
 	touch $@
 
 # Fashion-MNIST (real IDX files) and Chromium for the explorer's browser test, from Debian.
