@@ -21,13 +21,15 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) -e '.[dev]'
 	touch $@
 
-# `npm ci` installs the lock file as committed and never rewrites it (a fresh clone
-# stays clean). --omit=optional leaves out ipfs's Electron; it also leaves out Anvil's
-# platform package, whose installer then puts the binary beside Anvil's launcher, which
-# only looks in the platform package: node_modules/.bin/anvil points at the binary.
+# --omit=optional leaves out Electron (an optional dependency under ipfs). --no-save
+# installs what the lock file pins without rewriting it, so a fresh clone stays clean
+# (`npm ci` refuses this lock: it lacks `headless`, a GitHub tarball electron-eval asks
+# for, which --omit=optional never resolves). Anvil's installer puts the binary beside
+# its launcher, which only looks in the platform package --omit=optional leaves out:
+# node_modules/.bin/anvil points at the binary.
 node: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
-	npm ci --omit=optional --no-audit --no-fund --loglevel=error
+	npm install --omit=optional --no-save --no-audit --no-fund --loglevel=error
 	if [ -x node_modules/@foundry-rs/anvil/anvil ]; then \
 	  ln -sfn ../@foundry-rs/anvil/anvil node_modules/.bin/anvil; fi
 	touch $@
