@@ -21,9 +21,17 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) -e '.[dev]'
 	touch $@
 
+# --omit=optional leaves out Electron (an optional dependency under ipfs). --no-save
+# installs what the lock file pins without rewriting it, so a fresh clone stays clean
+# (`npm ci` refuses this lock: it lacks `headless`, a GitHub tarball electron-eval asks
+# for, which --omit=optional never resolves). Anvil's installer puts the binary beside
+# its launcher, which only looks in the platform package --omit=optional leaves out:
+# node_modules/.bin/anvil points at the binary.
 node: node_modules/.installed
-node_modules/.installed: package.json
-	npm install --omit=optional --no-audit --no-fund --loglevel=error
+node_modules/.installed: package.json package-lock.json
+	npm install --omit=optional --no-save --no-audit --no-fund --loglevel=error
+	if [ -x node_modules/@foundry-rs/anvil/anvil ]; then \
+	  ln -sfn ../@foundry-rs/anvil/anvil node_modules/.bin/anvil; fi
 	touch $@
 
 # Fashion-MNIST (real IDX files) and Chromium for the explorer's browser test, from Debian.

@@ -6,10 +6,13 @@ SGD. The worker only needs the object ``task`` (see ``README.md`` beside this fi
 
     mcfl-chain worker --task examples/breast_cancer_mlp.py:task ...
 
-Each trainer stands for one hospital. To play several on one machine, the 569 patients
-are cut into disjoint shares: ``MCFL_EXAMPLE_PART=i/n`` (default ``0/1``, all of them)
-makes this process trainer ``i`` of ``n``. A real organisation would read its own
-records in ``load_data`` instead.
+Each trainer stands for one hospital. A hospital reads its own records from the file
+the worker's ``--data`` names (``load_data(path)``): an ``.npz`` with arrays ``x``
+(patients × 30 features) and ``y`` (0 malignant, 1 benign), or a ``.csv`` with a header
+line, 30 feature columns, then the label. Without ``--data`` it takes scikit-learn's 569
+patients; to play several hospitals on one machine they are cut into disjoint shares:
+``MCFL_EXAMPLE_PART=i/n`` (default ``0/1``, all of them) makes this process trainer
+``i`` of ``n``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -60,11 +64,30 @@ def share(index: int, count: int, patients: int) -> np.ndarray:
     return np.array_split(np.random.default_rng(2024).permutation(patients), count)[index]
 
 
-def load_data() -> TrainerData:
-    """This trainer's share, split 70/15/15 and standardised with its own statistics."""
-    x, y = load_breast_cancer(return_X_y=True)
-    index, count = _part()
-    order = np.random.default_rng(index).permutation(share(index, count, len(y)))
+def read_records(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A hospital's own records: features and labels from an ``.npz`` or a ``.csv``."""
+    if path.suffix == ".csv":
+        table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        x, y = table[:, :-1], table[:, -1]
+    else:
+        with np.load(path) as arrays:
+            x, y = arrays["x"], arrays["y"]
+    if x.ndim != 2 or x.shape[1] != FEATURES or len(x) != len(y):
+        raise ValueError(f"{path}: expected {FEATURES} features and one label per patient")
+    return x, y.astype(np.int64)
+
+
+def load_data(path: Path | None = None) -> TrainerData:
+    """This trainer's records (``--data``) or share, split 70/15/15 and standardised with
+    its own statistics."""
+    if path is None:
+        x, y = load_breast_cancer(return_X_y=True)
+        index, count = _part()
+        rows = share(index, count, len(y))
+    else:
+        x, y = read_records(path)
+        index, rows = 0, np.arange(len(y))
+    order = np.random.default_rng(index).permutation(rows)
     n_train, n_val = round(0.7 * len(order)), round(0.15 * len(order))
     train, val, test = np.split(order, [n_train, n_train + n_val])
     mean, std = x[train].mean(axis=0), x[train].std(axis=0) + 1e-8

@@ -76,6 +76,12 @@ class Deployment:
     cooldown: int = 0
     max_samples: int = DEFAULT_MAX_SAMPLES
 
+    @property
+    def network(self) -> str:
+        """The network's name in state folders and metrics lines: ``<chain id>-<Models
+        address>`` in lower case, distinct for every deployment on every chain."""
+        return f"{self.chain_id}-{self.addresses['Models'].lower()}"
+
     def to_json(self) -> str:
         """The deployment file's text (what :meth:`save` writes and publishing stores)."""
         return json.dumps(asdict(self), indent=2)

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.errors import ChainError, DeploymentError
-from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
+from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, TASK, open_deployment, use_network_task
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.dag.render import dag_document, text_tree, to_dot
 from mcfl_chain.dag.sync import (
@@ -102,8 +102,10 @@ def default_cache_dir(root: Path, deployment: Deployment, from_block: int) -> Pa
     help="Also rebuild every model whose weights were published from its update ids and "
     "blobs alone, with the rule the task's architecture names (FedAvg; per-head FedAvg "
     "for a <base>-heads<k> model), and compare the bytes; STORAGE is where the blobs are "
-    "(local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT). Exit with status 1 if any differs.",
+    "(local:DIR or ipfs:/ip4/127.0.0.1/tcp/PORT). Exit with status 1 if any differs. A "
+    "network that trains a model of its own needs its --task.",
 )
+@TASK
 @click.option(
     "--output",
     "-o",
@@ -123,6 +125,7 @@ def dag(
     no_cache: bool,
     check: bool,
     storage_spec: str | None,
+    task_reference: str | None,
     output: Path | None,
 ) -> None:
     """Rebuild the model DAG from contract events and print it.
@@ -137,6 +140,7 @@ def dag(
     try:
         dep = open_deployment(deployment, storage)
         client = ChainClient.read_only(dep, rpc_url=rpc)
+        use_network_task(task_reference, client)
         start = dep.deployment_block if from_block is None else from_block
         cache = None if no_cache else default_cache_dir(cache_dir, dep, start)
         with Progress(
@@ -217,7 +221,13 @@ def dag(
 
 def _check_weights(graph: ModelDAG, task: str, storage_spec: str) -> tuple[int, list[str]]:
     """:func:`check_published_weights` over the blobs of ``storage_spec``."""
-    arch = Task.parse(task).arch
+    network = Task.parse(task, registered_only=False)
+    if not network.registered:
+        raise click.ClickException(
+            f"--check-weights: this network trains a model of its own ({task}): give "
+            f"its task with --task module:attribute, as its trainers run it"
+        )
+    arch = network.arch
     try:
         with open_storage(storage_spec) as storage:
             book = WeightsBook(storage.get, arch, graph)

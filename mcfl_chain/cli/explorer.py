@@ -12,7 +12,7 @@ from rich.console import Console
 from mcfl_chain._utils.process import LOOPBACK, port_in_use
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.errors import ChainError, DeploymentError
-from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
+from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, TASK, open_deployment, use_network_task
 from mcfl_chain.dag.sync import CacheError
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.storage import DEFAULT_STORAGE, StorageError, open_storage
@@ -36,8 +36,9 @@ DEFAULT_PORT = 8600
     type=click.IntRange(0, 65535),
     default=DEFAULT_PORT,
     show_default=True,
-    help=f"TCP port on {LOOPBACK} (the page is never served on other addresses); "
-    f"0 picks a free one.",
+    help=f"TCP port on {LOOPBACK} (the page is never served on other addresses; from "
+    f"another machine, forward it: ssh -N -L PORT:{LOOPBACK}:PORT HOST, the same port on "
+    f"both ends); 0 picks a free one.",
 )
 @click.option(
     "--poll",
@@ -54,6 +55,7 @@ DEFAULT_PORT = 8600
     help="Keep the events read in this folder so a restart only reads new blocks "
     "(do not share it with a running `mcfl-chain dag`).",
 )
+@TASK
 def explorer(
     deployment: str,
     rpc: str | None,
@@ -61,6 +63,7 @@ def explorer(
     port: int,
     poll_seconds: float,
     cache_dir: Path | None,
+    task_reference: str | None,
 ) -> None:
     """Serve a web page that draws the model DAG and follows the chain live.
 
@@ -77,6 +80,7 @@ def explorer(
         )
     try:
         client = ChainClient.read_only(open_deployment(deployment, storage), rpc_url=rpc)
+        use_network_task(task_reference, client)
         store = open_storage(storage)
         with console.status("reading the network's events"):
             view = NetworkView(client, store, cache_dir)

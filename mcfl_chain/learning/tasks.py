@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -130,6 +131,8 @@ class LearningTask:
     data : callable
         ``data() -> TrainerData``: the trainer's train / validation / test split
         (:func:`~mcfl_chain.learning.local_data.trainer_data_from_arrays` builds one).
+        A task that reads a file or folder the trainer names takes it as one argument,
+        ``data(path: pathlib.Path)``: the worker passes its ``--data PATH`` there.
         The worker chooses models (paper Algorithm 1) on the validation split and
         reports on the test split; the validation split may be empty (the test split
         then does both).
@@ -154,7 +157,7 @@ class LearningTask:
 
     arch: str
     model: Callable[[], nn.Module]
-    data: Callable[[], TrainerData]
+    data: Callable[..., TrainerData]
     kind: ModelKind = "classifier"
     train_fn: TrainFn | None = None
     evaluate_fn: EvaluateFn | None = None
@@ -192,15 +195,30 @@ class LearningTask:
         _give_kind(model, self.kind)
         return model
 
-    def load_data(self) -> TrainerData:
-        """Call ``data()`` and check what it returned.
+    def load_data(self, path: str | os.PathLike[str] | None = None) -> TrainerData:
+        """Call ``data()``, or ``data(path)`` for the trainer's ``--data PATH``, and check
+        what it returned.
 
         Raises
         ------
         TaskError
-            Not a :class:`TrainerData`, or an empty train or test split.
+            A path for a ``data()`` that takes none, none for one that needs it; not a
+            :class:`TrainerData`, or an empty train or test split.
         """
-        data = self.data()
+        args = () if path is None else (Path(path),)
+        try:
+            inspect.signature(self.data).bind(*args)
+        except ValueError:
+            pass  # no signature to read (a builtin): let the call tell
+        except TypeError:
+            raise TaskError(
+                f"task {self.arch!r}: its data() takes no path, so --data cannot reach "
+                f"it: drop --data, or give the task a data(path) that reads it"
+                if args
+                else f"task {self.arch!r}: its data(path) reads this trainer's records "
+                f"from a file or folder: give it with --data PATH"
+            ) from None
+        data = self.data(*args)
         if not isinstance(data, TrainerData):
             raise TaskError(
                 f"task {self.arch!r}: data() returned {type(data).__name__}, not TrainerData "

@@ -71,7 +71,11 @@ class WorkerConfig:
     architecture, the chain, the storage) are :func:`~mcfl_chain.worker.launch.build_worker`'s.
     """
 
-    rpc: str = _option("http://127.0.0.1:8545", "JSON-RPC URL of the chain node.")
+    rpc: str | None = _option(
+        None,
+        "JSON-RPC URL of the chain node. Default: the deployment file's (refused when it "
+        "was written without its API key: give yours).",
+    )
     keystore: Path | None = _option(
         None,
         "Encrypted JSON keystore of this trainer's account (`mcfl-chain account new` writes "
@@ -101,13 +105,14 @@ class WorkerConfig:
         None,
         "A task of one's own (model, data, training): module:attribute, "
         "path/to/file.py:attribute or an entry point of mcfl_chain.tasks (see examples/). "
-        "Replaces --data and the scenario's share.",
+        "Replaces the scenario's share; --data PATH goes to the task's data(path).",
     )
     data: Path | None = _option(
         None,
         "This trainer's own data for a built-in architecture: FILE.npz (x_train, y_train, "
         "x_test, y_test, optionally x_val, y_val) or DIR with a sub-folder of images per "
-        "class. Replaces the scenario's share.",
+        "class; with --task, the file or folder its data(path) reads. Replaces the "
+        "scenario's share.",
         directory=None,
     )
     dataset: str | None = _option(
@@ -227,7 +232,8 @@ class WorkerConfig:
     )
     state_dir: Path | None = _option(
         None,
-        "Where the worker keeps its position (default .mcfl/workers/<address>).",
+        "Where the worker keeps its position (default .mcfl/workers/<chain id>-<Models "
+        "address>/<address>: one folder per network and trainer).",
         directory=True,
     )
     metrics: Path | None = _option(

@@ -3,8 +3,9 @@
 What the trainer trains, in order of precedence:
 
 - ``--task REF``: a task of its own (:mod:`mcfl_chain.learning.tasks`), whose model,
-  data and training it brings; the task is registered so that the whole package (the
-  round state machine, the weights codec) runs it by its name;
+  data and training it brings (``--data PATH`` then goes to the task's ``data(path)``);
+  the task is registered so that the whole package (the round state machine, the
+  weights codec) runs it by its name;
 - ``--data PATH``: its own data (:mod:`mcfl_chain.learning.local_data`) for the
   network's built-in architecture;
 - otherwise its share of a built-in dataset under ``--scenario`` (simulations).
@@ -18,6 +19,7 @@ the worker refuses to join before it registers.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import torch
 from eth_account.signers.local import LocalAccount
@@ -42,7 +44,13 @@ from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError
 from mcfl_chain.strategies import Strategy, make_strategy
 from mcfl_chain.worker.config import WorkerConfig
-from mcfl_chain.worker.preflight import ChainOptions, WorkerSetupError, load_deployment, prepare
+from mcfl_chain.worker.preflight import (
+    ChainOptions,
+    WorkerSetupError,
+    chain_url,
+    load_deployment,
+    prepare,
+)
 from mcfl_chain.worker.rounds import TrainingOptions, Worker, WorkerOptions
 
 LEGACY_KEY_ENV = "MCFL_KEY"
@@ -79,6 +87,7 @@ def build_worker(
     """
     account = signing_account(config, prompt)
     dep = load_deployment(config.deployment, config.storage, config.give_up_after)
+    rpc = chain_url(config.rpc, dep)
     try:
         network = Task.parse(dep.task, registered_only=False)
     except TaskError as exc:
@@ -111,7 +120,7 @@ def build_worker(
     chain, store, state, dag = prepare(
         dep,
         config.deployment,
-        rpc=config.rpc,
+        rpc=rpc,
         account=account,
         storage=config.storage,
         state_dir=config.state_dir,
@@ -141,6 +150,9 @@ def build_worker(
         wait_log_interval=config.wait_log_interval,
         metrics_path=config.metrics or folder / "metrics.jsonl",
         labels={
+            # Lines of several networks may share a file: each names its own.
+            "network": dep.network,
+            "deployment": str(config.deployment),
             "trainer_index": config.trainer_index,
             "group": group,
             "strategy": config.strategy,
@@ -266,17 +278,15 @@ def _trainer_task_and_data(
     if config.task is not None:
         clash = [
             flag
-            for flag, value in (
-                ("--data", config.data),
-                ("--model", config.arch),
-                ("--dataset", config.dataset),
-            )
+            for flag, value in (("--model", config.arch), ("--dataset", config.dataset))
             if value is not None
         ]
         if clash:
             raise WorkerSetupError(f"--task brings its own model and data: drop {', '.join(clash)}")
+        if config.data is not None and not config.data.exists():
+            raise WorkerSetupError(f"--data {config.data}: no such file or folder")
         own = _own_task(config.task, network)
-        return own, _checked_data(own, f"the task {config.task}"), "own data"
+        return own, _checked_data(own, f"the task {config.task}", config.data), "own data"
     if not network.registered:
         raise WorkerSetupError(
             f"this network trains a model of its own ({dep.task!r}), not a built-in "
@@ -341,10 +351,11 @@ def _own_task(reference: str, network: Task) -> LearningTask:
     return own
 
 
-def _checked_data(task: LearningTask, what: str) -> TrainerData:
-    """``task``'s data, checked to fit its model (features, number of classes)."""
+def _checked_data(task: LearningTask, what: str, path: Path | None = None) -> TrainerData:
+    """``task``'s data (read from ``path``, --data, if given), checked to fit its model
+    (features, number of classes)."""
     try:
-        data = task.load_data()
+        data = task.load_data(path)
         task.check_data(data)
     except (DataError, TaskError) as exc:
         raise WorkerSetupError(f"{what}: {exc}") from exc

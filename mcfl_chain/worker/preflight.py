@@ -47,7 +47,8 @@ log = logging.getLogger("mcfl_chain.worker")
 STORAGE_PROBE = b"mcfl-chain storage probe\n"
 """Written and read back at start: a content-addressed store keeps one copy of it."""
 DEFAULT_STATE_ROOT = Path(".mcfl") / "workers"
-"""Where a worker keeps its state without --state-dir (one folder per address)."""
+"""Where a worker keeps its state without --state-dir: one folder per network, one per
+address in it (:func:`default_state_dir`)."""
 
 
 DEPLOYMENT_URI = "ipfs://"
@@ -150,6 +151,27 @@ class Prepared(NamedTuple):
     storage: Storage
     state: WorkerState
     dag: ModelDAG
+
+
+def chain_url(rpc: str | None, deployment: Deployment) -> str:
+    """The node a worker talks to: ``rpc`` (--rpc), else the deployment file's URL,
+    which the log names (a silent default would leave a person guessing for minutes).
+
+    Raises
+    ------
+    WorkerSetupError
+        No ``rpc`` and the file's URL lost its secret part when it was written.
+    """
+    if rpc:
+        return rpc
+    url = deployment.rpc_url
+    if "***" in url:
+        raise WorkerSetupError(
+            f"give --rpc: the deployment's RPC URL {url} was written without its API key "
+            f"or password; pass your own node's or provider's URL"
+        )
+    log.info("no --rpc: using the deployment's RPC URL %s", url)
+    return url
 
 
 def connect_chain(
@@ -303,6 +325,12 @@ def _quoted(exc: BaseException) -> str:
     return text if len(text) <= _QUOTE else f"{text[:_QUOTE]}... ({len(text):,} characters)"
 
 
+def default_state_dir(deployment: Deployment, address: str) -> Path:
+    """A trainer's state folder without --state-dir: keyed by network, then address, so
+    that joining a second network from the same folder leaves the first one's alone."""
+    return DEFAULT_STATE_ROOT / deployment.network / address.lower()
+
+
 def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[WorkerState, ModelDAG]:
     """This trainer's state and DAG, checked against the chain.
 
@@ -312,7 +340,7 @@ def open_state(chain: ChainClient, state_dir: str | Path | None) -> tuple[Worker
     same trainer is refused.
     """
     dep = chain.deployment
-    folder = Path(state_dir) if state_dir else DEFAULT_STATE_ROOT / chain.address.lower()
+    folder = Path(state_dir) if state_dir else default_state_dir(dep, chain.address)
     try:
         lock_state_dir(folder)  # before anything is read: a second worker is refused
         state = WorkerState.open(folder, chain.address, dep.deployment_block)

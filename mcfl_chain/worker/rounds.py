@@ -633,9 +633,10 @@ class Worker:
             self._samples = max(1, min(declared, cap))
         return self._samples
 
-    def _choose_models(self, round_: int) -> list[bytes]:
+    def _choose_models(self, round_: int, *, to_train: bool = True) -> list[bytes]:
         """Paper Algorithm 1 over the round's candidates, scored on the selection split
-        (then the adversary's choice, if any)."""
+        (then the adversary's choice, if any); ``to_train`` False when a worker that lost
+        its state only ranks again the parents it trained, to aggregate on them."""
         candidates: list[Candidate[bytes]] = []
         records: dict[bytes, ModelRecord] = {}
         models = list(self.dag.candidates(round_))
@@ -692,7 +693,10 @@ class Worker:
             )
             chosen = chosen[:cap]
         log.info(
-            "round %d: %d candidates, training %s",
+            "round %d: %d candidates, training %s"
+            if to_train
+            else "round %d: %d candidates ranked again to aggregate on (the state had lost "
+            "this round's choice), nothing trained: %s",
             round_,
             len(candidates),
             ", ".join(short_id(m) for m in chosen),
@@ -947,7 +951,7 @@ class Worker:
             return []
         chosen = self.state.chosen_for(round_)
         if chosen is None or set(mine) - set(chosen):
-            chosen = self._choose_models(round_)
+            chosen = self._choose_models(round_, to_train=False)
         ranked = [parent for parent in chosen if parent in mine]
         ranked += sorted(set(mine) - set(ranked))
         return [mine[parent] for parent in self.strategy.aggregate_on(ranked)]
@@ -1151,8 +1155,12 @@ class Worker:
                 line = json.loads(raw)
             except ValueError:
                 continue
-            if line.get("round") == round_ and str(line.get("trainer", "")).lower() == (
-                self.me.lower()
+            # A file shared by several networks: another network's line is not this one's.
+            network = self.options.labels.get("network")
+            if (
+                line.get("round") == round_
+                and str(line.get("trainer", "")).lower() == self.me.lower()
+                and line.get("network", network) == network
             ):
                 return True
         return False

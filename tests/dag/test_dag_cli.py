@@ -15,11 +15,13 @@ round 2         trainer 1 rotates its key to A'; A': {a2} -> M7 (from M4)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from mcfl_chain._utils.process import free_port
+from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.chain.client import AggregationArg, ChainClient, ProposalArg
 from mcfl_chain.chain.devnet import deployment_file, start_devnet, stop_devnet
 from mcfl_chain.cli import main
@@ -35,9 +37,11 @@ from mcfl_chain.dag.sync import (
     sync_events,
 )
 from mcfl_chain.dag.trainers import TRANSFER
-from mcfl_chain.storage import cid_for_bytes
+from mcfl_chain.learning.tasks import load_task
+from mcfl_chain.storage import LocalStorage, cid_for_bytes
 
 GENESIS = cid_for_bytes(b"genesis weights")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "breast_cancer_mlp.py"
 NAMES = ("M1", "M2", "M3", "M4", "M5", "M6", "M7", "M8")
 
 
@@ -509,3 +513,60 @@ def test_the_cache_reads_only_new_blocks_and_refuses_another_network(scripted, t
     # a cache written for another start block is refused with what to do
     with pytest.raises(CacheError, match="another --cache-dir"):
         EventCache(tmp_path).load(spy, deployment.deployment_block + 1)
+
+
+def test_a_network_of_its_own_task_is_verified_with_that_task(tmp_path, restore_architectures):
+    # Prepare: the example task's network (descriptor with fingerprint); two trainers
+    # propose its real weights, the first publishes their FedAvg; a task with wider layers.
+    example = load_task(f"{EXAMPLE}:task")
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(example.encode_weights(example.create_model(0).state_dict()))
+    devnet = tmp_path / "devnet"
+    _, deployment = start_devnet(
+        devnet, free_port(), genesis_cid=genesis, task=str(example.descriptor()),
+        min_trainers=2, phase_duration=3600, accounts=3,
+    )  # fmt: skip
+    (tmp_path / "wide.py").write_text(
+        EXAMPLE.read_text()
+        .replace("nn.Linear(FEATURES, 32)", "nn.Linear(FEATURES, 48)")
+        .replace("nn.Linear(32, 16)", "nn.Linear(48, 16)")
+    )
+    try:
+        a, b = (ChainClient(deployment, account_index=i) for i in (1, 2))
+        a.register(), b.register()
+        updates = []
+        for trainer, seed, samples in ((a, 1, 30), (b, 2, 10)):
+            weights = example.create_model(seed).state_dict()
+            cid = storage.put(example.encode_weights(weights))
+            proposal = trainer.submit_proposals([ProposalArg(ROOT_ID, cid, samples)])
+            updates.append((proposal[ROOT_ID], samples, weights))
+        averaged = example.encode_weights(fedavg(updates))
+        ids = tuple(sorted(u for u, _, _ in updates))
+        a.submit_aggregations([AggregationArg((ROOT_ID,), ids, storage.put(averaged))])
+
+        def run(command: str, *args: str):
+            where = ["--deployment", str(deployment_file(devnet)), "--no-cache"]
+            if command == "explorer":
+                where = ["--deployment", str(deployment_file(devnet)), "--port", "0"]
+            return CliRunner(mix_stderr=False).invoke(main, [command, *where, *args])
+
+        # Execute: without its task, with another model's, with its own.
+        blobs = ["--check-weights", f"local:{tmp_path / 'blobs'}"]
+        without = run("dag", *blobs)
+        wide = run("dag", *blobs, "--task", f"{tmp_path / 'wide.py'}:task")
+        explorer = run("explorer", "--task", f"{tmp_path / 'wide.py'}:task")
+        checked = run("dag", *blobs, "--task", f"{EXAMPLE}:task")
+    finally:
+        stop_devnet(devnet)
+
+    # Assert: one line saying what to give; another model refused by its fingerprint,
+    # by the explorer too; the network's own task rebuilds the model bit for bit.
+    assert without.exit_code == 1 and "give its task with --task" in without.stderr
+    for refused in (wide, explorer):
+        assert refused.exit_code == 1, refused.stderr
+        assert "not the network's model" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert checked.exit_code == 0, checked.stderr
+    assert "rebuilt 1 models with published weights from their updates: bit-identical" in (
+        " ".join(checked.stderr.split())
+    )

@@ -140,7 +140,7 @@ def test_an_option_given_twice_is_refused():
         ({"threads": True}, "threads must be an integer, not True"),
         ({"scenario": "ring"}, "scenario must be one of iid, groups, .*, not 'ring'"),
         ({"scenario_params": "[3]"}, "scenario_params must be a JSON object"),
-        ({"rpc": None}, "rpc must be a string; it cannot be unset"),
+        ({"deployment": None}, "deployment must be a string; it cannot be unset"),
     ],
 )
 def test_a_value_of_the_wrong_type_or_range_is_refused_naming_the_option(values, message):

@@ -166,9 +166,19 @@ def test_own_npz_data_feeds_the_builtin_architecture(tmp_path):
             "the model has 10 outputs, the data 12 classes",
         ),
         (
+            lambda tmp: WorkerConfig(task=_task_file(tmp, "data=lambda: load_data()"), data=tmp),
+            "breast-cancer-mlp:breast-cancer",
+            r"its data\(\) takes no path, so --data cannot reach it: drop --data",
+        ),
+        (
+            lambda tmp: WorkerConfig(task=_task_file(tmp, "data=lambda path: load_data(path)")),
+            "breast-cancer-mlp:breast-cancer",
+            r"its data\(path\) reads this trainer's records .*: give it with --data PATH$",
+        ),
+        (
             lambda tmp: WorkerConfig(task=f"{EXAMPLE}:task", data=tmp / "x.npz"),
             "breast-cancer-mlp:breast-cancer",
-            "--task brings its own model and data: drop --data",
+            "^--data .*x.npz: no such file or folder$",
         ),
         (
             lambda tmp: WorkerConfig(data=tmp / "x.npz"),
@@ -186,7 +196,16 @@ def test_own_npz_data_feeds_the_builtin_architecture(tmp_path):
             "the task file .*nowhere.py does not exist",
         ),
     ],
-    ids=["missing file", "labels out of range", "task and data", "no task", "other", "no file"],
+    ids=[
+        "missing file",
+        "labels out of range",
+        "task without a path",
+        "task needing a path",
+        "task and no file",
+        "no task",
+        "other",
+        "no file",
+    ],
 )
 def test_data_and_task_mistakes_are_one_line(tmp_path, config, task, expected):
     with pytest.raises(WorkerSetupError, match=expected) as refused:
@@ -194,6 +213,38 @@ def test_data_and_task_mistakes_are_one_line(tmp_path, config, task, expected):
             config(tmp_path), _deployment(task), Task.parse(task, registered_only=False)
         )
     assert "\n" not in str(refused.value)
+
+
+def _task_file(folder: Path, data: str) -> str:
+    """A task like the example's whose ``data=`` is ``data``; its reference."""
+    (folder / "plain.py").write_text(WIDE_TASK.replace("data=load_data", data))
+    return f"{folder / 'plain.py'}:task"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz"])
+def test_data_goes_to_the_tasks_own_data_function(tmp_path, suffix):
+    # Prepare: a hospital's 120 records, as a CSV with a header or as arrays.
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = load_breast_cancer(return_X_y=True)
+    path = tmp_path / f"records{suffix}"
+    if suffix == ".csv":
+        header = ",".join([f"f{i}" for i in range(30)] + ["label"])
+        np.savetxt(path, np.column_stack([x[:120], y[:120]]), delimiter=",", header=header)
+    else:
+        np.savez(path, x=x[:120], y=y[:120])
+    dep = _deployment("breast-cancer-mlp:breast-cancer")
+
+    # Execute
+    _, data, group = _trainer_task_and_data(
+        WorkerConfig(task=f"{EXAMPLE}:task", data=path),
+        dep,
+        Task.parse(dep.task, registered_only=False),
+    )
+
+    # Assert: the task read the file --data names, not its bundled patients.
+    assert len(data.train_y) + len(data.val_y) + len(data.test_y) == 120
+    assert group == "own data"
 
 
 def test_a_task_whose_data_function_fails_is_one_line(tmp_path):

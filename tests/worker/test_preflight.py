@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from conftest import fake_cid
@@ -11,8 +12,11 @@ from eth_account import Account
 from web3 import Web3
 
 from mcfl_chain._utils.process import free_port
+from mcfl_chain.chain.deploy import deploy_network
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.storage import LocalStorage, cid_for_bytes
+from mcfl_chain.worker.config import WorkerConfig
+from mcfl_chain.worker.launch import build_worker
 from mcfl_chain.worker.preflight import (
     STORAGE_PROBE,
     ChainOptions,
@@ -262,3 +266,75 @@ def test_a_sound_state_is_kept(devnets, tmp_path):
     assert again.last_block == first.last_block >= dep.deployment_block
     assert again.deployment_block_hash == first.deployment_block_hash != ""
     assert list((tmp_path / "state").glob("*.damaged-*")) == []
+
+
+# -- the worker as a whole ----------------------------------------------------------------
+
+
+def _worker(deployment_file, tmp_path, **options):
+    """A worker of dev account 1 built as `mcfl-chain worker` builds it; storage closed."""
+    config = WorkerConfig(
+        deployment=str(deployment_file),
+        storage=f"local:{tmp_path / 'blobs'}",
+        account_index=1,
+        give_up_after=1.0,
+        **options,
+    )
+    worker = build_worker(config)
+    worker.storage.close()
+    return worker
+
+
+def test_networks_joined_from_one_folder_keep_their_own_state_and_metrics(
+    devnets, tmp_path, monkeypatch
+):
+    # Prepare: a second network on the first one's chain (other addresses), each in a
+    # file; the worker runs from one folder without --state-dir or --metrics.
+    first = devnets[0]
+    w3 = Web3(Web3.HTTPProvider(first.rpc_url))
+    second = deploy_network(w3, 3, fake_cid("second"), TASK, 2, 30)
+    first.save(tmp_path / "first.json")
+    second.save(tmp_path / "second.json")
+    monkeypatch.chdir(tmp_path)
+
+    # Execute: join the first, the second, then the first again.
+    one, two, again = (
+        _worker(name, tmp_path, rpc=first.rpc_url)
+        for name in ("first.json", "second.json", "first.json")
+    )
+
+    # Assert: a state folder per network, none set aside; the first one's kept.
+    assert one.state.path.parent != two.state.path.parent
+    assert one.state.path.parent.parent.name == first.network
+    assert again.state.path == one.state.path
+    assert again.state.deployment_block_hash == one.state.deployment_block_hash != ""
+    assert list(Path(".mcfl").rglob("*.damaged-*")) == []
+    # metrics in each network's folder, every line naming its network and deployment
+    assert one.options.metrics_path.parent == one.state.path.parent
+    assert two.options.metrics_path.parent == two.state.path.parent
+    assert {k: two.options.labels[k] for k in ("network", "deployment")} == {
+        "network": second.network,
+        "deployment": "second.json",
+    }
+    assert first.network != second.network
+
+
+def test_without_rpc_the_deployments_url_is_used_and_said(devnets, tmp_path, caplog):
+    # Prepare: the devnet's file, and one published without the provider's API key.
+    devnets[0].save(tmp_path / "devnet.json")
+    redacted = dataclasses.replace(devnets[0], rpc_url="https://rpc.example.org/v3/***")
+    redacted.save(tmp_path / "published.json")
+
+    # Execute
+    caplog.set_level("INFO", logger="mcfl_chain.worker")
+    worker = _worker(tmp_path / "devnet.json", tmp_path, state_dir=tmp_path / "state")
+    with pytest.raises(WorkerSetupError) as refused:
+        _worker(tmp_path / "published.json", tmp_path, state_dir=tmp_path / "other")
+
+    # Assert: the file's node, named in the log; a URL without its key is one line.
+    assert worker.chain.w3.provider.endpoint_uri == devnets[0].rpc_url
+    assert f"no --rpc: using the deployment's RPC URL {devnets[0].rpc_url}" in caplog.text
+    assert str(refused.value) == (
+        "give --rpc: the deployment's RPC URL https://rpc.example.org/v3/*** was written "
+        "without its API key or password; pass your own node's or provider's URL"
+    )

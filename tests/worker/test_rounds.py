@@ -322,7 +322,7 @@ def test_every_update_of_a_round_and_the_vote_go_in_one_transaction(tmp_path):
     ]
 
 
-def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_path):
+def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_path, caplog):
     # Prepare: round 1; this trainer (id 1) and a peer (id 2) proposed on the root and on
     # model X of round 0, whose updates and weights are stored.
     storage = LocalStorage(tmp_path / "blobs")
@@ -339,6 +339,7 @@ def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_pat
         tmp_path, chain, storage, genesis, scripted_data(), make_strategy("fedavg")
     )
     worker.sync()
+    caplog.set_level("INFO", logger="mcfl_chain.worker")
 
     # Execute
     worker._aggregate_phase(1)
@@ -354,6 +355,9 @@ def test_every_aggregation_of_a_round_and_the_vote_go_in_one_transaction(tmp_pat
         assert a.weights_cid is not None and storage.get(a.weights_cid)
     # and one metrics line with both aggregations
     assert worker.rounds_done == 1 and worker.state.reported == [1]
+    # its state held no choice for the round: it ranked the parents again, trained none
+    assert "training" not in caplog.text
+    assert "candidates ranked again to aggregate on" in caplog.text
 
 
 def test_a_phase_leaves_no_cycle_holding_its_weights_for_a_later_collection(tmp_path):
@@ -595,6 +599,44 @@ def test_a_worker_stopped_after_its_aggregations_were_mined_writes_the_rounds_me
     (line,) = metrics.read_text().splitlines()
     assert '"round": 0' in line
     assert model_id(ROOT_ID, [mine.args["updateId"]]).hex() in line
+
+
+def test_a_metrics_line_of_another_network_does_not_count_as_this_rounds(tmp_path):
+    # Prepare: as above, with a --metrics file shared with another network, which holds
+    # this trainer's line of its own round 0.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    mine = proposed(1, 0, cid=storage.put(weights_blob(1)))
+    events = [
+        mine,
+        *created(1, 0, ROOT_ID, [mine.args["updateId"]]),
+        voted(1, 0, Phase.AGGREGATE, block=2),
+    ]
+    chain = ScriptedChain(lambda: status(round_=1, voted=True), events)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"round": 0, "trainer": ME, "network": "1-0xother"}) + "\n")
+    worker = make_worker(
+        tmp_path,
+        chain,
+        storage,
+        genesis,
+        scripted_data(),
+        make_strategy("fedavg"),
+        metrics_path=metrics,
+        labels={"network": "31337-0xthis"},
+        rounds=1,
+    )
+
+    # Execute
+    finished, errors = run_briefly(worker, 10.0)
+
+    # Assert: this network's round-0 line was written beside the other's.
+    assert finished and errors == []
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(line["round"], line["network"]) for line in lines] == [
+        (0, "1-0xother"),
+        (0, "31337-0xthis"),
+    ]
 
 
 def test_a_full_disk_stops_the_worker_with_one_line_and_no_torn_metrics_line(tmp_path):
