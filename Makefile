@@ -18,7 +18,7 @@ python: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[dev,ray]'
 	touch $@
 
 # --omit=optional leaves out Electron (an optional dependency under ipfs). --no-save

@@ -219,7 +219,15 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="process: one worker process per trainer (each as it would run on its own "
     "machine); batched: trainers as threads of host processes (one per core on the CPU, "
     "one on a GPU), sharing chain reads, their training of a phase run as one batched "
-    "computation. The chain cannot tell them apart.  [default: process]",
+    "computation; ray: those hosts as actors on a Ray cluster (--ray-address), one a CPU "
+    "(or GPU) of it. The chain cannot tell them apart.  [default: process]",
+)
+@click.option(
+    "--ray-address",
+    help="The ray engine's cluster: HOST:PORT of a running Ray head, or 'auto'. Its nodes "
+    "need this package and the run directory (--out) at the same path, on a shared "
+    "filesystem; hosts on other nodes reach the chain and storage through a relay over "
+    "Ray.  [default: a local cluster on 127.0.0.1, started and stopped by the run]",
 )
 @click.option(
     "--device",
@@ -231,7 +239,8 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "--threads",
     type=click.IntRange(min=1),
     help="CPU cores of the batched engine's host: a phase's batch runs in this many parts "
-    "side by side, one core each.  [default: every core]",
+    "side by side, one core each; the ray engine's hosts, at most (one CPU each).  "
+    "[default: every core; ray: every CPU of the cluster]",
 )
 @click.option(
     "--out",

@@ -105,16 +105,23 @@ class Host:
     threads
         CPU cores the host uses: on the CPU, a phase's batch runs in this many parts side
         by side, one core each.
+    engine
+        The simulator's engine that runs the host, as its trainers' metrics name it.
     """
 
     def __init__(
-        self, trainers: Sequence[HostedTrainer], device: str = "cpu", threads: int = 1
+        self,
+        trainers: Sequence[HostedTrainer],
+        device: str = "cpu",
+        threads: int = 1,
+        engine: str = "batched",
     ) -> None:
         if not trainers:
             raise ValueError("a host needs at least one trainer")
         self.trainers = list(trainers)
         self.device = resolve_device(device)
         self.threads = threads
+        self.engine = engine
         self.workers: dict[int, Worker] = {}
         self.failures: dict[int, str] = {}
         self.played: dict[int, int] = {}
@@ -164,7 +171,7 @@ class Host:
                     )
                 self._shared = shared
                 worker.chain = HostedChainClient.adopt(worker.chain, shared)
-                worker.options.labels.update(engine="batched", device=self.device.type)
+                worker.options.labels.update(engine=self.engine, device=self.device.type)
                 worker.book.share_caches(self._updates, self._models)
                 worker.heavy_work = self._heavy
                 self.workers[trainer.index] = worker

@@ -8,6 +8,7 @@ and turns the run directory into tables, a DAG and plots at the end.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -40,6 +41,7 @@ from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
 from mcfl_chain.simulation import report
 from mcfl_chain.simulation.engines import ENGINES
+from mcfl_chain.simulation.engines.ray import parse_ray_address
 from mcfl_chain.simulation.registration import (
     DEFAULT_DEPOSIT,
     DEV_ACCOUNT_BALANCE,
@@ -148,13 +150,18 @@ class SimulationConfig:
     """Wei a registration takes under ``registration = "deposit"`` (None: 10**18, one
     ETH); only for that policy."""
     engine: str = "process"
-    """How the trainers run: ``process`` (one worker process each) or ``batched`` (all in
-    one host process, their training batched; :mod:`mcfl_chain.simulation.engines`)."""
+    """How the trainers run: ``process`` (one worker process each), ``batched`` (in host
+    processes, their training batched) or ``ray`` (those hosts as actors on a Ray
+    cluster; :mod:`mcfl_chain.simulation.engines`)."""
+    ray_address: str | None = None
+    """The ray engine's cluster: ``HOST:PORT`` of a running Ray head, or ``auto``. None: a
+    local one on 127.0.0.1 that the run starts and stops."""
     device: str = "cpu"
     """Where trainers train and score: cpu, cuda or auto (cuda where available)."""
     threads: int | None = None
     """CPU cores the batched engine's host uses: a phase's batch runs in this many parts
-    side by side, one core each (None: every core)."""
+    side by side, one core each (None: every core). The ray engine: at most this many
+    hosts, one CPU each (None: one per CPU of the cluster)."""
     training: str = "real"
     """real, or stand-in: a deterministic step instead of SGD, to check that engines
     build the same DAG (:mod:`mcfl_chain.compute.stand_in`; such a run learns nothing)."""
@@ -309,6 +316,17 @@ class SimulationConfig:
             raise SimulationError(
                 f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}"
             )
+        if self.ray_address is not None:
+            if self.engine != "ray":
+                raise SimulationError(
+                    f"ray_address only applies to engine 'ray', not {self.engine!r}"
+                )
+            try:
+                parse_ray_address(self.ray_address)
+            except ValueError as exc:
+                raise SimulationError(str(exc)) from exc
+        if self.engine == "ray" and importlib.util.find_spec("ray") is None:
+            raise SimulationError("engine 'ray' needs the ray package: run `make setup`")
         try:
             resolve_device(self.device)  # before a devnet starts: cuda where torch sees none
         except ValueError as exc:
@@ -427,6 +445,8 @@ class Network:
         self.run_dir = run_dir
         self.console = console
         self.procs: list[ChildProcess] = []
+        self.engine = ENGINES[config.engine]()
+        """Runs the trainers (:attr:`SimulationConfig.engine`)."""
         self.storage_spec = ""
         self.deployment: Deployment | None = None
         self.deployment_path = run_dir / "devnet" / "deployment.json"
@@ -556,7 +576,7 @@ class Network:
         """Start every trainer that may register (:attr:`trainers`, in that order) with
         the configured engine; ``extra_args`` adds options to some of them, by trainer
         index (process engine)."""
-        self.procs += ENGINES[self.config.engine]().start(self, extra_args or {})
+        self.procs += self.engine.start(self, extra_args or {})
 
     def spawn(self, index: int, extra_args: list[str] | None = None) -> ChildProcess:
         """Start (or restart) trainer ``index`` (:meth:`worker_command`, forked from a warm
@@ -581,9 +601,12 @@ class Network:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
-        stop_devnet(self.run_dir / "devnet")
-        if self.config.storage == "ipfs":
-            stop_ipfs(self.run_dir / "ipfs")
+        try:
+            self.engine.stop(self)
+        finally:
+            stop_devnet(self.run_dir / "devnet")
+            if self.config.storage == "ipfs":
+                stop_ipfs(self.run_dir / "ipfs")
 
     # -- progress ------------------------------------------------------------------------
 
@@ -635,7 +658,7 @@ class Network:
                 time.sleep(0.5)
 
     def _failure(self, position: int, code: int | None) -> str:
-        index, log = ENGINES[self.config.engine]().log_of(self, position)
+        index, log = self.engine.log_of(self, position)
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         who = "the host of every trainer" if index is None else f"worker {index}"
         return f"{who} exited with code {code}; last lines of {log}:\n{tail}"
@@ -729,7 +752,9 @@ def run_simulation(
             dag = network.dag()
             registration = network.registration()
         finally:
-            if not keep_running:
+            if keep_running:
+                network.engine.stop(network)  # a Ray cluster goes; the devnet and storage stay
+            else:
                 network.stop()
         return finish_run(
             run_dir, config, dag, time.monotonic() - started, console, registration=registration

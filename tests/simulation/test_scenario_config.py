@@ -87,3 +87,21 @@ def test_facade_networks_train_the_multi_head_version_of_the_model():
     assert SimulationConfig(strategy="ifca", clusters=2).network_arch == "lenet5"
     with pytest.raises(SimulationError, match="'lenet-cae' has no multi-head version"):
         SimulationConfig(strategy="facade", arch="lenet-cae").validate()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"engine": "batched", "ray_address": "10.0.0.1:6379"}, "only applies to engine 'ray'"),
+        ({"engine": "ray", "ray_address": "10.0.0.1"}, "must be HOST:PORT of a running Ray"),
+        ({"engine": "ray", "ray_address": "ray://10.0.0.1:10001"}, "must be HOST:PORT"),
+    ],
+)
+def test_a_ray_address_is_refused_in_one_line_unless_the_ray_engine_can_use_it(overrides, message):
+    # Execute / Assert
+    with pytest.raises(SimulationError, match=message) as refused:
+        SimulationConfig(**overrides).validate()
+    assert "\n" not in str(refused.value)
+    # and the forms it takes pass
+    for address in ("10.0.0.1:6379", "auto", None):
+        SimulationConfig(engine="ray", ray_address=address).validate()

@@ -1,4 +1,5 @@
-"""What an engine does for the runner: start the trainers, say where each one logs."""
+"""What an engine does for the runner: start the trainers, say where each one logs, release
+what it holds."""
 
 from __future__ import annotations
 
@@ -25,4 +26,9 @@ class Engine(Protocol):
     def log_of(self, network: Network, position: int) -> tuple[int | None, Path]:
         """The trainer index (None: several) and the log of ``start``'s process at
         ``position``, for the message of a failed run."""
+        ...
+
+    def stop(self, network: Network) -> None:
+        """Release what ``start`` holds besides its processes (the ray engine's cluster),
+        once the runner stopped them or they ended."""
         ...

@@ -34,6 +34,19 @@ def host_shares(count: int, hosts: int) -> list[range]:
     return [range(bounds[k], bounds[k + 1]) for k in range(hosts)]
 
 
+def hosted_trainers(network: Network) -> list[HostedTrainer]:
+    """Every trainer of ``network`` as a host runs it (its folder made): its worker's
+    options, the device and threads left to the host."""
+    trainers = []
+    for index in network.trainers:
+        folder = network.trainer_dir(index)
+        folder.mkdir(parents=True, exist_ok=True)
+        # The host decides the device and threads for all of its trainers.
+        config = replace(network.worker_config(index), device="cpu", threads=1)
+        trainers.append(HostedTrainer(index, config, folder / "worker.log"))
+    return trainers
+
+
 class BatchedEngine:
     name: ClassVar[str] = "batched"
 
@@ -42,13 +55,7 @@ class BatchedEngine:
             raise ValueError(
                 "the batched engine takes no per-trainer worker options; use the process engine"
             )
-        trainers = []
-        for index in network.trainers:
-            folder = network.trainer_dir(index)
-            folder.mkdir(parents=True, exist_ok=True)
-            # The host decides the device and threads for all of its trainers.
-            config = replace(network.worker_config(index), device="cpu", threads=1)
-            trainers.append(HostedTrainer(index, config, folder / "worker.log"))
+        trainers = hosted_trainers(network)
         cfg = network.config
         cores = cfg.threads or os.cpu_count() or 1
         on_cpu = resolve_device(cfg.device).type == "cpu"
@@ -75,3 +82,6 @@ class BatchedEngine:
 
     def log_of(self, network: Network, position: int) -> tuple[int | None, Path]:
         return None, network.run_dir / f"host-{position}.log"
+
+    def stop(self, network: Network) -> None:
+        """Nothing: the host processes are the runner's to stop."""

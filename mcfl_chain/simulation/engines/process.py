@@ -22,3 +22,6 @@ class ProcessEngine:
         trainers = network.trainers
         index = trainers[position] if position < len(trainers) else position
         return index, network.trainer_dir(index) / "worker.log"
+
+    def stop(self, network: Network) -> None:
+        """Nothing: the worker processes are the runner's to stop."""
