@@ -293,7 +293,9 @@ def _absolute(trainer: HostedTrainer) -> HostedTrainer:
 def _targets(config: WorkerConfig) -> dict[str, str]:
     """The services a host on another node reaches through the relay, by name: the
     chain's JSON-RPC URL, and the IPFS API when the store is IPFS (both on loopback)."""
-    targets = {"rpc": config.rpc}
+    # The simulator always names the devnet (a worker without --rpc would read it from
+    # the deployment file, which the relay does not rewrite).
+    targets = {} if config.rpc is None else {"rpc": config.rpc}
     kind, _, address = config.storage.partition(":")
     if kind == "ipfs":
         targets["ipfs"] = _ipfs_url(address)
