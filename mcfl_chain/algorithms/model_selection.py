@@ -4,7 +4,7 @@ Each candidate model is scored ``metric × sqrt(popularity)``: the metric is mea
 the trainer's own test split (higher is better: accuracy, or 1/MSE for autoencoders),
 the popularity is how many times the model was submitted by aggregators. The popularity
 bonus pulls trainers back onto common branches (paper §4.4). How many of the ``n``
-ranked candidates a trainer trains is a rule (:data:`SELECTION_RULES`), all about √n:
+ranked candidates a trainer trains is a rule (:data:`COUNT_RULES`), all about √n:
 
 - ``percentile`` — the authors' code (Mick00/dml, ``src/daeclust/state/select_cluster.py``):
   keep the scores at or above the ``(100 − 100·√n/n)``-th percentile (NumPy's linear
@@ -28,8 +28,8 @@ import numpy as np
 
 K = TypeVar("K", bound=Hashable)
 
-SelectionRule = Literal["percentile", "ceil", "floor"]
-SELECTION_RULES: tuple[SelectionRule, ...] = ("percentile", "ceil", "floor")
+CountRule = Literal["percentile", "ceil", "floor"]
+COUNT_RULES: tuple[CountRule, ...] = ("percentile", "ceil", "floor")
 
 
 def model_score(metric: float, popularity: int) -> float:
@@ -53,7 +53,7 @@ def percentile_threshold(scores: list[float]) -> float:
 
 
 def select_best_models(
-    metrics: Mapping[K, float], popularity: Mapping[K, int], rule: SelectionRule = "ceil"
+    metrics: Mapping[K, float], popularity: Mapping[K, int], rule: CountRule = "ceil"
 ) -> list[K]:
     """Pick the models to train this round (paper Algorithm 1).
 
@@ -79,8 +79,8 @@ def select_best_models(
         If a candidate has no popularity, a negative popularity, or a NaN metric, or
         the rule is unknown.
     """
-    if rule not in SELECTION_RULES:
-        raise ValueError(f"unknown selection rule {rule!r}; known: {', '.join(SELECTION_RULES)}")
+    if rule not in COUNT_RULES:
+        raise ValueError(f"unknown selection rule {rule!r}; known: {', '.join(COUNT_RULES)}")
     missing = [key for key in metrics if key not in popularity]
     if missing:
         raise ValueError(f"no popularity for candidate models {missing}")

@@ -10,7 +10,7 @@ import click
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
-from mcfl_chain.learning.task import Task, TaskError
+from mcfl_chain.learning.descriptor import Task, TaskError
 from mcfl_chain.learning.tasks import load_task
 from mcfl_chain.worker.preflight import WorkerSetupError, load_deployment
 

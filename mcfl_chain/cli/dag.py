@@ -27,7 +27,7 @@ from mcfl_chain.dag.sync import (
     sync_events,
 )
 from mcfl_chain.dag.weights import WeightsBook, check_published_weights
-from mcfl_chain.learning.task import Task
+from mcfl_chain.learning.descriptor import Task
 from mcfl_chain.storage import DEFAULT_STORAGE, open_storage
 from mcfl_chain.storage.errors import StorageError
 

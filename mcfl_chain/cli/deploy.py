@@ -250,7 +250,7 @@ def sample_cap_warning(training_set: int | None, min_trainers: int) -> str:
 def _training_set_size(descriptor: str) -> int | None:
     """Training samples of the task's built-in datasets (summed), None when unknown."""
     from mcfl_chain.learning.datasets import DatasetError, load_dataset
-    from mcfl_chain.learning.task import Task, TaskError
+    from mcfl_chain.learning.descriptor import Task, TaskError
 
     try:
         datasets = Task.parse(descriptor, registered_only=False).datasets
@@ -265,9 +265,9 @@ def _task_and_genesis(
 ) -> tuple[str, str]:
     """The descriptor to record and the genesis CID (stored now when not given)."""
     # Imported here: only deploying needs torch and the learning package.
+    from mcfl_chain.learning.descriptor import Task, TaskError
     from mcfl_chain.learning.fingerprint import model_fingerprint
     from mcfl_chain.learning.models import create_model
-    from mcfl_chain.learning.task import Task, TaskError
     from mcfl_chain.learning.tasks import load_task
     from mcfl_chain.worker.genesis import publish_genesis
 

@@ -186,7 +186,7 @@ def up(
 
 def _store_genesis(task: str, seed: int, storage: str) -> str:
     # Imported here: only this path needs torch and the worker's task rules.
-    from mcfl_chain.learning.task import Task, TaskError
+    from mcfl_chain.learning.descriptor import Task, TaskError
     from mcfl_chain.storage import open_storage
     from mcfl_chain.storage.errors import StorageError
     from mcfl_chain.worker.genesis import publish_genesis

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.adversaries import ADVERSARIES
-from mcfl_chain.algorithms.model_selection import SELECTION_RULES
+from mcfl_chain.algorithms.model_selection import COUNT_RULES
 from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.cli import _network_options as network_options
 from mcfl_chain.compute.device import DEVICES
@@ -131,7 +131,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 )
 @click.option(
     "--selection",
-    type=click.Choice(SELECTION_RULES),
+    type=click.Choice(COUNT_RULES),
     help="MCFL Algorithm 1's count: percentile (authors' code), ceil or floor of sqrt(n).  "
     "[default: percentile]",
 )

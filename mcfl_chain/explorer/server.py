@@ -40,8 +40,8 @@ from mcfl_chain.dag.sync import (
 )
 from mcfl_chain.dag.weights import Unavailable, WeightsBook
 from mcfl_chain.learning.codec import Layout, WeightsError, encode_weights, read_layout
+from mcfl_chain.learning.descriptor import Task, TaskError
 from mcfl_chain.learning.fingerprint import layout_fingerprint
-from mcfl_chain.learning.task import Task, TaskError
 from mcfl_chain.storage import Storage, StorageError
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Two trainers can exchange weights only if their models have the same state-dict layout.
 The fingerprint condenses that layout into a short hex string that fits in the network's
-task descriptor (:mod:`mcfl_chain.learning.task`), so a trainer can refuse a network whose
+task descriptor (:mod:`mcfl_chain.learning.descriptor`), so a trainer can refuse a network whose
 model it cannot build before it trains anything; :func:`compare_layouts` then says
 exactly what differs.
 

@@ -56,6 +56,7 @@ from mcfl_chain.learning.codec import (
     expected_layout,
     read_layout,
 )
+from mcfl_chain.learning.descriptor import Task, TaskError, canonical_arch, format_task, parse_task
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
 from mcfl_chain.learning.local_data import load_trainer_data
 from mcfl_chain.learning.models import (
@@ -72,7 +73,6 @@ from mcfl_chain.learning.scenario import (
     TrainerDataSpec,
     build_trainer_data,
 )
-from mcfl_chain.learning.task import Task, TaskError, canonical_arch, format_task, parse_task
 from mcfl_chain.learning.training import (
     Evaluation,
     TrainReport,

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mcfl_chain.algorithms.divergence import cosine_distance, weight_divergence
-from mcfl_chain.algorithms.model_selection import SELECTION_RULES, SelectionRule, select_best_models
+from mcfl_chain.algorithms.model_selection import COUNT_RULES, CountRule, select_best_models
 from mcfl_chain.algorithms.update_selection import select_updates
 from mcfl_chain.strategies.base import (
     Candidate,
@@ -89,7 +89,7 @@ class MCFLStrategy(Strategy):
         divergence: DivergenceName = "l2",
         start: StartName = "own",
         aggregate_on: AggregateOn = "best",
-        selection: SelectionRule = "percentile",
+        selection: CountRule = "percentile",
     ) -> None:
         if divergence not in ("l2", "cosine"):
             raise ValueError(f"divergence must be 'l2' or 'cosine', got {divergence!r}")
@@ -99,8 +99,8 @@ class MCFLStrategy(Strategy):
             raise ValueError(f"start must be one of {STARTS}, got {start!r}")
         if aggregate_on not in AGGREGATE_ON:
             raise ValueError(f"aggregate_on must be one of {AGGREGATE_ON}, got {aggregate_on!r}")
-        if selection not in SELECTION_RULES:
-            raise ValueError(f"selection must be one of {SELECTION_RULES}, got {selection!r}")
+        if selection not in COUNT_RULES:
+            raise ValueError(f"selection must be one of {COUNT_RULES}, got {selection!r}")
         self.tolerance = float(tolerance)
         self.divergence = divergence
         self.start = start

@@ -19,7 +19,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain.adversaries import ADVERSARIES, parse_adversary_spec
-from mcfl_chain.algorithms.model_selection import SELECTION_RULES
+from mcfl_chain.algorithms.model_selection import COUNT_RULES
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
@@ -165,7 +165,7 @@ class WorkerConfig:
         "percentile",
         "MCFL Algorithm 1: how many ranked models to train: percentile (the authors' "
         "code), ceil (⌈√n⌉) or floor (⌊√n⌋).",
-        choices=SELECTION_RULES,
+        choices=COUNT_RULES,
     )
     clusters: int = _option(
         3, "IFCA: number of models k the network trains; FACADE: number of heads k.", minimum=1

@@ -34,11 +34,11 @@ from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.learning.codec import MalformedWeightsError, read_layout
 from mcfl_chain.learning.datasets import DatasetError, release_datasets
+from mcfl_chain.learning.descriptor import Task, TaskError, canonical_arch
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
 from mcfl_chain.learning.local_data import DataError
 from mcfl_chain.learning.models import create_model, get_architecture
 from mcfl_chain.learning.scenario import TrainerData, build_trainer_data, scenario_specs
-from mcfl_chain.learning.task import Task, TaskError, canonical_arch
 from mcfl_chain.learning.tasks import LearningTask, builtin_task, load_task
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError

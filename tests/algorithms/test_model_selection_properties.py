@@ -15,11 +15,11 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcfl_chain.algorithms.model_selection import SelectionRule, model_score, select_best_models
+from mcfl_chain.algorithms.model_selection import CountRule, model_score, select_best_models
 
 PROPERTY = settings(max_examples=40, derandomize=True, database=None)
 
-RULES: st.SearchStrategy[SelectionRule] = st.sampled_from(["ceil", "floor", "percentile"])
+RULES: st.SearchStrategy[CountRule] = st.sampled_from(["ceil", "floor", "percentile"])
 # A few values only, so that equal metrics, popularities and scores are frequent; a
 # metric of 0 is a model of another class group.
 METRICS = st.one_of(
@@ -44,7 +44,7 @@ def _score(metrics: dict[int, float], popularity: dict[int, int], key: int) -> f
 @PROPERTY
 @given(pool=candidates(), rule=RULES)
 def test_the_chosen_are_distinct_candidates_best_score_first(
-    pool: tuple[dict[int, float], dict[int, int]], rule: SelectionRule
+    pool: tuple[dict[int, float], dict[int, int]], rule: CountRule
 ) -> None:
     # Prepare
     metrics, popularity = pool
@@ -63,7 +63,7 @@ def test_the_chosen_are_distinct_candidates_best_score_first(
 @PROPERTY
 @given(pool=candidates(), rule=RULES)
 def test_no_model_left_out_outranks_a_chosen_one(
-    pool: tuple[dict[int, float], dict[int, int]], rule: SelectionRule
+    pool: tuple[dict[int, float], dict[int, int]], rule: CountRule
 ) -> None:
     # Prepare
     metrics, popularity = pool
@@ -87,7 +87,7 @@ def test_no_model_left_out_outranks_a_chosen_one(
 @PROPERTY
 @given(pool=candidates(min_size=1), rule=st.sampled_from(["ceil", "floor"]))
 def test_ceil_and_floor_keep_their_square_root_count(
-    pool: tuple[dict[int, float], dict[int, int]], rule: SelectionRule
+    pool: tuple[dict[int, float], dict[int, int]], rule: CountRule
 ) -> None:
     # Prepare
     metrics, popularity = pool
@@ -139,7 +139,7 @@ def test_percentile_keeps_no_zero_score_while_one_is_above_zero(
 @PROPERTY
 @given(pool=candidates(min_size=2), rule=RULES, data=st.data())
 def test_a_dominating_model_is_never_ranked_below_the_one_it_dominates(
-    pool: tuple[dict[int, float], dict[int, int]], rule: SelectionRule, data: st.DataObject
+    pool: tuple[dict[int, float], dict[int, int]], rule: CountRule, data: st.DataObject
 ) -> None:
     # Prepare: model a gets a metric and a popularity at least b's, one of them higher.
     metrics, popularity = pool
@@ -158,7 +158,7 @@ def test_a_dominating_model_is_never_ranked_below_the_one_it_dominates(
 @PROPERTY
 @given(pool=candidates(), rule=RULES, data=st.data())
 def test_the_order_the_candidates_are_listed_in_changes_nothing(
-    pool: tuple[dict[int, float], dict[int, int]], rule: SelectionRule, data: st.DataObject
+    pool: tuple[dict[int, float], dict[int, int]], rule: CountRule, data: st.DataObject
 ) -> None:
     metrics, popularity = pool
     order = data.draw(st.permutations(list(metrics)))

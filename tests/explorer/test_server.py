@@ -14,9 +14,9 @@ from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID
 from mcfl_chain.explorer.server import ExplorerServer, NetworkView
 from mcfl_chain.learning.codec import decode_weights, encode_weights
+from mcfl_chain.learning.descriptor import Task
 from mcfl_chain.learning.fingerprint import layout_fingerprint, model_layout
 from mcfl_chain.learning.models import create_model
-from mcfl_chain.learning.task import Task
 from mcfl_chain.storage import cid_for_bytes, open_storage
 
 

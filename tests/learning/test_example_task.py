@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mcfl_chain.learning.task import parse_task
+from mcfl_chain.learning.descriptor import parse_task
 from mcfl_chain.learning.tasks import LearningTask, TrainConfig, load_task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

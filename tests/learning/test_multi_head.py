@@ -7,6 +7,7 @@ import torch
 
 from mcfl_chain.algorithms import facade
 from mcfl_chain.learning.codec import RefusedValuesError, decode_weights, encode_weights
+from mcfl_chain.learning.descriptor import Task, TaskError
 from mcfl_chain.learning.fingerprint import model_fingerprint
 from mcfl_chain.learning.models import (
     ARCHITECTURES,
@@ -17,7 +18,6 @@ from mcfl_chain.learning.models import (
     multi_head_arch,
 )
 from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
-from mcfl_chain.learning.task import Task, TaskError
 from mcfl_chain.learning.training import train
 
 

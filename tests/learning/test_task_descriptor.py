@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mcfl_chain.learning.fingerprint import model_fingerprint
-from mcfl_chain.learning.models import create_model
-from mcfl_chain.learning.task import (
+from mcfl_chain.learning.descriptor import (
     MAX_DESCRIPTOR_LENGTH,
     Task,
     TaskError,
     format_task,
     parse_task,
 )
+from mcfl_chain.learning.fingerprint import model_fingerprint
+from mcfl_chain.learning.models import create_model
 
 
 @pytest.mark.parametrize(

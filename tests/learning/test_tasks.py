@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from mcfl_chain.learning.codec import WeightsError, encode_weights
+from mcfl_chain.learning.descriptor import TaskError, parse_task
 from mcfl_chain.learning.fingerprint import model_fingerprint
 from mcfl_chain.learning.local_data import trainer_data_from_arrays
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerDataSpec, build_trainer_data
-from mcfl_chain.learning.task import TaskError, parse_task
 from mcfl_chain.learning.tasks import (
     ENTRY_POINT_GROUP,
     LearningTask,

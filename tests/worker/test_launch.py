@@ -16,8 +16,8 @@ from eth_account import Account
 from mcfl_chain.chain.accounts import PASSWORD_ENV, PRIVATE_KEY_ENV, create_keystore
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.learning.codec import encode_weights
+from mcfl_chain.learning.descriptor import Task
 from mcfl_chain.learning.models import create_model
-from mcfl_chain.learning.task import Task
 from mcfl_chain.learning.tasks import load_task
 from mcfl_chain.storage import LocalStorage
 from mcfl_chain.strategies import make_strategy

@@ -32,7 +32,7 @@ aggregation rule.
 
 # Importing each rule's module registers it.
 from mcfl_chain.algorithms import facade  # noqa: F401 (registers per-head-fedavg)
-from mcfl_chain.algorithms.robust import clipping, fedavg, krum, median, trimmed_mean
+from mcfl_chain.algorithms.robust import clipping, krum, median, sample_weighted, trimmed_mean
 from mcfl_chain.algorithms.robust.base import (
     AGGREGATION_CODES,
     AGGREGATION_RULES,
@@ -46,9 +46,9 @@ from mcfl_chain.algorithms.robust.base import (
     rule_from_chain,
 )
 from mcfl_chain.algorithms.robust.clipping import NormClipping
-from mcfl_chain.algorithms.robust.fedavg import FedAvgRule
 from mcfl_chain.algorithms.robust.krum import KrumSelection, MultiKrumSelection
 from mcfl_chain.algorithms.robust.median import CoordinateMedian
+from mcfl_chain.algorithms.robust.sample_weighted import FedAvgRule
 from mcfl_chain.algorithms.robust.spec import Defence, defence_names, parse_defence
 from mcfl_chain.algorithms.robust.trimmed_mean import TrimmedMean
 
@@ -67,7 +67,7 @@ __all__ = [
     "TrimmedMean",
     "clipping",
     "defence_names",
-    "fedavg",
+    "sample_weighted",
     "krum",
     "make_aggregation_rule",
     "make_selection_rule",
