@@ -25,6 +25,11 @@
         0's first phase: the trainers registered when it opened). Anybody
         else's vote is recorded and makes it a member of the next phase. A phase
         ends when every member voted, or with any vote once its deadline passed.
+        Members silent through a phase that ended at its deadline stay members
+        of the next phase (once: a carry-over phase carries nobody over), so an
+        organisation back within a phase of the others is waited for. `join`
+        is a bare vote in whichever phase is open when it is mined: a trainer
+        out of the quorum gets back in without racing the phase's end.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
@@ -94,13 +99,16 @@ MAX_TASK_LENGTH: public(constant(uint256)) = 128
 
 # @dev `_state` packs the whole round state machine in one slot, so a vote
 #      reads and writes a single word:
-#      round (bits 0-31) | phase (32) | started (33) | phase start time (40-103)
-#      | quorum (104-135) | counted votes (136-167) | voters (168-199)
-#      | highest trainer id of round 0's first quorum (200-231).
+#      round (bits 0-31) | phase (32) | started (33) | carry-over (34)
+#      | phase start time (40-103) | quorum (104-135) | counted votes (136-167)
+#      | voters (168-199) | highest trainer id of round 0's first quorum (200-231).
+#      The carry-over bit marks a phase whose quorum also holds the members
+#      silent through the previous phase (it ended at its deadline).
 _MASK32: constant(uint256) = (1 << 32) - 1
 _MASK64: constant(uint256) = (1 << 64) - 1
 _PHASE_SHIFT: constant(uint256) = 32
 _STARTED_BIT: constant(uint256) = 1 << 33
+_CARRY_BIT: constant(uint256) = 1 << 34
 _START_SHIFT: constant(uint256) = 40
 _QUORUM_SHIFT: constant(uint256) = 104
 _VOTES_SHIFT: constant(uint256) = 136
@@ -264,7 +272,8 @@ def trainerExited(trainerId: uint256) -> bool:
     quorum: uint256 = ((state >> _QUORUM_SHIFT) & _MASK32) - 1
     voters: uint256 = (state >> _VOTERS_SHIFT) & _MASK32
     if voters != 0 and (state >> _VOTES_SHIFT) & _MASK32 >= quorum:
-        self._next_phase(state, voters)
+        # Every remaining member voted: nobody silent to carry over.
+        self._next_phase(state, voters, 0)
     else:
         self._state = (state & ~(_MASK32 << _QUORUM_SHIFT)) | (quorum << _QUORUM_SHIFT)
     return True
@@ -397,6 +406,26 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
 
 
 @external
+def join():
+    """
+    @notice Cast a bare vote in whichever phase is open when this transaction is
+            mined, so that the caller is a member of the next phase.
+    @dev For a trainer out of the quorum (a newcomer, or one away for more than
+         a phase): a vote sent with `submitProposals` or `submitAggregations`
+         names its phase and reverts when that phase ends before it is mined,
+         which a fast quorum can make happen every time. This vote cannot miss:
+         wherever it lands it is recorded, and the next phase does not end
+         before the caller votes in it or its deadline passes. Same rules as an
+         empty submission otherwise: registered, rounds started, one vote per
+         phase (after the deadline a repeated call ends the phase).
+    """
+    trainer_id: uint256 = self._trainer_id(msg.sender)
+    state: uint256 = self._state
+    previous: uint256 = self._admit(state, trainer_id, (state >> _PHASE_SHIFT) & 1, False)
+    self._count_vote(state, trainer_id, previous)
+
+
+@external
 @pure
 def modelIdOf(parents: DynArray[bytes32, protocol.MAX_PARENTS],
               updateIds: DynArray[uint256, protocol.MAX_UPDATES],
@@ -495,7 +524,8 @@ def phaseDeadline() -> uint256:
 def quorum() -> uint256:
     """
     @notice Members of the current phase: the trainers that voted in the
-            previous phase (round 0's first phase: those live when it opened).
+            previous phase (round 0's first phase: those live when it opened),
+            and, when that phase ended at its deadline, its silent members.
     @return The quorum (0 before round 0).
     """
     return (self._state >> _QUORUM_SHIFT) & _MASK32
@@ -783,7 +813,8 @@ def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
     """
     @dev Records the vote `_admit` allowed, then ends the phase when every
          member voted or the deadline passed. The next quorum is the voters of
-         this phase: never 0, since the vote that ends a phase is one of them.
+         this phase (never 0, since the vote that ends a phase is one of them)
+         plus, unless this phase is itself a carry-over, its silent members.
     """
     current: uint256 = state & _MASK32
     current_phase: uint256 = (state >> _PHASE_SHIFT) & 1
@@ -804,25 +835,35 @@ def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
         self._state = (state & ~((_MASK64 << _VOTES_SHIFT))) | (votes << _VOTES_SHIFT) \
             | (voters << _VOTERS_SHIFT)
         return
-    self._next_phase(state, voters)
+    # A member silent until the deadline may be on its way back (a restart, a
+    # network outage): the next phase waits for it too. Only once, so one that
+    # is gone costs two deadlines, not one per phase.
+    silent: uint256 = 0
+    if state & _CARRY_BIT == 0:
+        silent = quorum - votes
+    self._next_phase(state, voters, silent)
 
 
 @internal
-def _next_phase(state: uint256, voters: uint256):
+def _next_phase(state: uint256, voters: uint256, silent: uint256):
     """
     @dev Ends the phase of `state`: the next one starts now with the `voters`
-         of this one as its quorum.
+         of this one and its `silent` members (carried over: 0 or more) as its quorum.
     """
     current: uint256 = state & _MASK32
     current_phase: uint256 = (state >> _PHASE_SHIFT) & 1
     next_round: uint256 = current + current_phase
     next_phase: uint256 = 1 - current_phase
-    self._state = next_round | (next_phase << _PHASE_SHIFT) | _STARTED_BIT \
-        | (block.timestamp << _START_SHIFT) | (voters << _QUORUM_SHIFT) \
+    quorum: uint256 = voters + silent
+    carry: uint256 = 0
+    if silent != 0:
+        carry = _CARRY_BIT
+    self._state = next_round | (next_phase << _PHASE_SHIFT) | _STARTED_BIT | carry \
+        | (block.timestamp << _START_SHIFT) | (quorum << _QUORUM_SHIFT) \
         | (state & (_MASK32 << _FIRST_SHIFT))
     if next_phase == PROPOSE:
         log NewRound(prevRound=current, round=next_round)
-    log PhaseChanged(round=next_round, phase=next_phase, quorum=voters)
+    log PhaseChanged(round=next_round, phase=next_phase, quorum=quorum)
 
 
 @internal
@@ -831,12 +872,21 @@ def _is_member(state: uint256, trainer_id: uint256, stamp: uint256) -> bool:
     """
     @dev A member voted in the previous phase; in round 0's first phase, the
          members are the trainers live when it opened (ids up to the one
-         recorded then; burnt ids can no longer vote).
+         recorded then; burnt ids can no longer vote). In a carry-over phase
+         the members of the previous phase that did not vote in it are members
+         too: their stamp is two phases old (round 0's first members: none).
     """
     phase_number: uint256 = self._phase_number(state)
     if phase_number == 1:
         return trainer_id <= (state >> _FIRST_SHIFT) & _MASK32
-    return stamp >> 1 == phase_number - 1
+    last: uint256 = stamp >> 1
+    if last == phase_number - 1:
+        return True
+    if state & _CARRY_BIT == 0:
+        return False
+    if phase_number == 2:
+        return last == 0 and trainer_id <= (state >> _FIRST_SHIFT) & _MASK32
+    return last == phase_number - 2
 
 
 @internal

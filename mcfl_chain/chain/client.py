@@ -4,8 +4,10 @@ A trainer sends two transactions per round (docs/PROTOCOL.md §5-6):
 :meth:`ChainClient.submit_proposals` (all its updates and its PROPOSE vote) and
 :meth:`ChainClient.submit_aggregations` (all its aggregations and its AGGREGATE vote);
 after the deadline a trainer that voted ends a stalled phase with
-:meth:`ChainClient.end_phase`. What the contracts would refuse without a reason (or at
-a gas cost) is refused here first, with :class:`ProtocolLimitError`.
+:meth:`ChainClient.end_phase`; a trainer out of the quorum gets back in with
+:meth:`ChainClient.join`. What the contracts would refuse without a reason (or at a gas
+cost) is refused here first, with :class:`ProtocolLimitError`, and a submission the
+latest block says would revert is not sent.
 """
 
 from __future__ import annotations
@@ -364,7 +366,13 @@ class ChainClient:
     # -- transactions --------------------------------------------------------------
 
     def _send(
-        self, description: str, call: Any, gas: int | None = None, value: int = 0
+        self,
+        description: str,
+        call: Any,
+        gas: int | None = None,
+        value: int = 0,
+        *,
+        dry_run: bool = False,
     ) -> TxReceipt:
         tx: dict[str, Any] = {
             "to": call.address,
@@ -373,9 +381,11 @@ class ChainClient:
         }
         if gas is not None:
             tx["gas"] = gas
-            if self.confirmations:
-                # Acting on blocks a few deep, the phase may have moved on at the latest
-                # block: find out before paying for a transaction that would revert.
+            if dry_run or self.confirmations:
+                # Sent without an estimate, a call that reverts is mined and paid for:
+                # another trainer's transaction may have ended the phase since this one
+                # was decided (acting on blocks a few deep, the latest block may be past
+                # it already). Find out first.
                 self._dry_run(description, tx)
         return self._sender().send(description, tx)
 
@@ -483,6 +493,7 @@ class ChainClient:
             f"Models.submitProposals({len(encoded)} updates)",
             self.models.functions.submitProposals(encoded),
             gas=_proposals_gas(len(encoded)),
+            dry_run=True,
         )
         self._remember_vote(receipt)
         events = self.updates.events.UpdateProposed().process_receipt(receipt, errors=DISCARD)
@@ -594,6 +605,7 @@ class ChainClient:
             f"Models.submitAggregations({len(heads)} aggregations, {len(flat_ids)} updates)",
             self.models.functions.submitAggregations(heads, flat_parents, flat_ids),
             gas=_aggregations_gas(len(heads), len(flat_parents), len(flat_ids)),
+            dry_run=True,
         )
         self._remember_vote(receipt)
         events = self.models.events.ModelAppended().process_receipt(receipt, errors=DISCARD)
@@ -623,6 +635,32 @@ class ChainClient:
             )
         self._remember_vote(receipt)
         return receipt
+
+    def join(self) -> tuple[int, Phase] | None:
+        """A bare vote in whichever phase is open when it is mined (``Models.join``): a
+        trainer out of the quorum is then a member of the next phase, which waits for
+        it. Unlike a submission it cannot arrive after its phase ended.
+
+        Returns
+        -------
+        tuple[int, Phase] | None
+            The round and phase the vote went to (counted there or only recorded); None
+            for a repeat after the deadline, which ends the phase and is no new vote.
+
+        Raises
+        ------
+        ChainError
+            Not sent when the latest block says it would revert (not registered, rounds
+            not started, already voted in this phase), with the contract's reason.
+        """
+        receipt = self._send(
+            "Models.join()", self.models.functions.join(), gas=_VOTE_GAS, dry_run=True
+        )
+        self._remember_vote(receipt)
+        events = self.models.events.TrainerVoted().process_receipt(receipt, errors=DISCARD)
+        if not events:
+            return None
+        return int(events[0]["args"]["round"]), Phase(int(events[0]["args"]["phase"]))
 
     def _remember_vote(self, receipt: TxReceipt) -> None:
         """Keep the hash of a transaction that carried this account's vote (by its

@@ -151,9 +151,17 @@ class HostedChainClient(ChainClient):
         shared.add_member(client.address)
         return client
 
-    def _send(self, description: str, call: Any, gas: int | None = None, value: int = 0) -> Any:
+    def _send(
+        self,
+        description: str,
+        call: Any,
+        gas: int | None = None,
+        value: int = 0,
+        *,
+        dry_run: bool = False,
+    ) -> Any:
         try:
-            return super()._send(description, call, gas, value)
+            return super()._send(description, call, gas, value, dry_run=dry_run)
         finally:
             self._sent += 1  # its own transaction changes its status: read it itself
 

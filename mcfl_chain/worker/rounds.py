@@ -32,9 +32,17 @@ that the phase it means is still open.
 A phase ends when every member voted (its quorum: the trainers that voted in the phase
 before) or, after its deadline, on any trainer's call. Deadlines are mandatory: past
 one, a voter ends the phase with an empty call (the voter with the smallest trainer id
-first; the next ones step in, one by one, if it does not), so a silent trainer costs the
-others one deadline and is out of the next phase's quorum. While it waits, the worker
-says now and then whom it waits for.
+first; the next ones step in, one by one, if it does not). A member silent until then is
+carried over into the next phase's quorum once (it may be restarting), so a silent
+trainer costs the others two deadlines and is then out of the quorum. While it waits,
+the worker says now and then whom it waits for.
+
+A trainer out of the quorum (a newcomer, or one away for longer) races the members: a
+phase may end before its transaction is mined. It tries its proposals once; after that,
+and in an AGGREGATE phase (where it has nothing to aggregate), it votes with ``join``,
+which counts in whatever phase it lands in, so the next phase waits for it (PROTOCOL
+§4, the rejoin rule). Every submission is dry-run against the latest block first: a
+transaction the chain says would revert is not sent.
 
 A chain node or a store that stays unreachable past the retries, or a state directory
 that cannot be written, stops the worker with :class:`WorkerHalted`: one line naming
@@ -130,7 +138,10 @@ class WorkerOptions:
     rounds: int | None = None
     """Stop when the network reaches round F + ``rounds``, F being the first round in
     which this trainer took part according to the chain (a proposal, or a vote counted
-    in the quorum; with none yet, the first round it saw open). None: no such bound."""
+    in the quorum, but not the empty one right after its ``join``: it only admits it;
+    with none yet, the round it first saw open if it was a member then). A trainer out
+    of the quorum counts nothing until it is admitted, which joining bounds to about
+    two rounds. None: no such bound."""
     last_round: int | None = None
     """Stop once the network is past this round (an absolute bound, for late joiners).
     None: no such bound."""
@@ -231,6 +242,10 @@ class Worker:
         self._next_advance = 0.0
         self._stop = threading.Event()
         self._first_part: int | None = None
+        self._raced = False
+        """Its last proposals came too late: out of the quorum, it joins instead."""
+        self._looked = False
+        """Whether it looked at the chain's round yet (``state.first_round``)."""
         self._samples: int | None = None
         self._turn: tuple[tuple[int, Phase], float] | None = None
         self._waiting: tuple[bool, int, Phase] | None = None
@@ -341,9 +356,13 @@ class Worker:
         self._report_interrupted_round()
         acted: tuple[int, Phase] | None = None
         while not self._stop.is_set():
-            if status.started and self.state.first_round is None:
-                self.state.first_round = status.round
-                self.state.save()
+            if status.started and self.state.first_round is None and not self._looked:
+                # A member from its first look counts its rounds from there even if it
+                # misses every deadline; one out of the quorum from its admission.
+                self._looked = True
+                if status.member:
+                    self.state.first_round = status.round
+                    self.state.save()
             if status.started and self._budget_spent(status.round):
                 if self.rounds_done == 0:  # e.g. a restart after the last round: say why
                     first = self._first_round_taken_part()
@@ -364,7 +383,11 @@ class Worker:
                 acted = (status.round, status.phase)
                 with self.clock.measure("chain"):
                     self.sync()
-                if status.phase is Phase.PROPOSE:
+                if status.member:
+                    self._raced = False
+                if not status.member and (status.phase is Phase.AGGREGATE or self._raced):
+                    self._join(status)
+                elif status.phase is Phase.PROPOSE:
                     self._propose_phase(status.round)
                 else:
                     self._aggregate_phase(status.round)
@@ -396,13 +419,22 @@ class Worker:
 
     def _first_round_taken_part(self) -> int | None:
         """The first round in which this trainer proposed or cast a counted vote, as far
-        as the events synced tell (the whole history is synced at start)."""
+        as the events synced tell (the whole history is synced at start). A vote counted
+        in an AGGREGATE phase does not count when the trainer's PROPOSE vote of that
+        round was not (it joined then: it had no update to aggregate)."""
         if self._first_part is None:
             rounds = [u.round for u in self.dag.updates.values() if u.trainer_id == self.trainer_id]
+            mine = [v for v in self.dag.votes if int(v.get("trainer_id", 0)) == self.trainer_id]
+            joined = {
+                int(v["round"])
+                for v in mine
+                if v.get("phase") == int(Phase.PROPOSE) and not v.get("counted")
+            }
             rounds += [
                 int(v["round"])
-                for v in self.dag.votes
-                if v.get("counted") and int(v.get("trainer_id", 0)) == self.trainer_id
+                for v in mine
+                if v.get("counted")
+                and not (v.get("phase") == int(Phase.AGGREGATE) and int(v["round"]) in joined)
             ]
             self._first_part = min(rounds, default=None)
         return self._first_part
@@ -412,7 +444,9 @@ class Worker:
 
         ``--rounds`` counts from the first round this trainer took part in according to
         the chain, so a worker rebuilt from the chain, or one that missed the deadline of
-        its first proposals, stops with the network that started with it;
+        its first proposals, stops with the network that started with it (a member
+        when it first looked that never got a vote in counts from that round); one out
+        of the quorum counts from its admission (watching rounds is not playing them).
         ``--last-round`` is absolute.
         """
         last = self.options.last_round
@@ -439,12 +473,27 @@ class Worker:
     def _members(self, status: TrainerStatus) -> set[int]:
         """Trainer ids whose votes count in the current phase (PROTOCOL §4): the
         previous phase's voters; in round 0's first phase the trainers registered when
-        it opened (ids 1 to its quorum, unless one exited before)."""
-        if status.round == 0 and status.phase is Phase.PROPOSE:
-            return set(range(1, status.quorum + 1))
-        if status.phase is Phase.PROPOSE:
-            return self._voters_in(status.round - 1, Phase.AGGREGATE)
-        return self._voters_in(status.round, Phase.PROPOSE)
+        it opened (ids 1 to its quorum, unless one exited before); in a carry-over phase
+        also the previous phase's members that did not vote."""
+        return self._phase_members(status.round, status.phase, status.quorum)
+
+    def _phase_members(
+        self, round_: int, phase: Phase, quorum: int, carry: bool = True
+    ) -> set[int]:
+        if round_ == 0 and phase is Phase.PROPOSE:
+            return set(range(1, quorum + 1))
+        before = (
+            (round_ - 1, Phase.AGGREGATE) if phase is Phase.PROPOSE else (round_, Phase.PROPOSE)
+        )
+        members = self._voters_in(*before)
+        if carry and quorum > len(members):  # a carry-over phase (exits aside)
+            opened = [
+                int(r["quorum"])
+                for r in self.dag.phases
+                if "quorum" in r and (r["round"], r["phase"]) == (before[0], int(before[1]))
+            ]
+            members |= self._phase_members(*before, opened[-1] if opened else 0, carry=False)
+        return members
 
     # -- phase deadlines -------------------------------------------------------------------
 
@@ -564,6 +613,7 @@ class Worker:
             self._submit_proposals(round_, proposals)
 
     def _too_late(self, round_: int, chosen: list[bytes]) -> None:
+        self._raced = True
         log.warning(
             "round %d: the propose phase ended before my update(s) on %s were ready; "
             "not proposing them",
@@ -597,6 +647,29 @@ class Worker:
                 proposal.num_samples,
                 proposal.cid,
             )
+
+    def _join(self, status: TrainerStatus) -> None:
+        """Out of this phase's quorum: vote with ``join``, which counts in whatever phase
+        is open when it is mined, so the next phase waits for this trainer. In an
+        AGGREGATE phase it has no update to aggregate anyway; in a PROPOSE phase it
+        comes here once its proposals came too late."""
+        where = f"round {status.round} {status.phase.name.lower()}"
+        with self.clock.measure("chain"):
+            try:
+                landed = self.chain.join()
+            except ChainError as exc:
+                log.warning("%s: joining the quorum not done: %s", where, exc)
+                return
+        if landed is not None:
+            log.info(
+                "%s: not a member of this phase's quorum: joined with a bare vote (in round "
+                "%d's %s phase); the next phase waits for this trainer",
+                where,
+                landed[0],
+                landed[1].name.lower(),
+            )
+        if status.phase is Phase.AGGREGATE:
+            self._report(status.round)
 
     def _vote_only(self, phase: Phase) -> None:
         """Vote with nothing, so that the others need not wait for the deadline."""

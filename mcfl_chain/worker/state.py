@@ -198,8 +198,9 @@ class WorkerState:
     deployment_block: int = 0
     last_block: int = -1
     first_round: int | None = None
-    """The first round this trainer saw open (``--rounds`` counts from its first
-    proposal on chain, and from here only when it has none)."""
+    """The first round this trainer saw open, if it was a member of that phase's quorum
+    (``--rounds`` counts from its first proposal on chain, and from here only when it
+    has none; a trainer out of the quorum then counts from its admission)."""
     chosen: dict[str, list[str]] = field(default_factory=dict)
     """round → hex ids of the models chosen for training in that round."""
     uploaded: dict[str, str] = field(default_factory=dict)

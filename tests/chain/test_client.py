@@ -195,18 +195,55 @@ def test_end_phase_only_ends_the_named_phase_after_the_deadline(new_devnet):
     c1.end_phase(Phase.PROPOSE)
     after = c1.status()
     silent = c2.status()
-    c1.submit_aggregations([])  # the only member of AGGREGATE: its vote opens round 1
+    c1.submit_aggregations([])  # the next phase also waits for the silent member
 
     # Assert: before the deadline a repeat is refused; naming another phase never votes;
-    # the silent trainer is out of the next quorum.
+    # the silent trainer is carried over into the next quorum (once).
     assert early.value.reason == "Models: this trainer already voted in this phase"
     assert wrong_phase.value.reason == (
         "Models: aggregations are only submitted in the AGGREGATE phase"
     )
-    assert (after.phase, after.quorum, after.votes, after.member) == (Phase.AGGREGATE, 1, 0, True)
-    assert not silent.member and not silent.voted
-    assert c2.status()[1:3] == (1, Phase.PROPOSE)
+    assert (after.phase, after.quorum, after.votes, after.member) == (Phase.AGGREGATE, 2, 0, True)
+    assert silent.member and not silent.voted
+    assert c2.status()[1:3] == (0, Phase.AGGREGATE)
     assert c1.deadline_passed() is False
+
+
+def test_join_lands_in_either_phase_and_a_doomed_submission_is_not_sent(new_devnet):
+    # Prepare: two members open round 0; a third trainer registers after it opened.
+    deployment = new_devnet(min_trainers=2, phase_duration=60)
+    c1, c2, late = (ChainClient(deployment, account_index=i) for i in (1, 2, 3))
+    for client in (c1, c2, late):
+        client.register()
+    c1.submit_proposals([])
+    c2.submit_proposals([])
+    nonce = late.w3.eth.get_transaction_count(late.address)
+
+    # Execute: the late trainer's PROPOSE vote, decided before the phase ended, would
+    # revert now; its join lands in the AGGREGATE phase.
+    with pytest.raises(ChainError) as doomed:
+        late.submit_proposals([])
+    unsent = late.w3.eth.get_transaction_count(late.address)
+    landed = late.join()
+    with pytest.raises(ChainError) as again:
+        late.join()
+
+    # Assert: nothing was mined for the doomed vote; the join was recorded where it
+    # landed, and the late trainer is a member of the next phase.
+    assert unsent == nonce
+    assert "not sent: it reverts at the latest block" in str(doomed.value)
+    assert doomed.value.reason == "Models: proposals are only submitted in the PROPOSE phase"
+    assert again.value.reason == "Models: this trainer already voted in this phase"
+    assert landed == (0, Phase.AGGREGATE)
+    c1.submit_aggregations([])
+    c2.submit_aggregations([])
+    status = late.status()
+    assert (status.round, status.phase, status.quorum, status.member) == (
+        1,
+        Phase.PROPOSE,
+        3,
+        True,
+    )
 
 
 def test_register_pays_the_deposit(new_devnet):
@@ -285,10 +322,13 @@ def test_refused_calls_raise_chain_error_with_the_reason(devnet):
     with pytest.raises(ChainError, match="read-only"):
         ChainClient.read_only(deployment).register()
 
-    # Assert
+    # Assert: the submission was not sent (it reverts at the latest block); the empty
+    # call that ends a phase is sent without a dry run (a deadline passes by the next
+    # block, not the latest), so it reverted on chain
     assert caught.value.reason == "Models: the caller is not a registered trainer"
     assert ended.value.reason == "Models: the caller is not a registered trainer"
-    assert "reverted in block" in str(caught.value)
+    assert "not sent: it reverts at the latest block" in str(caught.value)
+    assert "reverted in block" in str(ended.value)
 
 
 def test_a_read_only_status_reads_nobody(devnet):

@@ -255,7 +255,7 @@ def test_a_newcomer_is_recorded_then_counts_from_the_next_phase(running, people)
     assert (models.round(), models.quorum()) == (1, 4)
 
 
-def test_a_silent_trainer_costs_one_deadline_then_leaves_the_quorum(running, people, chain):
+def test_a_silent_trainer_costs_two_deadlines_then_leaves_the_quorum(running, people, chain):
     # Prepare: trainer 3 stays silent
     _, models, _ = running
     vote_all(models, people[:2], PROPOSE)
@@ -265,17 +265,75 @@ def test_a_silent_trainer_costs_one_deadline_then_leaves_the_quorum(running, peo
     # Execute: after the deadline, a repeated (empty) vote ends the phase
     _past_deadline(models, chain)
     ended = vote(models, people[0], PROPOSE)
-    # Assert: no TrainerVoted for a repeat; the next quorum is the two voters
+    # Assert: no TrainerVoted for a repeat; the silent member is carried over once: the
+    # next phase waits for it (or its deadline) too
     assert not ended.decode_logs(models.TrainerVoted)
-    assert (models.phase(), models.quorum()) == (AGGREGATE, 2)
-    assert not models.statusOf(people[2])[4]
+    (changed,) = ended.decode_logs(models.PhaseChanged)
+    assert (changed.phase, changed.quorum) == (AGGREGATE, 3)
+    assert models.statusOf(people[2])[4]
     vote_all(models, people[:2], AGGREGATE)
+    assert (models.phase(), models.votes(), models.quorum()) == (AGGREGATE, 2, 3)
+    _past_deadline(models, chain)
+    vote(models, people[0], AGGREGATE)
+    # ... and no further: silent through the carry-over phase, it is out of the next one
     assert (models.round(), models.phase(), models.quorum()) == (1, PROPOSE, 2)
-    # The silent trainer comes back: recorded, a member again from the next phase
-    vote(models, people[2], PROPOSE)
-    assert models.votes() == 0 and models.voters() == 1
+    assert not models.statusOf(people[2])[4]
     vote_all(models, people[:2], PROPOSE)
-    assert (models.phase(), models.quorum()) == (AGGREGATE, 3)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 2)
+    # The silent trainer comes back: recorded, a member again from the next phase
+    vote(models, people[2], AGGREGATE)
+    assert models.votes() == 0 and models.voters() == 1
+    vote_all(models, people[:2], AGGREGATE)
+    assert (models.round(), models.phase(), models.quorum()) == (2, PROPOSE, 3)
+
+
+def test_organisations_back_within_a_phase_after_a_pause_are_waited_for(running, people, chain):
+    # Prepare: round 0 played by all three; then all stop past round 1's first deadline.
+    _, models, _ = running
+    vote_all(models, people[:3], PROPOSE)
+    vote_all(models, people[:3], AGGREGATE)
+    _past_deadline(models, chain)
+    # Execute: the first one back ends the overdue phase alone
+    vote(models, people[0], PROPOSE)
+    # Assert: the two others are still members; the first one's vote does not end the
+    # phase before they act (it would have been the whole quorum)
+    assert (models.round(), models.phase(), models.quorum()) == (1, AGGREGATE, 3)
+    assert [models.statusOf(p)[4] for p in people[:3]] == [True, True, True]
+    vote(models, people[0], AGGREGATE)
+    assert (models.phase(), models.votes()) == (AGGREGATE, 1)
+    back = [vote(models, p, AGGREGATE) for p in people[1:3]]
+    assert [r.decode_logs(models.TrainerVoted)[0].counted for r in back] == [True, True]
+    assert (models.round(), models.phase(), models.quorum()) == (2, PROPOSE, 3)
+
+
+def test_the_first_phase_carries_its_silent_members_over(running, people, chain):
+    # A trainer registered after round 0 opened is not one of them.
+    trainers, models, _ = running
+    trainers.register(sender=people[3])
+    vote(models, people[0], PROPOSE)
+    _past_deadline(models, chain)
+    vote(models, people[3], PROPOSE)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 4)
+    assert [models.statusOf(p)[4] for p in people[:4]] == [True, True, True, True]
+    assert not models.statusOf(people[4])[4]
+
+
+def test_an_exiting_carried_member_leaves_the_quorum(running, people, chain):
+    # Prepare: round 1's PROPOSE phase ends at its deadline without trainer 3
+    trainers, models, _ = running
+    vote_all(models, people[:3], PROPOSE)
+    vote_all(models, people[:3], AGGREGATE)
+    vote_all(models, people[:2], PROPOSE)
+    _past_deadline(models, chain)
+    vote(models, people[0], PROPOSE)
+    vote_all(models, people[:2], AGGREGATE)
+    assert (models.phase(), models.votes(), models.quorum()) == (AGGREGATE, 2, 3)
+    # Execute: it leaves instead of coming back
+    receipt = trainers.exit(sender=people[2])
+    # Assert: the phase had only waited for it
+    assert (models.round(), models.phase(), models.quorum()) == (2, PROPOSE, 2)
+    (changed,) = receipt.decode_logs(models.PhaseChanged)
+    assert (changed.round, changed.quorum) == (2, 2)
 
 
 def test_any_first_vote_after_the_deadline_ends_the_phase(running, people, chain):
@@ -285,12 +343,67 @@ def test_any_first_vote_after_the_deadline_ends_the_phase(running, people, chain
     _past_deadline(models, chain)
     # Execute
     receipt = vote(models, people[5], PROPOSE)
-    # Assert: the newcomer alone is the next quorum (never 0)
+    # Assert: the newcomer's vote ended the phase; it and the three silent members are
+    # the next quorum (never 0)
     (voted,) = receipt.decode_logs(models.TrainerVoted)
     assert not voted.counted
-    assert (models.phase(), models.quorum()) == (AGGREGATE, 1)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 4)
     vote(models, people[5], AGGREGATE)
-    assert models.round() == 1
+    assert models.phase() == AGGREGATE
+    _past_deadline(models, chain)
+    vote(models, people[5], AGGREGATE)
+    assert (models.round(), models.quorum()) == (1, 1)
+
+
+# -- join: a bare vote in whichever phase is open -------------------------------------------
+
+
+@pytest.mark.parametrize("phase", [PROPOSE, AGGREGATE], ids=["propose", "aggregate"])
+def test_join_is_a_vote_in_either_phase_that_makes_a_member_of_the_next(running, people, phase):
+    # Prepare: round 0 at `phase`; trainer 4 registered after it opened
+    trainers, models, _ = running
+    trainers.register(sender=people[3])
+    if phase == AGGREGATE:
+        vote_all(models, people[:3], PROPOSE)
+    # Execute
+    receipt = models.join(sender=people[3])
+    # Assert: recorded, not counted; a member of the next phase, which waits for it
+    (voted,) = receipt.decode_logs(models.TrainerVoted)
+    assert (voted.round, voted.trainerId, voted.phase, voted.counted) == (0, 4, phase, False)
+    vote_all(models, people[:3], phase)
+    assert models.quorum() == 4 and models.statusOf(people[3])[3:5] == (False, True)
+    vote_all(models, people[:3], 1 - phase)
+    assert models.votes() == 3 and models.phase() != phase
+    vote(models, people[3], 1 - phase)
+    assert models.phase() == phase and models.quorum() == 4
+
+
+def test_a_members_join_is_its_bare_vote(running, people):
+    _, models, _ = running
+    receipt = models.join(sender=people[0])
+    (voted,) = receipt.decode_logs(models.TrainerVoted)
+    assert voted.counted and (voted.votes, voted.voters) == (1, 1)
+    with ape.reverts(ALREADY_VOTED):
+        models.join(sender=people[0])
+    with ape.reverts(ALREADY_VOTED):
+        vote(models, people[0], PROPOSE)
+
+
+def test_join_refusals(network, people, chain):
+    trainers, models, _ = network
+    trainers.register(sender=people[0])
+    with ape.reverts(NOT_STARTED):
+        models.join(sender=people[0])
+    for person in people[1:MIN_TRAINERS]:
+        trainers.register(sender=person)
+    with ape.reverts("Models: the caller is not a registered trainer"):
+        models.join(sender=people[7])
+    # After the deadline, a repeated join ends the phase (as a repeated empty call)
+    models.join(sender=people[0])
+    _past_deadline(models, chain)
+    ended = models.join(sender=people[0])
+    assert not ended.decode_logs(models.TrainerVoted)
+    assert (models.phase(), models.quorum()) == (AGGREGATE, 3)
 
 
 def test_a_repeated_vote_after_the_deadline_carries_no_submission(running, people, chain):

@@ -3,9 +3,9 @@
 Rules drive registration (under open registration, and under an allowlist whose admin
 admits and revokes addresses), exit, key rotation (trainer-token transfer), proposals,
 single and merged aggregations (with the caller's own update sometimes left out, and each
-with an aggregation rule: FedAvg, median or a trimmed mean), bare votes and waiting past
-the phase deadline. Each call must succeed exactly when the reference model
-says it may, and after every step these invariants hold:
+with an aggregation rule: FedAvg, median or a trimmed mean), bare votes, ``join`` (a bare
+vote in either phase) and waiting past the phase deadline. Each call must succeed exactly
+when the reference model says it may, and after every step these invariants hold:
 
 - one proposal and one aggregation per (trainer id, parent, round), whichever address
   held the trainer token, read from the events;
@@ -16,8 +16,15 @@ says it may, and after every step these invariants hold:
 - (round, phase) only moves forward, and a phase ended only on a vote that completed
   its quorum or came after its deadline (checked on every vote);
 - the quorum of a phase is the set of trainers that voted in the previous one (round 0's
-  first phase: the trainers live when it opened): a silent trainer is no longer a member,
-  a returning one is a member again from the phase after its vote;
+  first phase: the trainers live when it opened), plus, when that phase ended at its
+  deadline and was not itself a carry-over, its members that did not vote: a member
+  silent through one phase is waited for in the next, one silent through two is no
+  longer a member, and a returning one (or one that joined) is a member again from the
+  phase after its vote;
+- every member voted in the previous phase or, in a carry-over phase, the one before,
+  and no carry-over phase follows another (members stay at most one phase without
+  acting); ``join`` is accepted in either phase from every registered trainer that has
+  not voted in it;
 - the counted votes are the distinct members that voted, never above the quorum;
 - an exit is refused in a round in which the trainer voted, and a member that exits
   leaves the current quorum (the phase ends when that completes it): every voter of a
@@ -74,11 +81,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.last_id = 0
         self.started = False
         self.round, self.phase = 0, PROPOSE
-        self.first_members = 0  # highest id of round 0's first quorum
         self.quorum = 0
+        self.members: set[int] = set()  # live trainer ids whose votes count this phase
+        self.carry = False  # this phase's quorum holds the last one's silent members
+        self.carries = [False]  # carry flag of every phase so far
+        self.voted_in: dict[int, int] = {}  # trainer id -> number of the last phase it voted in
         self.voters: set[int] = set()  # trainer ids that voted this phase
         self.counted: set[int] = set()  # ... and counted in its quorum
-        self.previous_voters: set[int] = set()
         self.expired = False
         self.dag: dict[bytes, dict] = {ROOT_MODEL_ID: {"parents": [], "round": 0, "popularity": 1}}
         self.proposals: dict[tuple[int, bytes, int], int] = {}  # (id, parent, round) -> uid
@@ -99,9 +108,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         return 2 * self.round + self.phase + 1
 
     def _is_member(self, trainer):
-        if self._phase_number() == 1:
-            return trainer <= self.first_members
-        return trainer in self.previous_voters
+        return trainer in self.members
 
     def _may_vote(self, trainer, phase, submitting):
         if not (trainer and self.started and self.phase == phase):
@@ -115,6 +122,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 self.counted.add(trainer)
             self.voters.add(trainer)
             self.last_vote[trainer] = self.round
+            self.voted_in[trainer] = self._phase_number()
         self._check_phase_end(len(self.counted) >= self.quorum or self.expired)
 
     def _check_phase_end(self, should_end, why=None):
@@ -122,9 +130,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         assert ended == should_end
         if ended:
             event(why or ("phase ended by its deadline" if self.expired else "by quorum"))
+            silent = set() if self.carry else self.members - self.voters
+            if silent:
+                event("silent members carried over")
             self.round += self.phase
             self.phase = 1 - self.phase
-            self.previous_voters, self.quorum = self.voters, len(self.voters)
+            self.members, self.carry = self.voters | silent, bool(silent)
+            self.carries.append(self.carry)
+            self.quorum = len(self.members)
             self.voters, self.counted, self.expired = set(), set(), False
 
     def _caller(self, who):
@@ -180,7 +193,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.trainer_of[person.address] = self.last_id
             if not self.started and len(self.trainer_of) >= MIN_TRAINERS:
                 self.started, self.quorum = True, len(self.trainer_of)
-                self.first_members = self.last_id
+                self.members = set(self.trainer_of.values())
 
     @rule(who=st.integers(0, ACCOUNTS - 1))
     def exit(self, who):
@@ -194,6 +207,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             del self.trainer_of[person.address]
             if self.started and self._is_member(trainer):
                 event("a member exited: quorum - 1")
+                self.members.discard(trainer)
                 self.quorum -= 1
                 ends = bool(self.voters) and len(self.counted) >= self.quorum
                 self._check_phase_end(ends, "phase ended by a member's exit")
@@ -252,6 +266,29 @@ class ProtocolMachine(RuleBasedStateMachine):
         voted in this round, else it leaves the quorum, which may end the phase."""
         self.everyone_acts(seed, 1 << who)
         self.exit(who)
+
+    @precondition(lambda self: self.started)
+    @rule(seed=st.integers(0, 2**32), who=st.integers(0, 2 * ACCOUNTS))
+    def everyone_stops_past_the_deadline_then_returns(self, seed, who):
+        """Every trainer stops until the deadline has passed; the first one back (``who``,
+        with ``join``) ends the phase alone, then all the others act in the next one,
+        which waits for the overdue phase's silent members."""
+        self.wait_past_deadline()
+        self.join(who)
+        self.everyone_acts(seed, 0)
+
+    @rule(who=st.integers(0, 2 * ACCOUNTS))
+    def join(self, who):
+        """A bare vote in whichever phase is open, by anyone (refused to outsiders, before
+        round 0, and to a trainer that voted in the phase before its deadline)."""
+        person = self._caller(who)
+        trainer = self.trainer_of.get(person.address, 0)
+        ok = self._may_vote(trainer, self.phase, False)
+        receipt = self._send(self.models.join, sender=person)
+        assert (receipt is not None) == ok
+        event(f"join accepted={ok}" + (" (a member)" if self._is_member(trainer) else ""))
+        if ok:
+            self._count_vote(trainer)
 
     def _propose(self, person, parents):
         trainer = self.trainer_of.get(person.address, 0)
@@ -387,6 +424,21 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert self.trainers.totalSupply() <= self.trainers.lastTrainerId() <= self.granted
             for person in self.people:
                 assert self.trainers.isAllowed(person) == (person.address in self.admitted)
+
+    @invariant()
+    def members_acted_within_a_phase_and_carry_overs_do_not_chain(self):
+        """Membership outlives a member's silence by one phase at most."""
+        if not self.started:
+            return
+        assert self.quorum == len(self.members)
+        assert self.members <= set(self.trainer_of.values())
+        number = self._phase_number()
+        if number > 1:
+            allowed = {number - 1, number - 2} if self.carry else {number - 1}
+            for member in self.members - self.voters:
+                # Round 0's first members that never voted count as of phase 0.
+                assert self.voted_in.get(member, 0) in allowed
+        assert not any(a and b for a, b in zip(self.carries, self.carries[1:], strict=False))
 
     @invariant()
     def round_state_and_quorum_match_the_reference(self):

@@ -170,6 +170,135 @@ def test_a_late_joiner_given_the_last_round_stops_with_the_network(tmp_path, mon
         net.stop()
 
 
+# -- coming back after a pause, and joining late ------------------------------------------
+
+
+def votes_of(chain: ChainClient) -> dict[tuple[int, int], dict[int, bool]]:
+    """(round, phase) -> {trainer id: whether its vote counted}."""
+    votes: dict[tuple[int, int], dict[int, bool]] = {}
+    for e in _events(chain, "TrainerVoted"):
+        votes.setdefault((e.args["round"], e.args["phase"]), {})[e.args["trainerId"]] = e.args[
+            "counted"
+        ]
+    return votes
+
+
+def reverted_transactions(chain: ChainClient, net: Network) -> list[str]:
+    w3 = chain.w3
+    return [
+        tx.hex()
+        for n in range(net.deployment.deployment_block, w3.eth.block_number + 1)
+        for tx in w3.eth.get_block(n)["transactions"]
+        if w3.eth.get_transaction_receipt(tx)["status"] != 1
+    ]
+
+
+def test_organisations_stopped_past_a_deadline_are_all_back_in_the_next_phase(tmp_path):
+    # Prepare: three workers play round 0 and stop (--rounds 1): round 1's PROPOSE phase
+    # is open and nobody has voted in it. The pause outlasts its deadline (the chain's
+    # clock is moved past it).
+    duration = 120  # room for two workers to start on a loaded machine
+    config = small(rounds=1, phase_duration=duration, round_timeout=300)
+    net = Network(config, tmp_path, Console(quiet=True))
+    net.start()
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        net.spawn_workers()
+        net.wait()
+        assert chain.round_state() == (True, 1, Phase.PROPOSE)
+        chain.w3.provider.make_request("evm_increaseTime", [duration + 1])
+        ids = [chain.trainer_id(address_of(net, i)) for i in range(3)]
+        # Execute: the first organisation back ends the overdue phase alone and votes in
+        # the next one; only then do the two others come back.
+        again = ["--rounds", "3"]
+        net.procs = [net.spawn(0, again)]
+        _wait_for(
+            lambda: ids[0] in votes_of(chain).get((1, Phase.AGGREGATE), {}),
+            what="the first one back voting in round 1's aggregate phase",
+        )
+        net.procs += [net.spawn(1, again), net.spawn(2, again)]
+        net.wait()
+        # Assert: the phase after the overdue one waited for the two others, whose votes
+        # counted, and all three proposed in round 2; no transaction reverted.
+        votes = votes_of(chain)
+        assert votes[(1, Phase.PROPOSE)] == {ids[0]: True}
+        assert votes[(1, Phase.AGGREGATE)] == dict.fromkeys(ids, True)
+        assert all(proposed_in(chain, address_of(net, i), 2) for i in range(3))
+        assert chain.round_state()[1] == 3
+        assert [p.returncode for p in net.procs] == [0, 0, 0]
+        assert reverted_transactions(chain, net) == []
+    finally:
+        net.stop()
+
+
+def test_a_late_joiner_slower_than_the_members_phases_gets_in_and_plays_its_rounds(tmp_path):
+    # Prepare: two workers (they play until stopped) and a hand-driven trainer H open the
+    # network; H votes (bare) in round 0, so round 1's PROPOSE phase waits for it. A third
+    # trainer, J, registered during round 0, starts in that phase with --rounds 1 and
+    # 100 times the members' epochs: its training outlasts several of their rounds (a
+    # second or two each), and fits in a phase (180 s) even on a loaded machine.
+    config = small(rounds=1000, phase_duration=180)
+    net = Network(config, tmp_path, Console(quiet=True))
+    net.start(min_trainers=3)
+    try:
+        chain = ChainClient.read_only(net.deployment)
+        hand = ChainClient(net.deployment, account_index=4)
+        net.procs = [net.spawn(0), net.spawn(1)]
+        hand.register()
+        _wait_for(lambda: chain.status().started, what="round 0")
+        hand.submit_proposals([])
+        joiner_id = ChainClient(net.deployment, account_index=3).register()
+        _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 0 aggregate")
+        hand.submit_aggregations([])
+        _wait_for(lambda: chain.status().round >= 1, what="round 1")
+        joiner = net.spawn(2, ["--rounds", "1", "--epochs", "200"])
+        net.procs.append(joiner)
+        # Execute: once J trains (its CPU time grows) and both workers proposed, H votes
+        # and the members play on at their pace; H leaves in round 2.
+        _wait_for(
+            lambda: (
+                (tmp_path / "trainers" / "002" / "worker.log").exists()
+                and any(
+                    "round 1: " in line and "candidates, training" in line
+                    for line in log_of(tmp_path, 2).splitlines()
+                )
+            ),
+            what="J choosing its round-1 models",
+        )
+        busy = psutil.Process(joiner.pid)
+        started = busy.cpu_times().user
+        _wait_for(lambda: busy.cpu_times().user > started + 1.0, what="J busy training")
+        _wait_for(
+            lambda: all(proposed_in(chain, address_of(net, i), 1) for i in range(2)),
+            what="both workers' round-1 proposals",
+        )
+        hand.submit_proposals([])
+        _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 1 aggregate")
+        hand.submit_aggregations([])
+        _wait_for(lambda: chain.status().round >= 2, what="round 2")
+        left = chain.trainers.functions.exit().transact({"from": hand.address})
+        assert chain.w3.eth.wait_for_transaction_receipt(left)["status"] == 1
+        code = joiner.wait(timeout=240)
+        # Assert: J exited 0 having played its round, a member from the phase after its
+        # first vote (the one that came too late for round 1 was never sent) and
+        # proposing in the first PROPOSE phase it was a member of; nothing reverted.
+        text = log_of(tmp_path, 2)
+        assert code == 0 and "played 1 round(s)" in text, text[-2000:]
+        mine = [
+            (e.args["round"], e.args["phase"], e.args["counted"])
+            for e in _events(chain, "TrainerVoted")
+            if e.args["trainerId"] == joiner_id
+        ]
+        assert mine[0][2] is False and all(counted for _, _, counted in mine[1:])
+        proposed = [
+            r for r in range(1, chain.status().round) if proposed_in(chain, address_of(net, 2), r)
+        ]
+        assert proposed == [mine[0][0] + 1]
+        assert reverted_transactions(chain, net) == []
+    finally:
+        net.stop()
+
+
 # -- services that go away -----------------------------------------------------------------
 
 

@@ -57,6 +57,7 @@ def status(
     deadline: int | None = None,
     votes: int = 0,
     quorum: int = 2,
+    member: bool = True,
 ) -> TrainerStatus:
     if deadline is None:
         deadline = int(time.time()) + 3600
@@ -65,7 +66,7 @@ def status(
         round=round_,
         phase=phase,
         voted=voted,
-        member=True,
+        member=member,
         deadline=deadline,
         votes=votes,
         quorum=quorum,
@@ -73,7 +74,9 @@ def status(
     )
 
 
-def voted(trainer_id: int, round_: int, phase: Phase, block: int = 1) -> ChainEvent:
+def voted(
+    trainer_id: int, round_: int, phase: Phase, block: int = 1, counted: bool = True
+) -> ChainEvent:
     return ChainEvent(
         "TrainerVoted",
         block,
@@ -83,7 +86,7 @@ def voted(trainer_id: int, round_: int, phase: Phase, block: int = 1) -> ChainEv
             "round": round_,
             "trainerId": trainer_id,
             "phase": int(phase),
-            "counted": True,
+            "counted": counted,
             "votes": 1,
             "voters": 1,
         },
@@ -213,6 +216,14 @@ class ScriptedChain:
         if self.on_end is not None:
             self.on_end()
 
+    def join(self) -> tuple[int, Phase]:
+        """Recorded; ``on_end`` runs as for an ending call (the vote being mined)."""
+        now = self.statuses()
+        self.sent.append(("join",))
+        if self.on_end is not None:
+            self.on_end()
+        return now.round, now.phase
+
     def submit_proposals(self, proposals: Sequence[ProposalArg]) -> dict[bytes, int]:
         if proposals and self.refuse is not None:
             raise self.refuse
@@ -278,6 +289,19 @@ def run_briefly(worker: Worker, seconds: float) -> tuple[bool, list[BaseExceptio
     worker.stop()
     thread.join(10)
     return finished, errors
+
+
+def run_until(worker: Worker, done: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Run the worker in a thread until ``done()`` holds (or ``timeout`` s); whether it did."""
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    limit = time.monotonic() + timeout
+    while not done() and time.monotonic() < limit and thread.is_alive():
+        time.sleep(0.01)
+    reached = done()
+    worker.stop()
+    thread.join(10)
+    return reached
 
 
 def weights_blob(seed: int) -> bytes:
@@ -502,6 +526,88 @@ def test_a_proposal_is_not_sent_once_the_phase_moved_on(tmp_path, caplog):
     # Assert: nothing sent (it would revert on chain), and the log says so.
     assert chain.sent == []
     assert "not proposing them" in caplog.text
+
+
+def test_out_of_the_quorum_in_an_aggregate_phase_it_joins_instead_of_racing(tmp_path, caplog):
+    # Prepare: not a member of round 1's AGGREGATE phase (it has no update to aggregate);
+    # its vote is mined once sent.
+    network = {"voted": False}
+    chain = ScriptedChain(
+        lambda: status(1, Phase.AGGREGATE, voted=network["voted"], member=False),
+        on_end=lambda: network.update(voted=True),
+    )
+    worker = make_worker(tmp_path, chain)
+
+    # Execute
+    with caplog.at_level("INFO", logger="mcfl_chain.worker"):
+        run_until(worker, lambda: bool(chain.sent))
+
+    # Assert: one join, which cannot arrive after its phase, and no typed vote that could
+    assert chain.sent == [("join",)]
+    assert "joined with a bare vote (in round 1's aggregate phase)" in caplog.text
+
+
+def test_out_of_the_quorum_it_tries_its_proposals_once_then_joins(tmp_path, caplog):
+    # Prepare: not a member of round 1's PROPOSE phase, its update already stored; the
+    # members end the phase before it is sent, and round 2's PROPOSE phase follows.
+    readings = iter([status(1, member=False), status(1, member=False)])
+    network = {"voted": False}
+
+    def reading() -> TrainerStatus:
+        return next(readings, None) or status(2, voted=network["voted"], member=False)
+
+    chain = ScriptedChain(reading, on_end=lambda: network.update(voted=True))
+    worker = make_worker(tmp_path, chain)
+    worker.state.set_chosen(1, [ROOT_ID])
+    worker.state.set_uploaded(1, ROOT_ID, cid_for_bytes(b"update"))
+
+    # Execute
+    run_until(worker, lambda: bool(chain.sent))
+
+    # Assert: the late proposal was not sent, and it did not race again: it joined.
+    assert chain.sent == [("join",)]
+    assert "not proposing them" in caplog.text
+
+
+def test_rounds_are_not_counted_before_the_trainer_is_admitted(tmp_path):
+    # Prepare: with --rounds 1, a trainer out of the quorum first sees round 1 (its
+    # vote of that phase is on chain, not counted); round 2 opens and it is still out.
+    readings = iter([status(1, voted=True, member=False)] * 2)
+    network = {"voted": False}
+
+    def reading() -> TrainerStatus:
+        return next(readings, None) or status(
+            2, Phase.AGGREGATE, voted=network["voted"], member=False
+        )
+
+    chain = ScriptedChain(reading, on_end=lambda: network.update(voted=True))
+    worker = make_worker(tmp_path, chain, rounds=1)
+
+    # Execute
+    run_until(worker, lambda: bool(chain.sent))
+
+    # Assert: it goes on and gets in instead of stopping having played nothing
+    assert chain.sent == [("join",)]
+
+
+def test_the_vote_right_after_a_join_does_not_start_the_rounds_budget(tmp_path, caplog):
+    # Prepare: the trainer joined in round 3's PROPOSE phase (not counted), cast its
+    # counted but empty AGGREGATE vote, and proposed from round 4 on; round 5 is open.
+    events = [
+        voted(1, 3, Phase.PROPOSE, counted=False),
+        voted(1, 3, Phase.AGGREGATE),
+        proposed(1, round_=4),
+        voted(1, 4, Phase.PROPOSE),
+    ]
+    chain = ScriptedChain(lambda: status(round_=5), events)
+    worker = make_worker(tmp_path, chain, rounds=1)
+
+    # Execute
+    finished, errors = run_briefly(worker, 5.0)
+
+    # Assert: its one round was round 4
+    assert finished and errors == [] and chain.sent == []
+    assert "budget of 1 round(s) from its first round 4" in caplog.text
 
 
 def test_after_a_deadline_one_voter_ends_the_phase_not_all(tmp_path):
@@ -773,6 +879,28 @@ def test_a_waiting_trainer_says_whom_it_waits_for(tmp_path, caplog, offset, expe
     assert 2 <= len(lines) <= 5
     assert all("round 2 propose" in m and "trainer(s) 2, 4 (1 of 3 votes)" in m for m in lines)
     assert all(expected in m for m in lines)
+
+
+def test_a_waiting_trainer_names_the_members_carried_over(tmp_path, caplog):
+    # Prepare: round 1's AGGREGATE phase ended at its deadline without trainer 4, a
+    # member (it proposed in round 1): round 2's PROPOSE phase (quorum 3) waits for it
+    # too. Trainer 1 voted in it, 2 and 4 not.
+    chain = ScriptedChain(
+        lambda: status(round_=2, voted=True, votes=1, quorum=3),
+        [
+            *(voted(i, 1, Phase.PROPOSE) for i in (1, 2, 4)),
+            *(voted(i, 1, Phase.AGGREGATE, block=2) for i in (1, 2)),
+            voted(1, 2, Phase.PROPOSE, 3),
+        ],
+    )
+    worker = make_worker(tmp_path, chain, wait_log_interval=0.2, advance_grace=60)
+
+    # Execute
+    with caplog.at_level("INFO", logger="mcfl_chain.worker"):
+        run_until(worker, lambda: "waited" in caplog.text)
+
+    # Assert
+    assert "round 2 propose" in caplog.text and "trainer(s) 2, 4 (1 of 3 votes)" in caplog.text
 
 
 # -- adversaries' hooks and defences --------------------------------------------------------
