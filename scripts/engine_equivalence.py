@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import asdict
@@ -85,7 +86,7 @@ def _load(path: Path) -> list[dict[str, Any]]:
 def run_one(config: SimulationConfig, out: Path) -> dict[str, Any]:
     run_dir = out / config.name
     if run_dir.exists():
-        subprocess.run(["rm", "-rf", str(run_dir)], check=True)  # an unfinished run
+        shutil.rmtree(run_dir)  # an unfinished run
     started = time.monotonic()
     summary = run_simulation(config, run_dir, Console(quiet=True))
     final = summary["final"]
@@ -175,20 +176,20 @@ def main(seeds: str, scenarios: str, out: Path, records: Path, report_only: bool
     if not report_only:
         out.mkdir(parents=True, exist_ok=True)
         records.parent.mkdir(parents=True, exist_ok=True)
+        recorded = _load(records)
         for seed in seed_list:
             for scenario in scenario_list:
                 for engine in ENGINES:
                     config = config_of(scenario, engine, seed)
-                    done = [
-                        r
-                        for r in _load(records)
-                        if (r["scenario"], r["engine"], r["seed"]) == (scenario, engine, seed)
-                        and r["options"] == _options(config)
-                    ]
-                    if done:
+                    key, options = (scenario, engine, seed), _options(config)
+                    if any(
+                        (r["scenario"], r["engine"], r["seed"]) == key and r["options"] == options
+                        for r in recorded
+                    ):
                         continue
                     console.print(f"{scenario} seed {seed} on {engine}: running")
                     record = run_one(config, out)
+                    recorded.append(record)
                     with records.open("a") as f:
                         f.write(json.dumps(record) + "\n")
                     console.print(
