@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from mcfl_chain._utils.memory import release_freed_memory
 from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
 from mcfl_chain.compute.local import LocalCompute, Penalty, StateDict
 from mcfl_chain.learning.models import ModelKind
@@ -59,7 +60,9 @@ class BatchingCompute:
         without waiting for the others (a trainer with nothing to train this phase, or
         one still scoring candidates, does not hold the rest back longer than this).
     max_models
-        Most models in one batched computation (memory bound).
+        Most models in one batched computation (memory bound). None: 256 on a GPU, 32
+        on the CPU, where a larger batch runs no faster (the cores are already busy) but
+        its activations grow with it: 136 LeNet-5 models took a host past 5 GB.
     parallel
         On the CPU, how many parts of a batch run side by side (one per core, with
         torch's intra-op threads set to 1 by the host).
@@ -71,15 +74,20 @@ class BatchingCompute:
         expected: Callable[[], int],
         *,
         linger: float = 0.3,
-        max_models: int = 256,
+        max_models: int | None = None,
         parallel: int = 1,
     ) -> None:
         self.device = torch.device(device)
+        if max_models is None:
+            max_models = 32 if self.device.type == "cpu" else 256
         self._expected = expected
         self._linger = linger
         self._max_models = max_models
         self._parallel = parallel
         self._local = LocalCompute(self.device)
+        # Scoring runs in the trainers' own threads: one per core at a time, since more
+        # only queue for the same cores while each holds its activations in memory.
+        self._scoring = threading.BoundedSemaphore(max(1, parallel))
         self._pending: list[_Request] = []
         self._last_arrival = 0.0
         self._cond = threading.Condition()
@@ -163,6 +171,7 @@ class BatchingCompute:
                     request.error = exc
             finally:
                 self.batches.append(len(jobs))
+                release_freed_memory()
                 for request in requests:
                     request.done.set()
         with self._cond:
@@ -204,4 +213,7 @@ class BatchingCompute:
         if len(weights) < 2 or not can_batch(arch):
             return self._local.evaluate_many(arch, weights, x, y, kind)
         count = len(weights)
-        return evaluate_batched(arch, weights, [x] * count, [y] * count, self.device)
+        with self._scoring:
+            scores = evaluate_batched(arch, weights, [x] * count, [y] * count, self.device)
+            release_freed_memory()
+            return scores

@@ -1,0 +1,32 @@
+"""Hand freed heap memory back to the operating system.
+
+A host's trainers allocate and free large tensors from many threads (a phase's batched
+training, every trainer's scoring). glibc keeps what they free in its heaps for reuse,
+so a host's resident memory stays at the highest it has been: a 10-trainer host held
+1.9 GB after its first MCFL round for 0.6 GB of live data. Pinning the allocator's
+mmap threshold returned it, but made batched training 1.5 x slower (every large
+temporary became an mmap and a page-zeroing); trimming once after each heavy step
+costs a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+
+@functools.cache
+def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+def release_freed_memory() -> None:
+    """``malloc_trim(0)`` where the C library has it; nothing elsewhere."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
