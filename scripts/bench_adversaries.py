@@ -76,8 +76,16 @@ ATTACKS = (
     "sybil:0.2",
     "label-flip:0.4",
     "sign-flip:0.4",
+    "sybil-backdoor:0.2",
+    "sybil-sign-flip:0.2",
+    "alie:0.2",
+    "ipm:0.2",
+    "min-max:0.2",
+    "min-sum:0.2",
+    "filter-aware:0.2",
 )
-"""20 % of the trainers for every attack, 40 % for the two strongest (issue 13)."""
+"""20 % of the trainers for every attack, 40 % for the two strongest (issue 13); then
+the Sybils that carry an attack and the adaptive attacks (issue 37)."""
 CLEAN = "clean"
 SCENARIOS = ("groups", "iid")
 HEADLINE_ATTACK = "label-flip:0.2"
@@ -154,7 +162,7 @@ class Record:
     def of(cls, run: Run, run_dir: Path) -> Record:
         """Measured from a finished run directory (the backdoor rates need its weights)."""
         backdoor = sybil_adoption = registration = claims = None
-        if run.attack.startswith("backdoor"):
+        if is_backdoor(run.attack):
             backdoor = adversarial.backdoor_success(run_dir, Backdoor().target)
         if is_sybil(run.attack):
             sybil_adoption = adversarial.sybil_adoption(run_dir)
@@ -305,6 +313,11 @@ def is_sybil(attack: str) -> bool:
     return attack.startswith("sybil")
 
 
+def is_backdoor(attack: str) -> bool:
+    """Whether the attack's trainers plant the backdoor (alone, or as Sybils' payload)."""
+    return attack.startswith(("backdoor", "sybil-backdoor")) or "payload=backdoor" in attack
+
+
 def plan(
     scenarios: Path,
     only: tuple[str, ...],
@@ -400,7 +413,7 @@ def measure(
         worst_drop, avg_drop = [w for w, _ in pairs], [a for _, a in pairs]
         drops[method, attack] += worst_drop
         backdoor = sybil = float("nan")
-        if attack.startswith("backdoor"):
+        if is_backdoor(attack):
             rates = [found[r.name].backdoor or {} for r in done]
             backdoor = adversarial.mean([statistics.fmean(rate.values()) for rate in rates if rate])
         if is_sybil(attack):

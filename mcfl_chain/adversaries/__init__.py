@@ -7,22 +7,39 @@
 - ``free_rider``        free-rider: the parent's weights, or a disguised copy of a peer's update
 - ``sample_inflation``  sample-inflation: declares the contract's maximum sample count
 - ``sybil``             sybil: colluding identities inflate their own model's popularity
+- ``sybil_payloads``    sybil-backdoor, sybil-sign-flip: Sybils whose updates carry an attack
+
+Adaptive attacks, which read the round's honest updates from the chain before proposing
+(``round_reader`` says how, and when):
+
+- ``alie``              alie: "a little is enough", mean − z_max·std per coordinate
+- ``ipm``               ipm: inner-product manipulation, −ε times the honest mean step
+- ``min_max``           min-max, min-sum: the mean pushed along a direction while within
+                        the honest updates' own largest distance (sum of squares)
+- ``filter_aware``      filter-aware: placed inside MCFL's Algorithm 2 tolerance, as far
+                        along a harmful direction as it allows
 
 ``make_adversary(name, **params)`` or ``parse_adversary("name:key=value")`` builds one;
 ``assign_adversaries("label-flip:0.2,backdoor:0.2", n)`` spreads them over a network's
-trainers, and ``with_coalitions`` writes each one's spec as its worker is told it
-(``--adversary TEXT``, colluders' coalition included). The worker runs honestly without
+trainers (at random, or concentrated in one data group), and ``with_coalitions`` writes
+each one's spec as its worker is told it (``--adversary TEXT``, colluders' coalition
+included). The worker runs honestly without
 one.
 """
 
 from mcfl_chain.adversaries import (
+    alie,
     backdoor,
+    filter_aware,
     free_rider,
+    ipm,
     label_flip,
     malformed,
+    min_max,
     sample_inflation,
     sign_flip,
     sybil,
+    sybil_payloads,
 )
 from mcfl_chain.adversaries.base import (
     ADVERSARIES,
@@ -34,6 +51,7 @@ from mcfl_chain.adversaries.base import (
     register_adversary,
 )
 from mcfl_chain.adversaries.spec import (
+    PLACEMENTS,
     AdversarySpec,
     assign_adversaries,
     build_adversaries,
@@ -45,18 +63,23 @@ from mcfl_chain.adversaries.spec import (
 
 __all__ = [
     "ADVERSARIES",
+    "PLACEMENTS",
     "Adversary",
     "AdversarySpec",
     "CandidateView",
     "Publication",
     "adversary_parameters",
+    "alie",
     "assign_adversaries",
     "backdoor",
     "build_adversaries",
+    "filter_aware",
     "free_rider",
+    "ipm",
     "label_flip",
     "make_adversary",
     "malformed",
+    "min_max",
     "parse_adversary",
     "parse_adversary_shares",
     "parse_adversary_spec",
@@ -64,5 +87,6 @@ __all__ = [
     "sample_inflation",
     "sign_flip",
     "sybil",
+    "sybil_payloads",
     "with_coalitions",
 ]

@@ -16,7 +16,10 @@ hook                   when the worker calls it, and with what
                        and pass the parent's weights (the strategy's starting
                        weights on the root) as ``Publication.weights``.
 ``publish_update``     after training, instead of storing the weights: returns the
-                       CID to ``propose`` (:class:`Publication`).
+                       CID to ``propose`` (:class:`Publication`). An adversary
+                       that calls ``Publication.round_updates`` makes the worker
+                       wait, right there, for the round's other proposals
+                       (:class:`Publication`).
 ``declared_samples``   before ``propose``:
                        ``num_samples = adversary.declared_samples(honest, cap)``
                        with ``cap`` the network's bound (``Updates.maxSamples``,
@@ -56,6 +59,10 @@ def _no_peer_updates() -> Mapping[int, StateDict]:
     return {}
 
 
+def _no_round_updates() -> Mapping[int, StateDict]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Publication:
     """What an honest trainer would publish for one trained update, and how to publish.
@@ -76,6 +83,15 @@ class Publication:
         ``() -> {update id: weights}``: the usable updates other trainers proposed in
         the previous round (empty in round 0). Called only by adversaries that copy a
         peer, so an honest worker never fetches them.
+    round_updates
+        ``() -> {update id: weights}``: the usable updates proposed *in this round* on
+        the same parent by every trainer but this one and its :attr:`Adversary.coalition`.
+        On chain an update is seen only once proposed, so the first call waits until
+        every member of the PROPOSE phase outside the coalition has voted (their
+        proposals are then on chain), or until shortly before the phase deadline,
+        whichever comes first; the updates proposed by then are returned. Called only
+        by the adaptive attacks (:mod:`~mcfl_chain.adversaries.round_reader`): an
+        honest worker never waits.
     """
 
     weights: StateDict
@@ -84,6 +100,7 @@ class Publication:
     encode: Callable[[StateDict], bytes]
     put: Callable[[bytes], str]
     peer_updates: Callable[[], Mapping[int, StateDict]] = _no_peer_updates
+    round_updates: Callable[[], Mapping[int, StateDict]] = _no_round_updates
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,9 @@ class Adversary:
     name: str = ""
     trains: bool = True
     """Whether the worker should train at all (a free rider does not)."""
+    coalition: frozenset[str] = frozenset()
+    """Lower-case addresses of the identities it colludes with, itself included (empty:
+    it acts alone); the worker leaves them out of :attr:`Publication.round_updates`."""
 
     def training_data(self, data: TrainerData, rng: np.random.Generator) -> TrainerData:
         """The data the trainer trains on (honest: ``data`` itself)."""

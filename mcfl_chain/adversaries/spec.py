@@ -6,9 +6,17 @@ One adversary: ``NAME[:KEY=VALUE[:KEY=VALUE...]]``, e.g. ``label-flip``,
 Shares of a network, for the simulator: a comma-separated list of
 ``NAME:SHARE[:KEY=VALUE...]``, e.g. ``label-flip:0.2,backdoor:0.2:target=7``
 (:func:`assign_adversaries`). Each entry gets ``SHARE·n`` trainers rounded to the
-nearest (halves up), at least one for a positive share; the trainers are drawn from a
-permutation of ``0 … n−1`` seeded by ``seed``, entries in their order, so the same text,
-``n`` and seed always give the same assignment.
+nearest (halves up), at least one for a positive share; the trainers are taken in the
+order :func:`placement_order` gives, entries in their order, so the same text, ``n``,
+seed and placement always give the same assignment:
+
+- ``random`` (the default): a permutation of ``0 … n−1`` seeded by ``seed``;
+- ``concentrated``, the worst case for a data group: the scenario's largest group (ties:
+  the one whose first trainer comes first) fills first, in the seeded order, but for one
+  trainer, then the next largest group likewise, and only then the trainers held back.
+  A group is left one honest trainer because a group made only of adversaries has
+  nobody to harm: two adversaries in a group of four are half of it, five among three
+  groups of four are three in one group and two in the next.
 
 Values are read as ``true``/``false``, an integer, a float, or else kept as text; the
 adversary's constructor checks them.
@@ -25,6 +33,9 @@ import numpy as np
 
 from mcfl_chain.adversaries.base import Adversary, adversary_parameters, make_adversary
 from mcfl_chain.algorithms.robust.spec import Value, parse_key_values
+
+PLACEMENTS = ("random", "concentrated")
+"""Where adversaries sit among a network's trainers (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +117,55 @@ def parse_adversary_shares(text: str) -> list[tuple[AdversarySpec, float]]:
     return entries
 
 
+def placement_order(
+    n_trainers: int,
+    seed: int = 0,
+    placement: str = "random",
+    groups: Sequence[str] | None = None,
+) -> list[int]:
+    """The order in which trainers are taken to play adversaries (module docstring).
+
+    Parameters
+    ----------
+    n_trainers : int
+        Trainers in the network.
+    seed : int, default 0
+        Seed of the permutation.
+    placement : {"random", "concentrated"}, default "random"
+        Module docstring.
+    groups : Sequence[str], optional
+        Each trainer's data group (:attr:`~mcfl_chain.learning.scenario.TrainerDataSpec.group`),
+        needed by ``concentrated``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown placement, or ``concentrated`` without one group per trainer.
+    """
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    order: list[int] = np.random.default_rng(seed).permutation(n_trainers).tolist()
+    if placement == "random":
+        return order
+    if groups is None or len(groups) != n_trainers:
+        raise ValueError(
+            f"concentrated placement needs the data group of each of the {n_trainers} "
+            f"trainers, got {0 if groups is None else len(groups)}"
+        )
+    members: dict[str, list[int]] = {}
+    for index in order:
+        members.setdefault(groups[index], []).append(index)
+    ranked = sorted(members.values(), key=lambda drawn: (-len(drawn), min(drawn)))
+    first = [index for drawn in ranked for index in drawn[:-1]]
+    return first + [drawn[-1] for drawn in ranked]
+
+
 def assign_adversaries(
-    shares: str | Sequence[tuple[AdversarySpec, float]], n_trainers: int, seed: int = 0
+    shares: str | Sequence[tuple[AdversarySpec, float]],
+    n_trainers: int,
+    seed: int = 0,
+    placement: str = "random",
+    groups: Sequence[str] | None = None,
 ) -> dict[int, AdversarySpec]:
     """Which trainers play which adversary (module docstring); honest ones are absent.
 
@@ -119,6 +177,10 @@ def assign_adversaries(
         Trainers in the network.
     seed : int, default 0
         Seed of the permutation the adversarial trainers are drawn from.
+    placement : {"random", "concentrated"}, default "random"
+        Where they sit (module docstring).
+    groups : Sequence[str], optional
+        Each trainer's data group, for ``concentrated``.
 
     Returns
     -------
@@ -128,7 +190,8 @@ def assign_adversaries(
     Raises
     ------
     ValueError
-        If the text is refused, or the shares need more trainers than there are.
+        If the text is refused, the shares need more trainers than there are, or the
+        placement is refused (:func:`placement_order`).
     """
     entries = parse_adversary_shares(shares) if isinstance(shares, str) else list(shares)
     counts = [max(1, math.floor(share * n_trainers + 0.5)) for _, share in entries]
@@ -137,7 +200,7 @@ def assign_adversaries(
             f"the adversary shares need {sum(counts)} trainers ({counts}) but the network "
             f"has {n_trainers}; lower the shares or add trainers"
         )
-    order = np.random.default_rng(seed).permutation(n_trainers).tolist()
+    order = placement_order(n_trainers, seed, placement, groups)
     assignment: dict[int, AdversarySpec] = {}
     for (spec, _), count in zip(entries, counts, strict=True):
         for index in order[:count]:

@@ -16,6 +16,8 @@ Their shared rules use only what the chain shows, so colluders agree without tal
 ``payload`` names another adversary whose data, training and publication hooks the
 Sybils use (e.g. ``"backdoor"`` or ``"sign-flip"``, with its default parameters), so
 that the popular model carries an attack; without one, the Sybils train honestly.
+:mod:`.sybil_payloads` registers Sybils that carry a backdoor or a sign flip with that
+attack's parameters (``sybil-backdoor:target=7``, ``sybil-sign-flip:scale=4``).
 """
 
 from __future__ import annotations
@@ -46,20 +48,26 @@ class Sybil(Adversary):
         of them joined by ``+`` (as written in ``sybil:coalition=0xA…+0xB…``); the
         simulator fills it (:func:`~mcfl_chain.adversaries.spec.build_adversaries`,
         :func:`~mcfl_chain.adversaries.spec.with_coalitions`).
-    payload : str, optional
-        Name of a registered adversary whose data, training and publication hooks to use.
+    payload : str or Adversary, optional
+        Name of a registered adversary whose data, training and publication hooks to use
+        (with its default parameters), or such an adversary already built.
     """
 
-    def __init__(self, coalition: Iterable[str] | str = (), payload: str | None = None) -> None:
+    def __init__(
+        self, coalition: Iterable[str] | str = (), payload: str | Adversary | None = None
+    ) -> None:
         if isinstance(coalition, str):
             coalition = [address.strip() for address in coalition.split("+") if address.strip()]
         self.coalition = frozenset(address.lower() for address in coalition)
-        if payload == "sybil":
+        if isinstance(payload, Sybil) or payload == "sybil":
             raise ValueError("a sybil's payload must be another adversary, not 'sybil'")
-        if payload is not None and payload not in ADVERSARIES:
+        if isinstance(payload, str) and payload not in ADVERSARIES:
             known = ", ".join(sorted(set(ADVERSARIES) - {"sybil"}))
             raise ValueError(f"unknown sybil payload {payload!r}; known: {known}")
-        self.payload = ADVERSARIES[payload]() if payload is not None else Adversary()
+        if isinstance(payload, Adversary):
+            self.payload = payload
+        else:
+            self.payload = ADVERSARIES[payload]() if payload is not None else Adversary()
         self.trains = self.payload.trains
 
     def __repr__(self) -> str:

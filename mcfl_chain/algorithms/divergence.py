@@ -40,6 +40,46 @@ def flatten_state(state: Mapping[str, torch.Tensor | np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
 
 
+def unflatten_state(
+    vector: np.ndarray, template: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """The inverse of :func:`flatten_state`: ``template``'s tensors with the floating-point
+    ones read from ``vector`` (in sorted key order, cast to each tensor's dtype) and the
+    others copied.
+
+    Raises
+    ------
+    ValueError
+        If ``vector`` does not hold exactly the template's floating-point values.
+    """
+    state: dict[str, torch.Tensor] = {}
+    offset = 0
+    for key in sorted(template):
+        tensor = template[key]
+        if not tensor.is_floating_point():
+            state[key] = tensor.detach().clone()
+            continue
+        size = tensor.numel()
+        part = vector[offset : offset + size]
+        if part.shape[0] != size:
+            raise ValueError(
+                f"the vector holds {vector.shape[0]} values, fewer than the template's "
+                f"floating-point weights (short at {key!r})"
+            )
+        state[key] = (
+            torch.from_numpy(np.array(part, dtype=np.float64))
+            .reshape(tensor.shape)
+            .to(tensor.dtype)
+        )
+        offset += size
+    if offset != vector.shape[0]:
+        raise ValueError(
+            f"the vector holds {vector.shape[0]} values, the template's floating-point "
+            f"weights {offset}"
+        )
+    return {key: state[key] for key in template}
+
+
 def _check_pair(own: np.ndarray, peer: np.ndarray) -> None:
     if own.shape != peer.shape:
         raise ValueError(

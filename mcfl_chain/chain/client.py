@@ -723,8 +723,10 @@ class ChainClient:
         return bool(self._view(self.trainers.functions.isRegistered(trainer or self.address)))
 
     def trainer_id(self, addr: str | None = None) -> int:
-        """Trainer id held by ``addr`` (default: this account), 0 when it holds none."""
-        return int(self._view(self.trainers.functions.trainerId(addr or self.address)))
+        """Trainer id held by ``addr`` (default: this account, any case), 0 when it
+        holds none."""
+        who = Web3.to_checksum_address(addr) if addr else self.address
+        return int(self._view(self.trainers.functions.trainerId(who)))
 
     def holder_of(self, trainer_id: int) -> str | None:
         """Address holding trainer ``trainer_id`` now; None when no such live token."""

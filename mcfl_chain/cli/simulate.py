@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
-from mcfl_chain.adversaries import ADVERSARIES
+from mcfl_chain.adversaries import ADVERSARIES, PLACEMENTS
 from mcfl_chain.algorithms.model_selection import COUNT_RULES
 from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.cli import _network_options as network_options
@@ -180,6 +180,13 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="Misbehaving trainers as shares of the network, NAME:SHARE[:KEY=VALUE...] "
     "separated by commas, e.g. 'label-flip:0.2' or 'sign-flip:0.25:scale=10'; which "
     "trainers is drawn from --seed. Adversaries: " + ", ".join(sorted(ADVERSARIES)) + ".",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(PLACEMENTS),
+    help="Where the adversaries sit: drawn at random over all trainers, or concentrated "
+    "in the scenario's largest data group (leaving it one honest trainer, then the next "
+    "group): the worst case for that group.  [default: random]",
 )
 @click.option(
     "--defence",

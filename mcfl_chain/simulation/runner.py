@@ -29,7 +29,12 @@ from web3 import Web3
 from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
 from mcfl_chain._utils.forked import ChildProcess, start_module
 from mcfl_chain._utils.process import free_port, unwind_on_termination
-from mcfl_chain.adversaries import AdversarySpec, assign_adversaries, with_coalitions
+from mcfl_chain.adversaries import (
+    PLACEMENTS,
+    AdversarySpec,
+    assign_adversaries,
+    with_coalitions,
+)
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
@@ -39,6 +44,7 @@ from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
+from mcfl_chain.learning.scenario import TrainerDataSpec, scenario_specs
 from mcfl_chain.simulation import report
 from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.engines.ray import parse_ray_address
@@ -139,6 +145,10 @@ class SimulationConfig:
     (``"label-flip:0.2,sign-flip:0.1:scale=4"``): which trainers play which is drawn
     from the scenario's seed (:func:`~mcfl_chain.adversaries.assign_adversaries`).
     None: every trainer is honest."""
+    placement: str = "random"
+    """Where the adversaries sit: ``random`` (drawn from the seed over all trainers) or
+    ``concentrated`` (the scenario's largest data group first, leaving it one honest
+    trainer, then the next; :func:`~mcfl_chain.adversaries.spec.placement_order`)."""
     defence: str | None = None
     """The honest trainers' robust update selection, ``NAME[:KEY=VALUE...]`` (``krum``,
     ``multi-krum``); adversaries play without it. None: none."""
@@ -210,16 +220,34 @@ class SimulationConfig:
 
     def adversary_assignment(self) -> dict[int, AdversarySpec]:
         """Trainer index → the adversary it plays (honest trainers are absent), drawn
-        from :attr:`seed` over all ``n_trainers`` of the scenario.
+        from :attr:`seed` over all ``n_trainers`` of the scenario, placed as
+        :attr:`placement` says.
 
         Raises
         ------
         ValueError
-            If :attr:`adversaries` is refused or needs more trainers than there are.
+            If :attr:`adversaries` is refused or needs more trainers than there are, or
+            :attr:`placement` is refused.
         """
         if not self.adversaries:
             return {}
-        return assign_adversaries(self.adversaries, self.n_trainers, seed=self.seed)
+        groups = None
+        if self.placement == "concentrated":
+            groups = [spec.group for spec in self.data_specs()]
+        return assign_adversaries(
+            self.adversaries, self.n_trainers, self.seed, self.placement, groups
+        )
+
+    def data_specs(self) -> list[TrainerDataSpec]:
+        """Every trainer's data spec in this scenario (no data is loaded)."""
+        return scenario_specs(
+            self.scenario,
+            self.n_trainers,
+            self.seed,
+            dataset=self.dataset,
+            samples_per_trainer=self.samples,
+            **self.scenario_params,
+        )
 
     def trainer_config(self, index: int, adversary: AdversarySpec | None = None) -> WorkerConfig:
         """Trainer ``index``'s worker options in this scenario: its data share and rules,
@@ -347,6 +375,11 @@ class SimulationConfig:
                 raise SimulationError(
                     f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
                 ) from exc
+        if self.placement not in PLACEMENTS:
+            raise SimulationError(
+                f"scenario {self.name!r}: placement must be one of {', '.join(PLACEMENTS)}, "
+                f"not {self.placement!r}"
+            )
         try:
             self.adversary_assignment()
         except ValueError as exc:

@@ -54,7 +54,10 @@ corrupts through its hooks, each called where the table of
 (the poisoned data is trained on; selection and test splits stay honest), ``trains`` and
 ``publish_update`` for every update, ``declared_samples`` before proposing (within the
 network's cap), ``choose_models`` after Algorithm 1 and ``choose_updates`` after
-Algorithm 2 (and the defence). Without an adversary none of this runs.
+Algorithm 2 (and the defence). An adaptive adversary, which crafts its update from the
+round's honest ones, proposes last: when it asks for them, the worker waits until the
+other members of the phase have proposed, or the deadline is near
+(:meth:`Worker._await_round_proposals`). Without an adversary none of this runs.
 """
 
 from __future__ import annotations
@@ -118,6 +121,14 @@ log = logging.getLogger("mcfl_chain.worker")
 
 FISHER_SAMPLES = 256
 """Training samples a strategy's Fisher information is estimated on, at most."""
+
+ROUND_READ_MARGIN = 0.1
+"""Share of the phase duration before the PROPOSE deadline at which an adversary that
+reads the round's updates stops waiting for the last ones and proposes."""
+
+ROUND_READ_POLL = 0.25
+"""Seconds between two looks at the chain while an adversary waits for the round's
+proposals (each look reads the new events)."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +263,10 @@ class Worker:
         self._waiting_since = 0.0
         self._next_wait_log = 0.0
         self._gas_reported = 0
+        self._awaited: int | None = None
+        """The last round whose proposals an adaptive adversary waited for."""
+        self._coalition_ids: set[int] | None = None
+        """Trainer ids of this trainer and its adversary's coalition, once looked up."""
         self.heavy_work: AbstractContextManager[Any] = contextlib.nullcontext()
         """Held while planning aggregations (every update decoded and flattened): a host
         lets only a few of its trainers do that at once, to bound its memory."""
@@ -904,12 +919,14 @@ class Worker:
                 )
             trained = [{k: v.clone() for k, v in start.items()} for start in starts.values()]
         for (parent, start), weights in zip(starts.items(), trained, strict=True):
-            cid = self._publish_update(round_, weights, start)
+            cid = self._publish_update(round_, parent, weights, start)
             self.state.set_uploaded(round_, parent, cid)
             cids[parent] = cid
         return cids
 
-    def _publish_update(self, round_: int, weights: StateDict, parent_weights: StateDict) -> str:
+    def _publish_update(
+        self, round_: int, parent: bytes, weights: StateDict, parent_weights: StateDict
+    ) -> str:
         return self.adversary.publish_update(
             Publication(
                 weights=weights,
@@ -918,8 +935,74 @@ class Worker:
                 encode=lambda state: encode_weights(self.options.arch, state),
                 put=self.blobs.put,
                 peer_updates=lambda: self._peer_updates(round_ - 1),
+                round_updates=lambda: self._round_updates(round_, parent),
             )
         )
+
+    def _round_updates(self, round_: int, parent: bytes) -> dict[int, StateDict]:
+        """The usable updates proposed on ``parent`` in ``round_`` by trainers other than
+        this one and its adversary's coalition, once they are on chain
+        (:meth:`_await_round_proposals`), for an adversary that crafts its update from
+        them; fetched from storage like any peer update."""
+        self._await_round_proposals(round_)
+        with self.clock.measure("chain"):
+            self.sync()
+        ids = sorted(
+            u.update_id
+            for u in self.dag.updates_for(parent, round_)
+            if u.trainer_id != self.trainer_id
+            and u.proposer.lower() not in self.adversary.coalition
+        )
+        good, bad = self.book.usable_updates(ids)
+        log.info(
+            "round %d: adversary %s read %d update(s) of the round on %s (%d unusable)",
+            round_,
+            self.adversary.name,
+            len(good),
+            short_id(parent),
+            len(bad),
+        )
+        return good
+
+    def _await_round_proposals(self, round_: int) -> None:
+        """Wait until every member of ``round_``'s PROPOSE phase outside this trainer's
+        coalition has voted (its proposals, sent in the same transaction, are then on
+        chain), or until the phase is nearly over: :data:`ROUND_READ_MARGIN` of its
+        duration before its deadline, so that this trainer's own proposals still make
+        it. Once a round: later calls return at once."""
+        if self._awaited == round_:
+            return
+        self._awaited = round_
+        ours = self._coalition_ids
+        if ours is None:
+            with self.clock.measure("chain"):
+                ids = {self.chain.trainer_id(a) for a in sorted(self.adversary.coalition)}
+            ours = self._coalition_ids = (ids | {self.trainer_id}) - {0}
+        margin = ROUND_READ_MARGIN * self.chain.deployment.phase_duration
+        log.info(
+            "round %d: adversary %s waits for the other trainers' proposals before proposing",
+            round_,
+            self.adversary.name,
+        )
+        with self.clock.measure("waiting"):
+            while not self._stop.is_set():
+                status = self.chain.status()
+                if (status.round, status.phase) != (round_, Phase.PROPOSE):
+                    return  # too late anyway: the proposals will not be sent
+                self.sync()
+                voted = self._voters_in(round_, Phase.PROPOSE)
+                waiting = self._members(status) - voted - ours
+                if not waiting:
+                    return
+                if time.time() >= status.deadline - margin:
+                    log.warning(
+                        "round %d: the propose deadline is near; reading the round's "
+                        "updates without those of trainer(s) %s",
+                        round_,
+                        ", ".join(map(str, sorted(waiting))),
+                    )
+                    return
+                self._stop.wait(max(self.options.poll_interval, ROUND_READ_POLL))
 
     def _peer_updates(self, round_: int) -> dict[int, StateDict]:
         """The usable updates other trainers proposed in ``round_`` (none before round 0),

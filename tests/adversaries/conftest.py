@@ -42,13 +42,16 @@ Store = dict[str, bytes]
 
 @pytest.fixture
 def publish() -> Callable[..., tuple[Publication, Store]]:
-    """``publish(weights, parent, peers=None, trainer="0xabc")`` -> (publication, store)."""
+    """``publish(weights, parent, peers=None, trainer="0xabc", round_peers=None)`` ->
+    (publication, store); ``peers`` are the previous round's updates, ``round_peers``
+    this round's on the same parent."""
 
     def build(
         weights: dict[str, torch.Tensor],
         parent: dict[str, torch.Tensor],
         peers: Mapping[int, dict[str, torch.Tensor]] | None = None,
         trainer: str = "0xabc",
+        round_peers: Mapping[int, dict[str, torch.Tensor]] | None = None,
     ) -> tuple[Publication, Store]:
         store: Store = {}
 
@@ -64,6 +67,7 @@ def publish() -> Callable[..., tuple[Publication, Store]]:
             encode=lambda state: encode_weights(ARCH, state),
             put=put,
             peer_updates=lambda: dict(peers or {}),
+            round_updates=lambda: dict(round_peers or {}),
         )
         return publication, store
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mcfl_chain.adversaries import (
@@ -123,3 +124,68 @@ def test_workers_are_told_their_coalition_in_their_adversarys_text() -> None:
 def test_a_coalition_written_in_the_spec_is_kept() -> None:
     spec = parse_adversary_spec("sybil:coalition=0xA9")
     assert with_coalitions({0: spec, 1: spec}, ["0xA0", "0xA1"]) == {0: spec, 1: spec}
+
+
+GROUPS_OF_12 = [f"group {i % 3}" for i in range(12)]
+
+
+def test_concentrated_placement_fills_the_largest_group_but_for_one_trainer() -> None:
+    # Prepare: 12 trainers in 3 groups of 4 (i mod 3), as the groups scenario makes them.
+    def group_counts(assignment) -> list[int]:
+        return sorted(
+            (sum(GROUPS_OF_12[i] == g for i in assignment) for g in set(GROUPS_OF_12)),
+            reverse=True,
+        )
+
+    # Execute
+    two = assign_adversaries(
+        "backdoor:0.2", 12, seed=3, placement="concentrated", groups=GROUPS_OF_12
+    )
+    five = assign_adversaries(
+        "label-flip:0.4", 12, seed=3, placement="concentrated", groups=GROUPS_OF_12
+    )
+    mixed = assign_adversaries(
+        "label-flip:0.2,backdoor:0.2", 12, seed=5, placement="concentrated", groups=GROUPS_OF_12
+    )
+
+    # Assert: 2 of the 4 trainers of one group; 5 as 3 + 2 (each group keeps an honest
+    # trainer); ties between equal groups go to the group of trainer 0.
+    assert group_counts(two) == [2, 0, 0] and {GROUPS_OF_12[i] for i in two} == {"group 0"}
+    assert group_counts(five) == [3, 2, 0]
+    assert sum(GROUPS_OF_12[i] == "group 0" for i in five) == 3
+    assert group_counts(mixed) == [3, 1, 0]
+    # the same inputs, the same seats; another seed, others within the group
+    assert two == assign_adversaries(
+        "backdoor:0.2", 12, seed=3, placement="concentrated", groups=GROUPS_OF_12
+    )
+    seats = {
+        frozenset(
+            assign_adversaries(
+                "backdoor:0.2", 12, seed=s, placement="concentrated", groups=GROUPS_OF_12
+            )
+        )
+        for s in range(8)
+    }
+    assert len(seats) > 1 and all(GROUPS_OF_12[i] == "group 0" for seat in seats for i in seat)
+
+
+def test_concentrated_placement_prefers_the_largest_group_then_holds_back_one_each() -> None:
+    # 30:2 rotations: trainers 0-5 rotated 0°, 6-7 rotated 180°; then all 8 adversaries.
+    groups = ["0°"] * 6 + ["180°"] * 2
+    assert set(
+        assign_adversaries("ipm:0.25", 8, seed=1, placement="concentrated", groups=groups)
+    ) <= set(range(6))
+    # 7 of 8: 5 in the big group, 1 in the small one, then the big group's held-back one
+    seven = assign_adversaries("ipm:0.875", 8, seed=1, placement="concentrated", groups=groups)
+    assert sum(i < 6 for i in seven) == 6 and sum(i >= 6 for i in seven) == 1
+
+
+def test_random_placement_is_the_default_and_unknown_ones_are_refused() -> None:
+    # random: the first trainers of the seeded permutation, as before placements existed
+    drawn = assign_adversaries("label-flip:0.25", 8, seed=2)
+    assert set(drawn) == set(np.random.default_rng(2).permutation(8)[:2].tolist())
+    assert drawn == assign_adversaries("label-flip:0.25", 8, seed=2, placement="random")
+    with pytest.raises(ValueError, match="placement must be one of random, concentrated"):
+        assign_adversaries("label-flip:0.25", 8, placement="clustered")
+    with pytest.raises(ValueError, match="needs the data group of each of the 8 trainers"):
+        assign_adversaries("label-flip:0.25", 8, placement="concentrated", groups=["a"] * 7)

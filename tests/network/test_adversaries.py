@@ -3,7 +3,9 @@
 Four worker processes on scikit-learn's digits over a real Anvil chain; one of them,
 drawn by ``SimulationConfig.adversaries``, publishes sign-flipped updates amplified ten
 times. The three honest trainers run FedAvg with Multi-Krum as their defence (a
-selection rule), or with the coordinate-wise median (an aggregation rule).
+selection rule), or with the coordinate-wise median (an aggregation rule). Last, an
+adaptive attacker against MCFL: it reads the round's honest updates from the chain and
+places its own inside their Algorithm 2 tolerance.
 
 Multi-Krum's parameters: with n = 4 updates on a parent, Krum's guarantee (n > 2f + 2)
 allows only f = 0, and the default f = 1 would keep each trainer's own update alone (no
@@ -19,10 +21,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
+from mcfl_chain.adversaries.filter_aware import as_published, filter_aware_update
+from mcfl_chain.algorithms.divergence import flatten_state, weight_divergence
 from mcfl_chain.algorithms.robust import AggregationRule, parse_defence, rule_from_chain
+from mcfl_chain.algorithms.update_selection import select_updates
 from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.weights import WeightsBook
@@ -175,3 +181,61 @@ def test_honest_trainers_aggregate_with_the_median_and_anyone_rebuilds_it(tmp_pa
         ]
         rebuilt = encode_weights("lenet5", rule.aggregate(updates))
         assert rebuilt == storage.get(model.weights_cid)
+
+
+def test_a_filter_aware_attackers_update_passes_mcfls_filter_where_a_sign_flip_would_not(
+    tmp_path: Path,
+):
+    """MCFL with tolerance 1 from a shared start: round 0's four updates all sit on the
+    root and every trainer runs Algorithm 2 on them. One trainer is the filter-aware
+    attacker: it proposes only once the three honest updates are on chain, reads them
+    (events and blob store) and publishes the honest mean pushed against the mean step
+    as far as each honest trainer's filter keeps it."""
+    # Prepare
+    config = SimulationConfig(
+        name="filter-aware",
+        dataset="digits",
+        scenario="iid",
+        n_trainers=4,
+        rounds=2,
+        samples=300,
+        epochs=2,
+        strategy="mcfl",
+        tolerance=1.0,
+        start="shared",
+        adversaries="filter-aware:0.25",
+        round_timeout=240,
+    )
+
+    # Execute
+    summary = run_simulation(config, tmp_path, Console(quiet=True))
+    dag = ModelDAG.from_json(json.loads((tmp_path / "dag.json").read_text()))
+    lines = [json.loads(raw) for raw in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    book = WeightsBook(open_storage(f"local:{tmp_path / 'blobs'}").get, "lenet5", dag)
+
+    # Assert: the attacker did not stall the network
+    assert [(r["round"], r["trainers"]) for r in summary["rounds"]] == [(0, 4), (1, 4)]
+    (attacker,) = {line["trainer_id"] for line in lines if line["adversary"] == "filter-aware"}
+    honest = {line["trainer_id"] for line in lines} - {attacker}
+    on_root = {u.trainer_id: u.update_id for u in dag.updates_for(ROOT_ID, 0)}
+    assert set(on_root) == honest | {attacker}
+    # it published what the attack computes from the three honest updates of the round
+    # (so it read every one of them), pushed beyond the mean (γ > 0)
+    weights = {tid: flatten_state(book.update(uid)) for tid, uid in on_root.items()}
+    parent = flatten_state(book.model(ROOT_ID))
+    others = np.stack([weights[tid] for tid in sorted(honest, key=on_root.__getitem__)])
+    expected, gamma, targets = filter_aware_update(others, parent, 1.0)
+    assert gamma > 0 and targets == set(range(3))
+    assert np.allclose(weights[attacker], as_published(expected), rtol=0, atol=1e-6)
+    # every honest trainer's model of round 0 holds its update
+    for trainer in honest:
+        (model,) = [m for m in dag.models_of_round(0) if trainer in m.aggregator_ids]
+        assert on_root[attacker] in model.update_ids
+    # where a plain sign flip of the honest mean step, in its place, is rejected by every
+    # honest trainer's Algorithm 2 (run here on the chain's updates)
+    mean_step = others.mean(axis=0) - parent
+    flipped = {tid: w for tid, w in weights.items() if tid != attacker}
+    flipped[attacker] = as_published(parent - mean_step)
+    for trainer in honest:
+        kept = select_updates(trainer, flipped, 1.0, weight_divergence)
+        assert attacker not in kept

@@ -47,6 +47,29 @@ def test_without_adversaries_every_trainer_is_honest():
     assert _config().trainer_config(0).adversary is None
 
 
+def test_concentrated_adversaries_sit_in_one_data_group_of_the_scenario(tmp_path):
+    # Prepare: the groups scenario, 12 trainers in 3 class groups of 4 (i mod 3), from a
+    # scenario file as a campaign names it.
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "s"\ndataset = "digits"\nscenario = "groups"\nn_trainers = 12\n'
+        'adversaries = "filter-aware:0.2"\nplacement = "concentrated"\nseed = 4\n'
+    )
+    config = SimulationConfig.load_file(path)
+
+    # Execute
+    config.validate()
+    seats = config.adversary_assignment()
+    groups = [spec.group for spec in config.data_specs()]
+
+    # Assert: both adversaries in the classes-0-3 group (the group of trainer 0), where
+    # random placement with this seed spreads them over two groups
+    assert len(seats) == 2 and {groups[i] for i in seats} == {groups[0]}
+    spread = SimulationConfig.load_file(path)
+    spread.placement = "random"
+    assert len({groups[i] for i in spread.adversary_assignment()}) == 2
+
+
 def test_a_scenario_file_names_adversaries_and_a_defence(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(
@@ -63,6 +86,7 @@ def test_a_scenario_file_names_adversaries_and_a_defence(tmp_path):
         ({"adversaries": "label-flip:0.6,backdoor:0.5"}, "adversaries: adversary shares add up"),
         ({"adversaries": "label-flip"}, "adversaries: .*needs one share"),
         ({"defence": "fedavg"}, "defence: 'fedavg' is no defence but a network's own"),
+        ({"placement": "clustered"}, "placement must be one of random, concentrated"),
     ],
 )
 def test_wrong_adversaries_or_defences_are_refused_before_anything_starts(overrides, message):

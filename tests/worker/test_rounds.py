@@ -4,6 +4,7 @@ and what a waiting trainer says."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import threading
@@ -18,7 +19,7 @@ import pytest
 import torch
 from conftest import tiny_disk
 
-from mcfl_chain.adversaries import Adversary
+from mcfl_chain.adversaries import Adversary, make_adversary
 from mcfl_chain.adversaries.free_rider import FreeRider
 from mcfl_chain.adversaries.label_flip import LabelFlip
 from mcfl_chain.adversaries.sample_inflation import SampleInflation
@@ -1031,6 +1032,88 @@ def test_a_free_rider_copies_a_peers_update_of_the_previous_round(tmp_path, monk
     published = decode_weights(storage.get(cid), ARCH)
     differing = sum(int((published[key] != peer_weights[key]).sum().item()) for key in peer_weights)
     assert differing == 1
+
+
+class GrowingChain(ScriptedChain):
+    """A scripted chain whose head moves on as events are added, that knows the trainer
+    ids of three addresses and the phase duration."""
+
+    def __init__(self, statuses: Callable[[], TrainerStatus], events: list[ChainEvent]) -> None:
+        super().__init__(statuses, events)
+        self.deployment = SimpleNamespace(min_trainers=3, phase_duration=600)
+        self.head = max(e.block_number for e in events)
+
+    def add(self, *events: ChainEvent) -> None:
+        self.head += 1
+        self.chain_events += [dataclasses.replace(e, block_number=self.head) for e in events]
+
+    def block_number(self) -> int:
+        return self.head
+
+    def trainer_id(self, addr: str | None = None) -> int:  # type: ignore[override]
+        return {ME.lower(): 1, PEER.lower(): 2, THIRD.lower(): 3}[(addr or ME).lower()]
+
+
+def test_an_adaptive_adversary_reads_the_rounds_updates_once_the_others_proposed(tmp_path):
+    # Prepare: round 0, members 1 (this trainer), 2 (honest) and 3 (its colluder). The
+    # colluder proposed and voted already; the honest trainer does so on the third look.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    honest = create_model(ARCH, seed=22).state_dict()
+    colluder = proposed(3, 0, cid=storage.put(weights_blob(33)), proposer=THIRD)
+    looks = 0
+
+    def statuses() -> TrainerStatus:
+        nonlocal looks
+        looks += 1
+        if looks == 3:
+            cid = storage.put(encode_weights(ARCH, honest))
+            chain.add(proposed(2, 0, cid=cid), voted(2, 0, Phase.PROPOSE))
+        return status(quorum=3)
+
+    chain = GrowingChain(statuses, [colluder, voted(3, 0, Phase.PROPOSE)])
+    adversary = make_adversary("ipm", coalition=f"{ME}+{THIRD}")
+    worker = make_worker(tmp_path, chain, storage, genesis, trainer_data(), adversary=adversary)
+    worker.sync()
+
+    # Execute
+    read = worker._round_updates(0, ROOT_ID)
+
+    # Assert: it waited for the honest proposal, and reads it alone (not its colluder's)
+    assert looks >= 3
+    assert list(read) == [update_id(2, ROOT_ID, 0)]
+    assert all(torch.equal(read[update_id(2, ROOT_ID, 0)][k], honest[k]) for k in honest)
+    # a second parent of the same round is read without waiting again
+    before = looks
+    assert worker._round_updates(0, b"\x01" * 32) == {} and looks == before
+
+
+def test_an_adaptive_adversary_stops_waiting_near_the_deadline(tmp_path, caplog):
+    # Prepare: the honest member 2 never votes; the deadline is 30 s away, within the
+    # last 10 % of a 600 s phase.
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    chain = GrowingChain(
+        lambda: status(quorum=3, deadline=int(time.time()) + 30),
+        [proposed(3, 0, cid=storage.put(weights_blob(33)), proposer=THIRD)],
+    )
+    worker = make_worker(
+        tmp_path,
+        chain,
+        storage,
+        genesis,
+        trainer_data(),
+        adversary=make_adversary("alie", coalition=[ME, THIRD]),
+    )
+    worker.sync()
+
+    # Execute
+    started = time.monotonic()
+    read = worker._round_updates(0, ROOT_ID)
+
+    # Assert: at once, with nothing honest to read, saying whom it did not wait for
+    assert time.monotonic() - started < 5 and read == {}
+    assert "deadline is near" in caplog.text and "without those of trainer(s) 2" in caplog.text
 
 
 def test_the_adversarys_sample_count_is_declared_within_the_networks_cap(tmp_path, caplog):
