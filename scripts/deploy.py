@@ -18,7 +18,8 @@ from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deploy import check_parameters
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.cli._network_options import network_settings
 
 ZERO_ADDRESS = "0x" + "00" * 20
 
@@ -36,45 +37,8 @@ ZERO_ADDRESS = "0x" + "00" * 20
     show_default=True,
     help="Task descriptor recorded on chain (architecture:dataset).",
 )
-@click.option(
-    "--min-trainers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Registered trainers needed before round 0 opens.",
-)
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    default=30,
-    show_default=True,
-    help="Seconds after which any vote ends a phase (deadlines are mandatory); "
-    "900-1800 on a public chain.",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone, addresses --admin admits, or anyone paying --deposit.",
-)
+@network_settings()
 @click.option("--admin", default=None, help="Allowlist keeper's address (allowlist only).")
-@click.option(
-    "--deposit", type=click.IntRange(min=0), default=0, help="Wei per registration (deposit)."
-)
-@click.option(
-    "--cooldown",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Seconds between an exit and its refund (deposit).",
-)
-@click.option(
-    "--max-samples",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SAMPLES,
-    show_default=True,
-    help="Largest sample count one update may declare.",
-)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -7,25 +7,89 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
+from mcfl_chain._utils.options import OptionSpec
 from mcfl_chain.chain._rpc import redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
     "MAX_COOLDOWN",
+    "NETWORK_SETTINGS",
     "REGISTRATION_POLICIES",
     "check_parameters",
     "deploy_network",
 ]
 
-MAX_SAMPLES_BOUND = 2**32 - 1
-"""Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
+UINT32_MAX = 2**32 - 1
+"""Largest count, duration or sample cap the contracts accept (their 32-bit records)."""
 
 MAX_COOLDOWN = 365 * 86_400
 """Longest refund cooldown the Trainers contract accepts, in seconds."""
+
+NETWORK_SETTINGS = (
+    OptionSpec(
+        "min_trainers",
+        int,
+        2,
+        "Registered trainers needed before round 0 opens.",
+        minimum=1,
+        maximum=UINT32_MAX,
+    ),
+    OptionSpec(
+        "phase_duration",
+        int,
+        DEFAULT_PHASE_DURATION,
+        "Seconds from a phase's start after which any trainer's vote ends it without the "
+        "full quorum (deadlines are mandatory). Must exceed the slowest honest trainer's "
+        "phase: 600-1800 on a public chain (docs/PROTOCOL.md §2).",
+        minimum=1,
+        maximum=UINT32_MAX,
+        unit="s",
+        why=f"deadlines are mandatory (a silent trainer would stall the network); "
+        f"{DEFAULT_PHASE_DURATION} s suits a local devnet",
+    ),
+    OptionSpec(
+        "registration",
+        str,
+        "open",
+        "Who may register: anyone (open), addresses the admin admits (allowlist), or "
+        "anyone paying --deposit (deposit).",
+        choices=tuple(REGISTRATION_POLICIES),
+    ),
+    OptionSpec(
+        "deposit",
+        int,
+        0,
+        "Wei a registration takes (deposit only, then required above 0).",
+        minimum=0,
+    ),
+    OptionSpec(
+        "cooldown",
+        int,
+        0,
+        "Seconds between a trainer's exit and its deposit refund (deposit only; at most a year).",
+        minimum=0,
+        maximum=MAX_COOLDOWN,
+        unit="s",
+    ),
+    OptionSpec(
+        "max_samples",
+        int,
+        DEFAULT_MAX_SAMPLES,
+        "Largest sample count one update may declare (caps a trainer's FedAvg weight).",
+        minimum=1,
+        maximum=UINT32_MAX,
+    ),
+)
+"""The parameters a deployment records on chain, declared once: `deploy`, `devnet up`
+and ``scripts/deploy.py`` make their options from them, :func:`check_parameters` checks
+values with them."""
+
+SETTINGS = {spec.name: spec for spec in NETWORK_SETTINGS}
 
 
 def deploy_network(
@@ -161,31 +225,28 @@ def check_parameters(
     Raises
     ------
     ValueError
-        Naming the parameter out of range or not fitting the registration policy.
+        Naming the parameter out of range (:data:`NETWORK_SETTINGS`) or not fitting the
+        registration policy.
     """
-    if min_trainers < 1:
-        raise ValueError(f"min_trainers must be at least 1, got {min_trainers}")
-    if not 1 <= phase_duration < 2**32:
-        raise ValueError(
-            f"phase_duration must be between 1 and 2**32 - 1 seconds, got "
-            f"{phase_duration}: deadlines cannot be disabled (a silent trainer "
-            f"would stall the network); use e.g. 30 on a local devnet"
-        )
+    for name, value in (
+        ("min_trainers", min_trainers),
+        ("phase_duration", phase_duration),
+        ("registration", registration),
+        ("deposit", deposit),
+        ("cooldown", cooldown),
+        ("max_samples", max_samples),
+    ):
+        SETTINGS[name].convert(value)
     if not 0 < len(task) <= 128:
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
-    if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
-        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
     if admin is not None and not Web3.is_address(admin):
         raise ValueError(f"the admin {admin!r} is not an address")
     return _check_policy(registration, admin, deposit, cooldown)
 
 
 def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: int) -> int:
-    """The on-chain code of ``registration`` after checking the parameters it uses."""
-    if registration not in REGISTRATION_POLICIES:
-        raise ValueError(
-            f"registration must be one of {', '.join(REGISTRATION_POLICIES)}, got {registration!r}"
-        )
+    """The on-chain code of ``registration`` after checking the parameters it uses (each
+    alone is in range: :data:`NETWORK_SETTINGS`)."""
     if (registration == "allowlist") != (admin is not None):
         raise ValueError(
             "an admin address is required with registration='allowlist' and "
@@ -194,10 +255,6 @@ def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: 
     if registration == "deposit":
         if deposit <= 0:
             raise ValueError(f"registration='deposit' needs a deposit above 0 wei, got {deposit}")
-        if not 0 <= cooldown <= MAX_COOLDOWN:
-            raise ValueError(
-                f"cooldown must be between 0 and {MAX_COOLDOWN} seconds (a year), got {cooldown}"
-            )
     elif deposit or cooldown:
         raise ValueError("deposit and cooldown only apply to registration='deposit'")
     return REGISTRATION_POLICIES[registration]

@@ -149,7 +149,7 @@ def start_devnet(
     """
     from mcfl_chain.chain._tx import dev_account
     from mcfl_chain.chain.client import ChainClient, connect
-    from mcfl_chain.chain.deploy import deploy_network
+    from mcfl_chain.chain.deploy import SETTINGS, deploy_network
 
     state_dir = Path(state_dir)
     previous = ServiceState.load(state_file(state_dir))
@@ -166,12 +166,7 @@ def start_devnet(
         )
     if accounts < 1:
         raise ValueError(f"accounts must be at least 1, got {accounts}")
-    if phase_duration < 1:
-        raise ValueError(
-            f"the phase duration must be at least 1 second, got {phase_duration}: "
-            f"deadlines are mandatory (a silent trainer would stall the network); "
-            f"{DEFAULT_PHASE_DURATION} s suits a local devnet"
-        )
+    SETTINGS["phase_duration"].convert(phase_duration)  # before Anvil starts
     if registration != "allowlist" and (admin_index is not None or allowed is not None):
         raise ValueError("an admin and an allowlist only apply to registration 'allowlist'")
     if registration == "allowlist":

@@ -11,8 +11,7 @@ from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
-from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli import _network_options as options
 from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
@@ -61,24 +60,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     "ipfs:/ip4/127.0.0.1/tcp/PORT.",
 )
 @options.SEED
-@options.MIN_TRAINERS
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PHASE_DURATION,
-    show_default=True,
-    help="Seconds from a phase's start after which any trainer's vote ends it without the "
-    "full quorum (deadlines are mandatory). Must exceed the slowest honest trainer's "
-    "phase: 600-1800 on a public chain (docs/PROTOCOL.md §2).",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone (open), addresses the admin admits (allowlist), or "
-    "anyone paying --deposit (deposit).",
-)
+@options.network_settings(unset=("max_samples",))
 @click.option(
     "--admin",
     default=None,
@@ -92,9 +74,6 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="Comma-separated addresses the admin admits right after deployment (allowlist "
     "only; the deploying account must then be the admin).",
 )
-@options.DEPOSIT
-@options.COOLDOWN
-@options.max_samples_option(default=None)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -9,9 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mcfl_chain._utils.process import ServiceError
-from mcfl_chain.chain.deployment import REGISTRATION_POLICIES
 from mcfl_chain.chain.devnet import (
-    DEFAULT_PHASE_DURATION,
     DEFAULT_PORT,
     DEFAULT_STATE_DIR,
     deployment_file,
@@ -66,24 +64,7 @@ def devnet() -> None:
     help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
     "a network whose task they cannot run.",
 )
-@options.MIN_TRAINERS
-@click.option(
-    "--phase-duration",
-    type=int,
-    default=DEFAULT_PHASE_DURATION,
-    show_default=True,
-    help="Seconds from a phase's start after which any trainer's vote ends it without "
-    "the full quorum (at least 1: deadlines are mandatory). Must exceed the slowest "
-    "honest trainer's work in a phase.",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone (open), addresses the admin admits (allowlist), "
-    "or anyone paying --deposit (deposit).",
-)
+@options.network_settings()
 @click.option(
     "--admin-index",
     type=click.IntRange(min=0),
@@ -97,9 +78,6 @@ def devnet() -> None:
     help="Comma-separated dev accounts the admin admits at start (allowlist only) "
     "[default: every dev account].",
 )
-@options.DEPOSIT
-@options.COOLDOWN
-@options.MAX_SAMPLES
 @click.option(
     "--block-time",
     type=click.FloatRange(min=0, min_open=True),
@@ -132,12 +110,6 @@ def up(
     accounts: int,
 ) -> None:
     """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
-    if phase_duration < 1:
-        raise click.BadParameter(
-            f"{phase_duration} s: deadlines are mandatory (a silent trainer would stall "
-            f"the network), give at least 1 s; {DEFAULT_PHASE_DURATION} s suits a local devnet",
-            param_hint="--phase-duration",
-        )
     allowed = None
     if allow is not None:
         try:
