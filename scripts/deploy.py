@@ -11,15 +11,16 @@ same deployment file as `mcfl-chain devnet up`. Recommended deadlines: docs/PROT
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from ape import chain, networks, project
 from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deploy import check_parameters
+from mcfl_chain.chain.deploy import check_parameters, check_settings
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.cli._network_options import network_settings
+from mcfl_chain.cli._network_options import OUT, network_settings
 
 ZERO_ADDRESS = "0x" + "00" * 20
 
@@ -39,45 +40,30 @@ ZERO_ADDRESS = "0x" + "00" * 20
 )
 @network_settings()
 @click.option("--admin", default=None, help="Allowlist keeper's address (allowlist only).")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("deployment.json"),
-    show_default=True,
-    help="Where to write the deployment file workers read.",
-)
+@OUT
 def cli(
     account,
     genesis_cid: str,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int,
     out: Path,
 ) -> None:
     """Deploy the MCFL contracts, link them and write the deployment file."""
     try:
-        policy = check_parameters(
-            task,
-            min_trainers,
-            phase_duration,
-            registration=registration,
-            admin=admin,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
-        )
+        values = check_settings(**settings)
+        policy = check_parameters(task, admin=admin, **values)
         genesis = cid_to_bytes(genesis_cid)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     first_block = chain.blocks.head.number + 1
-    trainers = account.deploy(project.Trainers, policy, admin or ZERO_ADDRESS, deposit, cooldown)
-    models = account.deploy(project.Models, trainers, genesis, task, min_trainers, phase_duration)
-    updates = account.deploy(project.Updates, models, max_samples)
+    trainers = account.deploy(
+        project.Trainers, policy, admin or ZERO_ADDRESS, values["deposit"], values["cooldown"]
+    )
+    models = account.deploy(
+        project.Models, trainers, genesis, task, values["min_trainers"], values["phase_duration"]
+    )
+    updates = account.deploy(project.Updates, models, values["max_samples"])
     trainers.setModels(models, sender=account)
     models.setUpdates(updates, sender=account)
     contracts = {"Trainers": trainers, "Models": models, "Updates": updates}
@@ -92,12 +78,7 @@ def cli(
         deployment_block=first_block,
         genesis_cid=genesis_cid,
         task=task,
-        min_trainers=min_trainers,
-        phase_duration=phase_duration,
-        registration=registration,
         admin=str(trainers.admin()) if admin else None,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
+        **values,
     )
     click.echo(f"deployment written to {deployment.save(out)}")

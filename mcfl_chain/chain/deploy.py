@@ -22,6 +22,7 @@ __all__ = [
     "REGISTRATION_POLICIES",
     "check_parameters",
     "deploy_network",
+    "check_settings",
 ]
 
 UINT32_MAX = 2**32 - 1
@@ -92,20 +93,36 @@ values with them."""
 SETTINGS = {spec.name: spec for spec in NETWORK_SETTINGS}
 
 
+def check_settings(**given: Any) -> dict[str, Any]:
+    """Every network setting (:data:`NETWORK_SETTINGS`) by name: those ``given``,
+    checked, and the others at their defaults.
+
+    Raises
+    ------
+    TypeError
+        For a name that is no network setting.
+    ValueError
+        Naming a setting whose value is refused.
+    """
+    unknown = sorted(set(given) - set(SETTINGS))
+    if unknown:
+        raise TypeError(
+            f"no network setting named {', '.join(unknown)}; the settings: {', '.join(SETTINGS)}"
+        )
+    return {
+        spec.name: spec.convert(given.get(spec.name, spec.default)) for spec in NETWORK_SETTINGS
+    }
+
+
 def deploy_network(
     w3: Web3,
     deployer: str | int | LocalAccount,
     genesis_cid: str,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
     *,
-    registration: str = "open",
     admin: str | None = None,
-    deposit: int = 0,
-    cooldown: int = 0,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
     fees: FeePolicy | None = None,
+    **settings: Any,
 ) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
 
@@ -121,28 +138,18 @@ def deploy_network(
     task
         Task descriptor, e.g. "lenet:fashion-mnist": 1 to 128 printable ASCII
         characters without quotes or backslashes.
-    min_trainers
-        Registered trainers needed before round 0 opens (>= 1).
-    phase_duration
-        Seconds after which any vote ends a phase; at least 1, since a network
-        without deadlines can be stalled by one silent trainer. Recommended: 30 on
-        a local devnet, 10 to 30 minutes on a public chain (docs/PROTOCOL.md).
-    registration
-        Who may register: "open" (anyone), "allowlist" (addresses ``admin``
-        allows) or "deposit" (anyone paying ``deposit`` wei, refunded ``cooldown``
-        seconds after the trainer exits).
     admin
-        Keeper of the allowlist; required with "allowlist", refused otherwise.
-    deposit
-        Wei per registration; required (> 0) with "deposit", refused otherwise.
-    cooldown
-        Seconds between a trainer's exit and its refund, with "deposit" only
-        (0 to one year).
-    max_samples
-        Cap on the sample count an update may declare (1 to 2**32 - 1), so that
-        no trainer outweighs the others in FedAvg by declaring a huge count.
+        Keeper of the allowlist; required with ``registration="allowlist"``, refused
+        otherwise.
     fees
         Fee cap and tip of the deployment's transactions (default: no cap, 1 wei tip).
+    **settings
+        The network settings, each at its default unless given (:data:`NETWORK_SETTINGS`
+        says what each means): ``min_trainers``, ``phase_duration`` (at least 1 s: a
+        network without deadlines can be stalled by one silent trainer; 30 on a local
+        devnet, 10 to 30 minutes on a public chain), ``registration`` (``"open"``,
+        ``"allowlist"`` or ``"deposit"``), ``deposit`` (wei, required above 0 with
+        ``"deposit"`` and refused otherwise), ``cooldown`` and ``max_samples``.
 
     Returns
     -------
@@ -154,17 +161,11 @@ def deploy_network(
     ValueError
         If a parameter is out of range or does not fit the registration policy
         (the contracts would refuse it too, with a less specific message).
+    TypeError
+        For a keyword that is no network setting.
     """
-    policy = check_parameters(
-        task,
-        min_trainers,
-        phase_duration,
-        registration=registration,
-        admin=admin,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
-    )
+    values = check_settings(**settings)
+    policy = check_parameters(task, admin=admin, **values)
     if admin is not None:
         admin = Web3.to_checksum_address(admin)
     cid = cid_to_bytes(genesis_cid)
@@ -179,9 +180,9 @@ def deploy_network(
         return str(receipt["contractAddress"])
 
     zero = "0x" + "00" * 20
-    trainers = create("Trainers", policy, admin or zero, deposit, cooldown)
-    models = create("Models", trainers, cid, task, min_trainers, phase_duration)
-    updates = create("Updates", models, max_samples)
+    trainers = create("Trainers", policy, admin or zero, values["deposit"], values["cooldown"])
+    models = create("Models", trainers, cid, task, values["min_trainers"], values["phase_duration"])
+    updates = create("Updates", models, values["max_samples"])
     for name, address, setter, target in (
         ("Trainers", trainers, "setModels", models),
         ("Models", models, "setUpdates", updates),
@@ -199,49 +200,31 @@ def deploy_network(
         deployment_block=first_block,
         genesis_cid=genesis_cid,
         task=task,
-        min_trainers=min_trainers,
-        phase_duration=phase_duration,
-        registration=registration,
         admin=admin,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
+        **values,
     )
 
 
-def check_parameters(
-    task: str,
-    min_trainers: int,
-    phase_duration: int,
-    *,
-    registration: str = "open",
-    admin: str | None = None,
-    deposit: int = 0,
-    cooldown: int = 0,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
-) -> int:
+def check_parameters(task: str, *, admin: str | None = None, **settings: Any) -> int:
     """Check the deployment parameters as the constructors would; the policy's code.
+
+    ``settings`` are network settings (:func:`check_settings`), the others at their
+    defaults.
 
     Raises
     ------
     ValueError
         Naming the parameter out of range (:data:`NETWORK_SETTINGS`) or not fitting the
         registration policy.
+    TypeError
+        For a keyword that is no network setting.
     """
-    for name, value in (
-        ("min_trainers", min_trainers),
-        ("phase_duration", phase_duration),
-        ("registration", registration),
-        ("deposit", deposit),
-        ("cooldown", cooldown),
-        ("max_samples", max_samples),
-    ):
-        SETTINGS[name].convert(value)
+    values = check_settings(**settings)
     if not 0 < len(task) <= 128:
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
     if admin is not None and not Web3.is_address(admin):
         raise ValueError(f"the admin {admin!r} is not an address")
-    return _check_policy(registration, admin, deposit, cooldown)
+    return _check_policy(values["registration"], admin, values["deposit"], values["cooldown"])
 
 
 def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from eth_account.signers.local import LocalAccount
@@ -74,13 +75,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="Comma-separated addresses the admin admits right after deployment (allowlist "
     "only; the deploying account must then be the admin).",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("deployment.json"),
-    show_default=True,
-    help="Where to write the deployment file workers read.",
-)
+@options.OUT
 @click.option(
     "--publish",
     default=None,
@@ -118,14 +113,9 @@ def deploy(
     genesis_cid: str | None,
     storage: str,
     seed: int,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin: str | None,
     allow: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int | None,
     out: Path,
     publish: str | None,
     max_fee_gwei: float | None,
@@ -144,13 +134,13 @@ def deploy(
         raise click.UsageError("give --task or --task-from, not both")
     deployer: LocalAccount = signer(keystore, account_alias, password_file, account_index)
     descriptor, genesis_cid = _task_and_genesis(task, task_ref, genesis_cid, storage, seed)
-    if max_samples is None:
-        max_samples = DEFAULT_MAX_SAMPLES
-        info(sample_cap_warning(_training_set_size(descriptor), min_trainers))
+    if settings["max_samples"] is None:
+        settings["max_samples"] = DEFAULT_MAX_SAMPLES
+        info(sample_cap_warning(_training_set_size(descriptor), settings["min_trainers"]))
     allowed = _addresses(allow) if allow else []
-    if registration == "allowlist":
+    if settings["registration"] == "allowlist":
         admin = _addresses(admin)[0] if admin else str(deployer.address)
-    if allowed and (registration != "allowlist" or admin != deployer.address):
+    if allowed and (settings["registration"] != "allowlist" or admin != deployer.address):
         raise click.UsageError(
             "--allow needs --registration allowlist with the deploying account as admin"
         )
@@ -160,18 +150,7 @@ def deploy(
         shown = redact_url(rpc)
         info(f"deploying from {deployer.address} to chain {w3.eth.chain_id} at {shown}")
         deployment = deploy_network(
-            w3,
-            deployer,
-            genesis_cid,
-            descriptor,
-            min_trainers,
-            phase_duration,
-            registration=registration,
-            admin=admin,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
-            fees=fees,
+            w3, deployer, genesis_cid, descriptor, admin=admin, fees=fees, **settings
         )
         if allowed:
             keeper = ChainClient(deployment, deployer, w3=w3, fees=fees)

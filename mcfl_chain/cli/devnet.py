@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -98,14 +99,9 @@ def up(
     storage: str,
     seed: int,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin_index: int | None,
     allow: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int,
     block_time: float | None,
     accounts: int,
 ) -> None:
@@ -126,16 +122,11 @@ def up(
             port,
             genesis_cid=genesis_cid,
             task=task,
-            min_trainers=min_trainers,
-            phase_duration=phase_duration,
             block_time=block_time,
             accounts=accounts,
-            registration=registration,
             admin_index=admin_index,
             allowed=allowed,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
+            **settings,
         )
     except (ServiceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -19,14 +19,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from web3 import Web3
 
-from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
+from mcfl_chain._utils.config_files import ConfigError, FileConfig, match_keys
 from mcfl_chain._utils.forked import ChildProcess, start_module
 from mcfl_chain._utils.process import free_port, unwind_on_termination
 from mcfl_chain.adversaries import AdversarySpec, assign_adversaries, with_coalitions
@@ -69,7 +69,7 @@ class SimulationError(RuntimeError):
 
 @dataclass
 @with_strategy_options(mixed=True)
-class SimulationConfig:
+class SimulationConfig(FileConfig):
     """A scenario: who trains what, on which data, with which rules.
 
     The strategies' options are fields too, after :attr:`strategy`, with the worker's
@@ -146,7 +146,7 @@ class SimulationConfig:
     counts bounds what a sample inflator gains."""
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Self:
         """A scenario from keys and values (dash-case or snake_case field names).
 
         Raises
@@ -155,17 +155,6 @@ class SimulationConfig:
             Naming an unknown key and the closest valid one, or a key given twice.
         """
         return cls(**match_keys(data, [f.name for f in fields(cls)], source))
-
-    @classmethod
-    def load_file(cls, path: str | Path) -> SimulationConfig:
-        """The scenario in a TOML file, or a JSON file if its name ends in ``.json``.
-
-        Raises
-        ------
-        ConfigError
-            If the file cannot be read, or as :meth:`from_mapping`.
-        """
-        return cls.from_mapping(read_mapping(path), source=str(path))
 
     @property
     def stall_timeout(self) -> float:

@@ -18,9 +18,9 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Self, TypeVar, get_args, get_origin, get_type_hints
 
-from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
+from mcfl_chain._utils.config_files import ConfigError, FileConfig, match_keys
 from mcfl_chain._utils.options import KINDS, OptionSpec
 from mcfl_chain.adversaries import ADVERSARIES, parse_adversary_spec
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
@@ -97,7 +97,7 @@ def with_strategy_options(*, mixed: bool = False) -> Callable[[C], C]:
 
 @dataclass(frozen=True)
 @with_strategy_options()
-class WorkerConfig:
+class WorkerConfig(FileConfig):
     """What one trainer runs with: its chain, storage, data share and learning rules.
 
     Instances are checked on creation (types, choices, lower bounds) and raise
@@ -285,7 +285,7 @@ class WorkerConfig:
         return {option.name: getattr(self, option.name) for option in strategy_options()}
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "worker options") -> WorkerConfig:
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "worker options") -> Self:
         """A configuration from keys and values, as a TOML or JSON file holds them.
 
         Keys are option names in dash-case or snake_case (``n-trainers``, ``n_trainers``);
@@ -303,17 +303,6 @@ class WorkerConfig:
             return cls(**values)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
-
-    @classmethod
-    def load_file(cls, path: str | Path) -> WorkerConfig:
-        """The configuration in a TOML file, or a JSON file if its name ends in ``.json``.
-
-        Raises
-        ------
-        ConfigError
-            If the file cannot be read, or as :meth:`from_mapping`.
-        """
-        return cls.from_mapping(read_mapping(path), source=str(path))
 
     def to_args(self) -> list[str]:
         """Command-line arguments of ``mcfl-chain worker`` that rebuild this configuration.

@@ -233,6 +233,8 @@ def test_a_phase_without_deadline_is_refused_alike_by_both_commands(command):
 def test_check_parameters_refuses_with_the_declarations_messages():
     # Execute / Assert
     with pytest.raises(ValueError, match="min_trainers must be between 1 and 2\\*\\*32 - 1"):
-        check_parameters("lenet5:digits", 0, 30)
+        check_parameters("lenet5:digits", min_trainers=0)
     with pytest.raises(ValueError, match="cooldown must be between 0 and 31536000 s"):
-        check_parameters("lenet5:digits", 2, 30, registration="deposit", deposit=1, cooldown=10**9)
+        check_parameters("lenet5:digits", registration="deposit", deposit=1, cooldown=10**9)
+    with pytest.raises(TypeError, match="no network setting named min_trainer;"):
+        check_parameters("lenet5:digits", min_trainer=3)
