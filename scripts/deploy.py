@@ -11,14 +11,16 @@ same deployment file as `mcfl-chain devnet up`. Recommended deadlines: docs/PROT
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from ape import chain, networks, project
 from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deploy import check_parameters
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deploy import check_parameters, check_settings
+from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.cli._network_options import OUT, network_settings
 
 ZERO_ADDRESS = "0x" + "00" * 20
 
@@ -36,84 +38,32 @@ ZERO_ADDRESS = "0x" + "00" * 20
     show_default=True,
     help="Task descriptor recorded on chain (architecture:dataset).",
 )
-@click.option(
-    "--min-trainers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Registered trainers needed before round 0 opens.",
-)
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    default=30,
-    show_default=True,
-    help="Seconds after which any vote ends a phase (deadlines are mandatory); "
-    "900-1800 on a public chain.",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone, addresses --admin admits, or anyone paying --deposit.",
-)
+@network_settings()
 @click.option("--admin", default=None, help="Allowlist keeper's address (allowlist only).")
-@click.option(
-    "--deposit", type=click.IntRange(min=0), default=0, help="Wei per registration (deposit)."
-)
-@click.option(
-    "--cooldown",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Seconds between an exit and its refund (deposit).",
-)
-@click.option(
-    "--max-samples",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SAMPLES,
-    show_default=True,
-    help="Largest sample count one update may declare.",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("deployment.json"),
-    show_default=True,
-    help="Where to write the deployment file workers read.",
-)
+@OUT
 def cli(
     account,
     genesis_cid: str,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int,
     out: Path,
 ) -> None:
     """Deploy the MCFL contracts, link them and write the deployment file."""
     try:
-        policy = check_parameters(
-            task,
-            min_trainers,
-            phase_duration,
-            registration=registration,
-            admin=admin,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
-        )
+        values = check_settings(**settings)
+        policy = check_parameters(task, admin=admin, **values)
         genesis = cid_to_bytes(genesis_cid)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     first_block = chain.blocks.head.number + 1
-    trainers = account.deploy(project.Trainers, policy, admin or ZERO_ADDRESS, deposit, cooldown)
-    models = account.deploy(project.Models, trainers, genesis, task, min_trainers, phase_duration)
-    updates = account.deploy(project.Updates, models, max_samples)
+    trainers = account.deploy(
+        project.Trainers, policy, admin or ZERO_ADDRESS, values["deposit"], values["cooldown"]
+    )
+    models = account.deploy(
+        project.Models, trainers, genesis, task, values["min_trainers"], values["phase_duration"]
+    )
+    updates = account.deploy(project.Updates, models, values["max_samples"])
     trainers.setModels(models, sender=account)
     models.setUpdates(updates, sender=account)
     contracts = {"Trainers": trainers, "Models": models, "Updates": updates}
@@ -128,12 +78,7 @@ def cli(
         deployment_block=first_block,
         genesis_cid=genesis_cid,
         task=task,
-        min_trainers=min_trainers,
-        phase_duration=phase_duration,
-        registration=registration,
         admin=str(trainers.admin()) if admin else None,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
+        **values,
     )
     click.echo(f"deployment written to {deployment.save(out)}")

@@ -11,7 +11,7 @@ import json
 import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 class ConfigError(ValueError):
@@ -77,6 +77,27 @@ def match_keys(
     if problems:
         raise ConfigError(f"{source}: " + "; ".join(problems))
     return matched
+
+
+class FileConfig:
+    """A configuration that files hold: :meth:`load_file` reads one through the
+    class's :meth:`from_mapping`."""
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str) -> Self:
+        """The configuration of keys and values ``data`` read from ``source``."""
+        raise NotImplementedError
+
+    @classmethod
+    def load_file(cls, path: str | Path) -> Self:
+        """The configuration in a TOML file, or a JSON file if its name ends in ``.json``.
+
+        Raises
+        ------
+        ConfigError
+            If the file cannot be read, or as :meth:`from_mapping`.
+        """
+        return cls.from_mapping(read_mapping(path), source=str(path))
 
 
 def _unknown(key: str, known: list[str]) -> str:

@@ -7,25 +7,111 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
+from mcfl_chain._utils.options import OptionSpec
 from mcfl_chain.chain._rpc import redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
     "MAX_COOLDOWN",
+    "NETWORK_SETTINGS",
     "REGISTRATION_POLICIES",
     "check_parameters",
     "deploy_network",
+    "check_settings",
 ]
 
-MAX_SAMPLES_BOUND = 2**32 - 1
-"""Largest sample cap the Updates contract accepts (the 32 bits of its record)."""
+UINT32_MAX = 2**32 - 1
+"""Largest count, duration or sample cap the contracts accept (their 32-bit records)."""
 
 MAX_COOLDOWN = 365 * 86_400
 """Longest refund cooldown the Trainers contract accepts, in seconds."""
+
+NETWORK_SETTINGS = (
+    OptionSpec(
+        "min_trainers",
+        int,
+        2,
+        "Registered trainers needed before round 0 opens.",
+        minimum=1,
+        maximum=UINT32_MAX,
+    ),
+    OptionSpec(
+        "phase_duration",
+        int,
+        DEFAULT_PHASE_DURATION,
+        "Seconds from a phase's start after which any trainer's vote ends it without the "
+        "full quorum (deadlines are mandatory). Must exceed the slowest honest trainer's "
+        "phase: 600-1800 on a public chain (docs/PROTOCOL.md §2).",
+        minimum=1,
+        maximum=UINT32_MAX,
+        unit="s",
+        why=f"deadlines are mandatory (a silent trainer would stall the network); "
+        f"{DEFAULT_PHASE_DURATION} s suits a local devnet",
+    ),
+    OptionSpec(
+        "registration",
+        str,
+        "open",
+        "Who may register: anyone (open), addresses the admin admits (allowlist), or "
+        "anyone paying --deposit (deposit).",
+        choices=tuple(REGISTRATION_POLICIES),
+    ),
+    OptionSpec(
+        "deposit",
+        int,
+        0,
+        "Wei a registration takes (deposit only, then required above 0).",
+        minimum=0,
+    ),
+    OptionSpec(
+        "cooldown",
+        int,
+        0,
+        "Seconds between a trainer's exit and its deposit refund (deposit only; at most a year).",
+        minimum=0,
+        maximum=MAX_COOLDOWN,
+        unit="s",
+    ),
+    OptionSpec(
+        "max_samples",
+        int,
+        DEFAULT_MAX_SAMPLES,
+        "Largest sample count one update may declare (caps a trainer's FedAvg weight).",
+        minimum=1,
+        maximum=UINT32_MAX,
+    ),
+)
+"""The parameters a deployment records on chain, declared once: `deploy`, `devnet up`
+and ``scripts/deploy.py`` make their options from them, :func:`check_parameters` checks
+values with them."""
+
+SETTINGS = {spec.name: spec for spec in NETWORK_SETTINGS}
+
+
+def check_settings(**given: Any) -> dict[str, Any]:
+    """Every network setting (:data:`NETWORK_SETTINGS`) by name: those ``given``,
+    checked, and the others at their defaults.
+
+    Raises
+    ------
+    TypeError
+        For a name that is no network setting.
+    ValueError
+        Naming a setting whose value is refused.
+    """
+    unknown = sorted(set(given) - set(SETTINGS))
+    if unknown:
+        raise TypeError(
+            f"no network setting named {', '.join(unknown)}; the settings: {', '.join(SETTINGS)}"
+        )
+    return {
+        spec.name: spec.convert(given.get(spec.name, spec.default)) for spec in NETWORK_SETTINGS
+    }
 
 
 def deploy_network(
@@ -33,15 +119,10 @@ def deploy_network(
     deployer: str | int | LocalAccount,
     genesis_cid: str,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
     *,
-    registration: str = "open",
     admin: str | None = None,
-    deposit: int = 0,
-    cooldown: int = 0,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
     fees: FeePolicy | None = None,
+    **settings: Any,
 ) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
 
@@ -57,28 +138,18 @@ def deploy_network(
     task
         Task descriptor, e.g. "lenet:fashion-mnist": 1 to 128 printable ASCII
         characters without quotes or backslashes.
-    min_trainers
-        Registered trainers needed before round 0 opens (>= 1).
-    phase_duration
-        Seconds after which any vote ends a phase; at least 1, since a network
-        without deadlines can be stalled by one silent trainer. Recommended: 30 on
-        a local devnet, 10 to 30 minutes on a public chain (docs/PROTOCOL.md).
-    registration
-        Who may register: "open" (anyone), "allowlist" (addresses ``admin``
-        allows) or "deposit" (anyone paying ``deposit`` wei, refunded ``cooldown``
-        seconds after the trainer exits).
     admin
-        Keeper of the allowlist; required with "allowlist", refused otherwise.
-    deposit
-        Wei per registration; required (> 0) with "deposit", refused otherwise.
-    cooldown
-        Seconds between a trainer's exit and its refund, with "deposit" only
-        (0 to one year).
-    max_samples
-        Cap on the sample count an update may declare (1 to 2**32 - 1), so that
-        no trainer outweighs the others in FedAvg by declaring a huge count.
+        Keeper of the allowlist; required with ``registration="allowlist"``, refused
+        otherwise.
     fees
         Fee cap and tip of the deployment's transactions (default: no cap, 1 wei tip).
+    **settings
+        The network settings, each at its default unless given (:data:`NETWORK_SETTINGS`
+        says what each means): ``min_trainers``, ``phase_duration`` (at least 1 s: a
+        network without deadlines can be stalled by one silent trainer; 30 on a local
+        devnet, 10 to 30 minutes on a public chain), ``registration`` (``"open"``,
+        ``"allowlist"`` or ``"deposit"``), ``deposit`` (wei, required above 0 with
+        ``"deposit"`` and refused otherwise), ``cooldown`` and ``max_samples``.
 
     Returns
     -------
@@ -90,17 +161,11 @@ def deploy_network(
     ValueError
         If a parameter is out of range or does not fit the registration policy
         (the contracts would refuse it too, with a less specific message).
+    TypeError
+        For a keyword that is no network setting.
     """
-    policy = check_parameters(
-        task,
-        min_trainers,
-        phase_duration,
-        registration=registration,
-        admin=admin,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
-    )
+    values = check_settings(**settings)
+    policy = check_parameters(task, admin=admin, **values)
     if admin is not None:
         admin = Web3.to_checksum_address(admin)
     cid = cid_to_bytes(genesis_cid)
@@ -115,9 +180,9 @@ def deploy_network(
         return str(receipt["contractAddress"])
 
     zero = "0x" + "00" * 20
-    trainers = create("Trainers", policy, admin or zero, deposit, cooldown)
-    models = create("Models", trainers, cid, task, min_trainers, phase_duration)
-    updates = create("Updates", models, max_samples)
+    trainers = create("Trainers", policy, admin or zero, values["deposit"], values["cooldown"])
+    models = create("Models", trainers, cid, task, values["min_trainers"], values["phase_duration"])
+    updates = create("Updates", models, values["max_samples"])
     for name, address, setter, target in (
         ("Trainers", trainers, "setModels", models),
         ("Models", models, "setUpdates", updates),
@@ -135,57 +200,36 @@ def deploy_network(
         deployment_block=first_block,
         genesis_cid=genesis_cid,
         task=task,
-        min_trainers=min_trainers,
-        phase_duration=phase_duration,
-        registration=registration,
         admin=admin,
-        deposit=deposit,
-        cooldown=cooldown,
-        max_samples=max_samples,
+        **values,
     )
 
 
-def check_parameters(
-    task: str,
-    min_trainers: int,
-    phase_duration: int,
-    *,
-    registration: str = "open",
-    admin: str | None = None,
-    deposit: int = 0,
-    cooldown: int = 0,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
-) -> int:
+def check_parameters(task: str, *, admin: str | None = None, **settings: Any) -> int:
     """Check the deployment parameters as the constructors would; the policy's code.
+
+    ``settings`` are network settings (:func:`check_settings`), the others at their
+    defaults.
 
     Raises
     ------
     ValueError
-        Naming the parameter out of range or not fitting the registration policy.
+        Naming the parameter out of range (:data:`NETWORK_SETTINGS`) or not fitting the
+        registration policy.
+    TypeError
+        For a keyword that is no network setting.
     """
-    if min_trainers < 1:
-        raise ValueError(f"min_trainers must be at least 1, got {min_trainers}")
-    if not 1 <= phase_duration < 2**32:
-        raise ValueError(
-            f"phase_duration must be between 1 and 2**32 - 1 seconds, got "
-            f"{phase_duration}: deadlines cannot be disabled (a silent trainer "
-            f"would stall the network); use e.g. 30 on a local devnet"
-        )
+    values = check_settings(**settings)
     if not 0 < len(task) <= 128:
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
-    if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
-        raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
     if admin is not None and not Web3.is_address(admin):
         raise ValueError(f"the admin {admin!r} is not an address")
-    return _check_policy(registration, admin, deposit, cooldown)
+    return _check_policy(values["registration"], admin, values["deposit"], values["cooldown"])
 
 
 def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: int) -> int:
-    """The on-chain code of ``registration`` after checking the parameters it uses."""
-    if registration not in REGISTRATION_POLICIES:
-        raise ValueError(
-            f"registration must be one of {', '.join(REGISTRATION_POLICIES)}, got {registration!r}"
-        )
+    """The on-chain code of ``registration`` after checking the parameters it uses (each
+    alone is in range: :data:`NETWORK_SETTINGS`)."""
     if (registration == "allowlist") != (admin is not None):
         raise ValueError(
             "an admin address is required with registration='allowlist' and "
@@ -194,10 +238,6 @@ def _check_policy(registration: str, admin: str | None, deposit: int, cooldown: 
     if registration == "deposit":
         if deposit <= 0:
             raise ValueError(f"registration='deposit' needs a deposit above 0 wei, got {deposit}")
-        if not 0 <= cooldown <= MAX_COOLDOWN:
-            raise ValueError(
-                f"cooldown must be between 0 and {MAX_COOLDOWN} seconds (a year), got {cooldown}"
-            )
     elif deposit or cooldown:
         raise ValueError("deposit and cooldown only apply to registration='deposit'")
     return REGISTRATION_POLICIES[registration]

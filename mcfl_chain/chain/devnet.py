@@ -23,7 +23,7 @@ from mcfl_chain._utils.process import (
     start_service,
     stop_service,
 )
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
+from mcfl_chain.chain.deployment import Deployment
 
 ANVIL_PACKAGE = "@foundry-rs/anvil@1.7.1"
 DEFAULT_PORT = 8545
@@ -92,16 +92,11 @@ def start_devnet(
     *,
     genesis_cid: str,
     task: str = "lenet:fashion-mnist",
-    min_trainers: int = 2,
-    phase_duration: int = DEFAULT_PHASE_DURATION,
     block_time: float | None = None,
     accounts: int = 20,
-    registration: str = "open",
     admin_index: int | None = None,
     allowed: Sequence[int] | None = None,
-    deposit: int = 0,
-    cooldown: int = 0,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
+    **settings: Any,
 ) -> tuple[ServiceState, Deployment]:
     """Start Anvil on 127.0.0.1:``port``, deploy the contracts, write the deployment file.
 
@@ -115,26 +110,20 @@ def start_devnet(
         CIDv1 of the initial weights (raw or dag-pb, sha2-256).
     task
         Task descriptor recorded on chain, e.g. "lenet:fashion-mnist".
-    min_trainers
-        Registered trainers needed before round 0 opens.
-    phase_duration
-        Seconds from which any vote ends a phase (at least 1: deadlines are
-        mandatory; 0 is refused).
     block_time
         Seconds between blocks; None mines one block per transaction.
     accounts
         Number of funded dev accounts (index 0 deploys; trainers use 1, 2, ...).
-    registration
-        "open", "allowlist" or "deposit" (docs/PROTOCOL.md §3).
     admin_index
         Dev account keeping the allowlist (ALLOWLIST only; default 0, the deployer).
     allowed
         Dev accounts the admin admits right after deployment (ALLOWLIST only; default
         every dev account, so that workers can register at once).
-    deposit, cooldown
-        Wei per registration and seconds before an exited trainer's refund (DEPOSIT).
-    max_samples
-        Largest sample count one update may declare.
+    **settings
+        The network settings (:func:`~mcfl_chain.chain.deploy.deploy_network`), each
+        at its default unless given: ``min_trainers``, ``phase_duration`` (at least 1:
+        deadlines are mandatory), ``registration`` (docs/PROTOCOL.md §3), ``deposit``,
+        ``cooldown``, ``max_samples``.
 
     Returns
     -------
@@ -149,7 +138,7 @@ def start_devnet(
     """
     from mcfl_chain.chain._tx import dev_account
     from mcfl_chain.chain.client import ChainClient, connect
-    from mcfl_chain.chain.deploy import deploy_network
+    from mcfl_chain.chain.deploy import check_settings, deploy_network
 
     state_dir = Path(state_dir)
     previous = ServiceState.load(state_file(state_dir))
@@ -166,12 +155,8 @@ def start_devnet(
         )
     if accounts < 1:
         raise ValueError(f"accounts must be at least 1, got {accounts}")
-    if phase_duration < 1:
-        raise ValueError(
-            f"the phase duration must be at least 1 second, got {phase_duration}: "
-            f"deadlines are mandatory (a silent trainer would stall the network); "
-            f"{DEFAULT_PHASE_DURATION} s suits a local devnet"
-        )
+    values = check_settings(**settings)  # checked before Anvil starts
+    registration = values["registration"]
     if registration != "allowlist" and (admin_index is not None or allowed is not None):
         raise ValueError("an admin and an allowlist only apply to registration 'allowlist'")
     if registration == "allowlist":
@@ -201,17 +186,7 @@ def start_devnet(
         w3 = connect(f"http://{LOOPBACK}:{port}")
         admin = None if admin_index is None else dev_account(admin_index)
         deployment = deploy_network(
-            w3,
-            0,
-            genesis_cid,
-            task,
-            min_trainers,
-            phase_duration,
-            registration=registration,
-            admin=None if admin is None else str(admin.address),
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
+            w3, 0, genesis_cid, task, admin=None if admin is None else str(admin.address), **values
         )
         if admin is not None and allowed:
             keeper = ChainClient(deployment, admin, w3=w3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from eth_account.signers.local import LocalAccount
@@ -11,8 +12,7 @@ from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
-from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
+from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli import _network_options as options
 from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
@@ -61,24 +61,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     "ipfs:/ip4/127.0.0.1/tcp/PORT.",
 )
 @options.SEED
-@options.MIN_TRAINERS
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PHASE_DURATION,
-    show_default=True,
-    help="Seconds from a phase's start after which any trainer's vote ends it without the "
-    "full quorum (deadlines are mandatory). Must exceed the slowest honest trainer's "
-    "phase: 600-1800 on a public chain (docs/PROTOCOL.md §2).",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone (open), addresses the admin admits (allowlist), or "
-    "anyone paying --deposit (deposit).",
-)
+@options.network_settings(unset=("max_samples",))
 @click.option(
     "--admin",
     default=None,
@@ -92,16 +75,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
     help="Comma-separated addresses the admin admits right after deployment (allowlist "
     "only; the deploying account must then be the admin).",
 )
-@options.DEPOSIT
-@options.COOLDOWN
-@options.max_samples_option(default=None)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("deployment.json"),
-    show_default=True,
-    help="Where to write the deployment file workers read.",
-)
+@options.OUT
 @click.option(
     "--publish",
     default=None,
@@ -139,14 +113,9 @@ def deploy(
     genesis_cid: str | None,
     storage: str,
     seed: int,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin: str | None,
     allow: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int | None,
     out: Path,
     publish: str | None,
     max_fee_gwei: float | None,
@@ -165,13 +134,13 @@ def deploy(
         raise click.UsageError("give --task or --task-from, not both")
     deployer: LocalAccount = signer(keystore, account_alias, password_file, account_index)
     descriptor, genesis_cid = _task_and_genesis(task, task_ref, genesis_cid, storage, seed)
-    if max_samples is None:
-        max_samples = DEFAULT_MAX_SAMPLES
-        info(sample_cap_warning(_training_set_size(descriptor), min_trainers))
+    if settings["max_samples"] is None:
+        settings["max_samples"] = DEFAULT_MAX_SAMPLES
+        info(sample_cap_warning(_training_set_size(descriptor), settings["min_trainers"]))
     allowed = _addresses(allow) if allow else []
-    if registration == "allowlist":
+    if settings["registration"] == "allowlist":
         admin = _addresses(admin)[0] if admin else str(deployer.address)
-    if allowed and (registration != "allowlist" or admin != deployer.address):
+    if allowed and (settings["registration"] != "allowlist" or admin != deployer.address):
         raise click.UsageError(
             "--allow needs --registration allowlist with the deploying account as admin"
         )
@@ -181,18 +150,7 @@ def deploy(
         shown = redact_url(rpc)
         info(f"deploying from {deployer.address} to chain {w3.eth.chain_id} at {shown}")
         deployment = deploy_network(
-            w3,
-            deployer,
-            genesis_cid,
-            descriptor,
-            min_trainers,
-            phase_duration,
-            registration=registration,
-            admin=admin,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
-            fees=fees,
+            w3, deployer, genesis_cid, descriptor, admin=admin, fees=fees, **settings
         )
         if allowed:
             keeper = ChainClient(deployment, deployer, w3=w3, fees=fees)

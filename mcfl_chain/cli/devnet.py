@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from mcfl_chain._utils.process import ServiceError
-from mcfl_chain.chain.deployment import REGISTRATION_POLICIES
 from mcfl_chain.chain.devnet import (
-    DEFAULT_PHASE_DURATION,
     DEFAULT_PORT,
     DEFAULT_STATE_DIR,
     deployment_file,
@@ -66,24 +65,7 @@ def devnet() -> None:
     help="Task descriptor recorded on chain (architecture:dataset); workers refuse "
     "a network whose task they cannot run.",
 )
-@options.MIN_TRAINERS
-@click.option(
-    "--phase-duration",
-    type=int,
-    default=DEFAULT_PHASE_DURATION,
-    show_default=True,
-    help="Seconds from a phase's start after which any trainer's vote ends it without "
-    "the full quorum (at least 1: deadlines are mandatory). Must exceed the slowest "
-    "honest trainer's work in a phase.",
-)
-@click.option(
-    "--registration",
-    type=click.Choice(list(REGISTRATION_POLICIES)),
-    default="open",
-    show_default=True,
-    help="Who may register: anyone (open), addresses the admin admits (allowlist), "
-    "or anyone paying --deposit (deposit).",
-)
+@options.network_settings()
 @click.option(
     "--admin-index",
     type=click.IntRange(min=0),
@@ -97,9 +79,6 @@ def devnet() -> None:
     help="Comma-separated dev accounts the admin admits at start (allowlist only) "
     "[default: every dev account].",
 )
-@options.DEPOSIT
-@options.COOLDOWN
-@options.MAX_SAMPLES
 @click.option(
     "--block-time",
     type=click.FloatRange(min=0, min_open=True),
@@ -120,24 +99,13 @@ def up(
     storage: str,
     seed: int,
     task: str,
-    min_trainers: int,
-    phase_duration: int,
-    registration: str,
+    settings: dict[str, Any],
     admin_index: int | None,
     allow: str | None,
-    deposit: int,
-    cooldown: int,
-    max_samples: int,
     block_time: float | None,
     accounts: int,
 ) -> None:
     """Start Anvil, deploy Trainers, Models and Updates, write the deployment file."""
-    if phase_duration < 1:
-        raise click.BadParameter(
-            f"{phase_duration} s: deadlines are mandatory (a silent trainer would stall "
-            f"the network), give at least 1 s; {DEFAULT_PHASE_DURATION} s suits a local devnet",
-            param_hint="--phase-duration",
-        )
     allowed = None
     if allow is not None:
         try:
@@ -154,16 +122,11 @@ def up(
             port,
             genesis_cid=genesis_cid,
             task=task,
-            min_trainers=min_trainers,
-            phase_duration=phase_duration,
             block_time=block_time,
             accounts=accounts,
-            registration=registration,
             admin_index=admin_index,
             allowed=allowed,
-            deposit=deposit,
-            cooldown=cooldown,
-            max_samples=max_samples,
+            **settings,
         )
     except (ServiceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

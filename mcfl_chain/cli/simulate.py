@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.adversaries import ADVERSARIES, PLACEMENTS
-from mcfl_chain.algorithms.model_selection import COUNT_RULES
 from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.cli import _network_options as network_options
+from mcfl_chain.cli._options import declared_option
 from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 from mcfl_chain.strategies import STRATEGIES
-from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS
+from mcfl_chain.strategies.base import strategy_options
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def load_config(path: Path, overrides: dict[str, Any]) -> SimulationConfig:
@@ -41,13 +44,13 @@ def load_config(path: Path, overrides: dict[str, Any]) -> SimulationConfig:
     return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def _tolerance(value: str | None) -> float | str | None:
-    if value is None or value == "mixed":
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is neither a number nor 'mixed'") from None
+def _strategy_options(command: F) -> F:
+    """One option per strategy option (:func:`~mcfl_chain.strategies.base.strategy_options`),
+    without a default, so that a scenario file's value stands unless the option is given."""
+    for option in reversed(strategy_options()):
+        spec = option.spec.spelled()
+        command = declared_option(spec, unset=True, mixed=option.mixed)(command)
+    return command
 
 
 def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None:
@@ -118,63 +121,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "-heads<k> version) or fedfmc (fork into groups, then merge them into one model "
     "with EWC).  [default: mcfl]",
 )
-@click.option(
-    "--start",
-    type=click.Choice(STARTS),
-    help="MCFL's first round: a branch per trainer (own) or everybody on the root "
-    "(shared).  [default: own]",
-)
-@click.option(
-    "--aggregate-on",
-    type=click.Choice(AGGREGATE_ON),
-    help="MCFL: aggregate on the best-ranked trained model only, or on all.  [default: best]",
-)
-@click.option(
-    "--selection",
-    type=click.Choice(COUNT_RULES),
-    help="MCFL Algorithm 1's count: percentile (authors' code), ceil or floor of sqrt(n).  "
-    "[default: percentile]",
-)
-@click.option("--clusters", type=click.IntRange(min=1), help="IFCA's and FACADE's k.  [default: 3]")
-@click.option(
-    "--fork-rounds",
-    type=click.IntRange(min=1),
-    help="FedFMC's T, rounds of the fork stage.  [default: 25]",
-)
-@click.option(
-    "--merge-rounds",
-    type=click.IntRange(min=1),
-    help="FedFMC's M, rounds of each group's merge.  [default: 10]",
-)
-@click.option(
-    "--fork-threshold",
-    type=click.FloatRange(min=0),
-    help="FedFMC's h_f, in standard deviations of the group's update drifts.  [default: 2]",
-)
-@click.option(
-    "--fork-start", type=click.IntRange(min=1), help="FedFMC's first fork round.  [default: 5]"
-)
-@click.option(
-    "--fork-gap",
-    type=click.IntRange(min=1),
-    help="FedFMC's rounds between fork rounds.  [default: 4]",
-)
-@click.option(
-    "--fork-end",
-    type=click.IntRange(min=0),
-    help="FedFMC's last rounds of the fork stage without forks.  [default: 5]",
-)
-@click.option(
-    "--ewc",
-    type=click.Choice(["on", "off"]),
-    help="FedFMC's merges with EWC or without.  [default: on]",
-)
-@click.option(
-    "--tolerance",
-    help="Update-selection tolerance for every trainer, or 'mixed' "
-    "(1, 2, 3 in turn).  [default: 1]",
-)
-@click.option("--divergence", type=click.Choice(["l2", "cosine"]), help="[default: l2]")
+@_strategy_options
 @click.option(
     "--adversaries",
     help="Misbehaving trainers as shares of the network, NAME:SHARE[:KEY=VALUE...] "
@@ -202,23 +149,18 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "trainer, but one identity per Sybil coalition; the others are refused on chain); or "
     "anyone paying --deposit (deposit).  [default: open]",
 )
-@network_options.deposit_option(
-    default=None,
+@click.option(
+    "--deposit",
+    type=click.IntRange(min=0),
     help="Wei a registration takes under --registration deposit.  [default: 10**18, 1 ETH]",
 )
-@network_options.max_samples_option(default=None)
+@network_options.setting("max_samples", unset=True)
 @click.option(
     "--storage",
     type=click.Choice(["local", "ipfs"]),
     help="Embedded local store or a js-ipfs daemon.  [default: local]",
 )
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    help="Seconds after which a phase ends without its silent trainers (deadlines are "
-    "mandatory; a phase whose trainers all vote ends at once). Must exceed the slowest "
-    "trainer's phase.  [default: 600]",
-)
+@network_options.setting("phase_duration", default=SimulationConfig.phase_duration, unset=True)
 @click.option("--seed", type=int, help="Data split, initial weights and training seed.")
 @click.option(
     "--engine",
@@ -280,7 +222,6 @@ def simulate(
             options["scenario_params"] = json.loads(options["scenario_params"])
         except ValueError as exc:
             raise click.BadParameter(f"--scenario-params is not JSON: {exc}") from exc
-    options["tolerance"] = _tolerance(options.get("tolerance"))
     if config_path:
         config = load_config(Path(config_path), options)
     else:
@@ -298,13 +239,7 @@ def simulate(
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default runs/demo-<time>).",
 )
-@click.option(
-    "--phase-duration",
-    type=click.IntRange(min=1),
-    default=600,
-    show_default=True,
-    help="Seconds after which a phase ends without its silent trainers.",
-)
+@network_options.setting("phase_duration", default=SimulationConfig.phase_duration)
 def demo(out: Path | None, phase_duration: int) -> None:
     """A small network end to end: 6 trainers in 3 disjoint class groups, 5 rounds.
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from mcfl_chain.cli._options import click_type
 from mcfl_chain.worker.config import OPTIONS, ConfigError, Option, WorkerConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,8 +35,6 @@ class _Converted(click.ParamType):
 
 def _click_type(option: Option) -> click.ParamType:
     """The click type that parses and checks ``option`` as the configuration does."""
-    if option.choices:
-        return click.Choice(option.choices)
     if option.kind is Path:
         return click.Path(
             file_okay=option.directory is not True,
@@ -46,10 +45,7 @@ def _click_type(option: Option) -> click.ParamType:
         return _Converted(option, "json")
     if option.check is not None:
         return _Converted(option, "text")
-    if option.minimum is not None:
-        bounded = click.IntRange if option.kind is int else click.FloatRange
-        return bounded(min=option.minimum)
-    return click.types.convert_type(option.kind)
+    return click_type(option)
 
 
 def _worker_options(command: F) -> F:

@@ -45,6 +45,8 @@ from mcfl_chain.learning.models import MULTI_HEAD_BASES
 from mcfl_chain.learning.scenario import scenario_specs
 from mcfl_chain.simulation import report
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
+from mcfl_chain.strategies import STRATEGIES
+from mcfl_chain.strategies.base import strategy_options
 from mcfl_chain.strategies.fedfmc import FORK_END, FORK_START
 
 METHODS = ("mcfl", "fedavg", "local", "ifca", "oracle")
@@ -73,9 +75,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 """MCFL with one deviation from the authors' code toggled alone, and all of them (v1)."""
 ABLATION_SCENARIOS = ("groups", "autoencoders", "autoencoders-epochs6")
 ALL_METHODS = METHODS + ON_REQUEST + tuple(ABLATIONS)
-MCFL_ONLY = ("tolerance", "divergence", "start", "aggregate_on", "selection", "clusters")
-"""Options the baselines do not use: reset to their defaults so that scenarios differing
-only in these share one baseline run."""
 DEFAULT_SEEDS = (0, 1, 2)
 PUBLISHED_MAX_ROUNDS = 30
 """Rounds of a ``--published-size`` campaign unless ``--max-rounds`` says otherwise."""
@@ -174,18 +173,25 @@ def method_config(config: SimulationConfig, method: str) -> SimulationConfig:
         return config
     if method in ABLATIONS:
         return replace(config, **ABLATIONS[method])
-    defaults = SimulationConfig()
-    base = replace(config, **{k: getattr(defaults, k) for k in MCFL_ONLY})
     if method in ("fedavg", "oracle"):
-        return replace(base, strategy="fedavg")
+        return baseline(config, "fedavg")
     if method == "local":
-        return replace(base, strategy="local")
+        return baseline(config, "local")
     if method in ("ifca", "facade"):
-        return replace(base, strategy=method, clusters=true_group_count(config))
+        return baseline(config, method, clusters=true_group_count(config))
     if method == "fedfmc":
         fork_rounds, merge_rounds = fedfmc_schedule(config)
-        return replace(base, strategy="fedfmc", fork_rounds=fork_rounds, merge_rounds=merge_rounds)
+        return baseline(config, "fedfmc", fork_rounds=fork_rounds, merge_rounds=merge_rounds)
     raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+
+
+def baseline(config: SimulationConfig, strategy: str, **options: Any) -> SimulationConfig:
+    """``config`` with ``strategy`` and its ``options``, every strategy option that
+    ``strategy`` does not declare reset to its default: scenarios that differ only in
+    other strategies' options (MCFL's tolerance variants) share one baseline run."""
+    own = {option.name for option in STRATEGIES[strategy].declared_options()}
+    defaults = {o.name: o.spec.spelled().default for o in strategy_options() if o.name not in own}
+    return replace(config, strategy=strategy, **{**defaults, **options})
 
 
 def fedfmc_schedule(config: SimulationConfig) -> tuple[int, int]:

@@ -19,14 +19,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from web3 import Web3
 
-from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
+from mcfl_chain._utils.config_files import ConfigError, FileConfig, match_keys
 from mcfl_chain._utils.forked import ChildProcess, start_module
 from mcfl_chain._utils.process import free_port, unwind_on_termination
 from mcfl_chain.adversaries import (
@@ -61,18 +61,9 @@ from mcfl_chain.simulation.registration import (
 from mcfl_chain.storage import open_storage
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs
 from mcfl_chain.strategies import make_strategy
-from mcfl_chain.strategies.fedfmc import (
-    FORK_END,
-    FORK_GAP,
-    FORK_ROUNDS,
-    FORK_START,
-    FORK_THRESHOLD,
-    MERGE_ROUNDS,
-)
-from mcfl_chain.worker.config import WorkerConfig
+from mcfl_chain.strategies.base import strategy_options
+from mcfl_chain.worker.config import WorkerConfig, with_strategy_options
 from mcfl_chain.worker.genesis import publish_genesis
-
-MIXED_TOLERANCES = (1.0, 2.0, 3.0)
 
 WORKER_PRELOAD = ("torch", "mcfl_chain.cli", "mcfl_chain.worker.launch")
 """What the workers' forkserver imports once, instead of every worker (~4 s of CPU each)."""
@@ -83,8 +74,15 @@ class SimulationError(RuntimeError):
 
 
 @dataclass
-class SimulationConfig:
-    """A scenario: who trains what, on which data, with which rules."""
+@with_strategy_options(mixed=True)
+class SimulationConfig(FileConfig):
+    """A scenario: who trains what, on which data, with which rules.
+
+    The strategies' options are fields too, after :attr:`strategy`, with the worker's
+    defaults (:func:`~mcfl_chain.worker.config.with_strategy_options`); one whose
+    declaration has ``mixed`` values (MCFL's ``tolerance``) may be ``"mixed"``: the
+    trainers take those values in turn (tolerances 1, 2, 3: paper §5.3).
+    """
 
     name: str = "demo"
     dataset: str = "fashion-mnist"
@@ -105,29 +103,6 @@ class SimulationConfig:
     """Samples per trainer (None: the whole share)."""
     arch: str = "lenet5"
     strategy: str = "mcfl"
-    tolerance: float | str = 1.0
-    """A number for everyone, or "mixed" (1, 2, 3 in turn, paper §5.3)."""
-    divergence: str = "l2"
-    start: str = "own"
-    """MCFL's first round: own (a branch per trainer) or shared (everybody on the root)."""
-    aggregate_on: str = "best"
-    """MCFL: aggregate on the best-ranked trained model only, or on all."""
-    selection: str = "percentile"
-    """MCFL Algorithm 1's count rule: percentile, ceil or floor."""
-    clusters: int = 3
-    """IFCA's number of models; FACADE's number of heads."""
-    fork_rounds: int = FORK_ROUNDS
-    """FedFMC's T: rounds of the fork stage."""
-    merge_rounds: int = MERGE_ROUNDS
-    """FedFMC's M: rounds of each merge."""
-    fork_threshold: float = FORK_THRESHOLD
-    """FedFMC's h_f."""
-    fork_start: int = FORK_START
-    fork_gap: int = FORK_GAP
-    fork_end: int = FORK_END
-    """FedFMC's fork eligibility: first round, spacing, last rounds without forks."""
-    ewc: str = "on"
-    """FedFMC's merges with EWC (on) or without (off)."""
     seed: int = 0
     storage: str = "local"
     """local (embedded store in the run directory) or ipfs (a js-ipfs daemon)."""
@@ -181,7 +156,7 @@ class SimulationConfig:
     counts bounds what a sample inflator gains."""
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> SimulationConfig:
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Self:
         """A scenario from keys and values (dash-case or snake_case field names).
 
         Raises
@@ -190,17 +165,6 @@ class SimulationConfig:
             Naming an unknown key and the closest valid one, or a key given twice.
         """
         return cls(**match_keys(data, [f.name for f in fields(cls)], source))
-
-    @classmethod
-    def load_file(cls, path: str | Path) -> SimulationConfig:
-        """The scenario in a TOML file, or a JSON file if its name ends in ``.json``.
-
-        Raises
-        ------
-        ConfigError
-            If the file cannot be read, or as :meth:`from_mapping`.
-        """
-        return cls.from_mapping(read_mapping(path), source=str(path))
 
     @property
     def stall_timeout(self) -> float:
@@ -213,10 +177,20 @@ class SimulationConfig:
         """The scenario's trainers this run starts, in order (see :attr:`trainers`)."""
         return list(range(self.n_trainers)) if self.trainers is None else list(self.trainers)
 
-    def tolerances(self) -> list[float]:
-        if self.tolerance == "mixed":
-            return [MIXED_TOLERANCES[i % len(MIXED_TOLERANCES)] for i in range(self.n_trainers)]
-        return [float(self.tolerance)] * self.n_trainers
+    if TYPE_CHECKING:
+        # The strategies' options are fields too (with_strategy_options): mypy sees none.
+        def __getattr__(self, name: str) -> Any: ...
+
+    def strategy_options(self, index: int) -> dict[str, Any]:
+        """Trainer ``index``'s strategy options: a ``"mixed"`` value replaced by the
+        option's mixed values, in turn."""
+        values = {}
+        for option in strategy_options():
+            value = getattr(self, option.name)
+            if option.mixed and value == "mixed":
+                value = option.mixed[index % len(option.mixed)]
+            values[option.name] = value
+        return values
 
     def adversary_assignment(self) -> dict[int, AdversarySpec]:
         """Trainer index → the adversary it plays (honest trainers are absent), drawn
@@ -274,19 +248,7 @@ class SimulationConfig:
             seed=self.seed,
             arch=self.network_arch,
             strategy=self.strategy,
-            tolerance=self.tolerances()[index],
-            divergence=self.divergence,
-            start=self.start,
-            aggregate_on=self.aggregate_on,
-            selection=self.selection,
-            clusters=self.clusters,
-            fork_rounds=self.fork_rounds,
-            merge_rounds=self.merge_rounds,
-            fork_threshold=self.fork_threshold,
-            fork_start=self.fork_start,
-            fork_gap=self.fork_gap,
-            fork_end=self.fork_end,
-            ewc=self.ewc,
+            **self.strategy_options(index),
             epochs=self.epochs,
             batch_size=self.batch_size,
             lr=self.lr,
@@ -305,7 +267,7 @@ class SimulationConfig:
         ValueError
             If the strategy is unknown, or :attr:`arch` has no version with that many heads.
         """
-        heads = make_strategy(self.strategy, clusters=self.clusters).model_heads()
+        heads = make_strategy(self.strategy, **self.strategy_options(0)).model_heads()
         return self.arch if heads is None else multi_head_arch(self.arch, heads)
 
     @property
@@ -362,19 +324,14 @@ class SimulationConfig:
         self._validate_trainers()
         try:
             self.network_arch  # noqa: B018 (the property checks arch against the strategy)
+        except ConfigError as exc:  # a strategy option's value
+            raise SimulationError(f"scenario {self.name!r}: {exc}") from exc
         except ValueError as exc:
             raise SimulationError(
                 f"scenario {self.name!r}: strategy {self.strategy!r}: {exc}"
             ) from exc
         if self.storage not in ("local", "ipfs"):
             raise SimulationError(f"storage must be 'local' or 'ipfs', not {self.storage!r}")
-        if self.tolerance != "mixed":
-            try:
-                float(self.tolerance)
-            except ValueError as exc:
-                raise SimulationError(
-                    f"tolerance must be a number or 'mixed', not {self.tolerance!r}"
-                ) from exc
         if self.placement not in PLACEMENTS:
             raise SimulationError(
                 f"scenario {self.name!r}: placement must be one of {', '.join(PLACEMENTS)}, "

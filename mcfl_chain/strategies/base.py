@@ -6,7 +6,10 @@ its own (step 3); for the network's first round, where training starts (the shar
 root, or weights of the trainer's own); and, for a model that several clusters share,
 which part of it is this trainer's (:meth:`Strategy.personalise`: FACADE's head).
 Adding a strategy means adding a module that subclasses :class:`Strategy` and decorates
-it with :func:`register_strategy`.
+it with :func:`register_strategy`. Its options are class attributes of type
+:class:`StrategyOption`, declared there once (name, type, default, help): the worker's
+options and configuration files, the simulator's scenarios and the command lines are
+made from :func:`strategy_options`, the options of every registered strategy.
 
 Strategies see weights only as opaque state dicts and flattened vectors: they build
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
@@ -28,18 +31,90 @@ model id commits to it. Each strategy's module says what that means for it.
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
+from mcfl_chain._utils.options import OptionSpec
 from mcfl_chain.algorithms.robust.base import AggregationRule, SelectionRule
 from mcfl_chain.algorithms.robust.spec import Defence
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+class StrategyOption(Generic[T]):
+    """An option of a strategy, declared once, as a class attribute of the strategy.
+
+    ``tolerance = StrategyOption(float, 1.0, "MCFL: ...", minimum=0)`` gives the strategy
+    an option ``tolerance``: the constructor takes ``tolerance=`` (checked by
+    :meth:`OptionSpec.convert <mcfl_chain._utils.options.OptionSpec.convert>`, so a
+    refused value raises ``ValueError`` naming the option), ``self.tolerance`` is its
+    value, and ``--tolerance`` exists wherever strategies are chosen.
+
+    Parameters
+    ----------
+    kind : type
+        ``int``, ``float``, ``str`` or ``bool`` (on the command line and in files a
+        bool is ``on`` or ``off``).
+    default
+        The value when nobody sets it.
+    help : str
+        One or two sentences for ``--help``, starting with the strategy's name
+        (``"IFCA: ..."``), without the default (shown apart).
+    choices, minimum
+        The accepted names, or the smallest accepted number.
+    name : str, optional
+        The option's name when the attribute cannot bear it (MCFL's ``aggregate_on``
+        is a method of every strategy).
+    mixed : Sequence, optional
+        Values a simulation may hand its trainers in turn when told ``"mixed"``
+        (MCFL's tolerances 1, 2, 3: paper §5.3). Empty: one value for all.
+    """
+
+    def __init__(
+        self,
+        kind: type[T],
+        default: T,
+        help: str,
+        *,
+        choices: Sequence[str] = (),
+        minimum: float | None = None,
+        name: str = "",
+        mixed: Sequence[T] = (),
+    ) -> None:
+        self.spec = OptionSpec(name, kind, default, help, tuple(choices), minimum)
+        self.attribute = name
+        self.mixed: tuple[T, ...] = tuple(mixed)
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+        if not self.spec.name:
+            self.spec = replace(self.spec, name=attribute)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> StrategyOption[T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> Any:
+        # Only reached when the constructor was not given the option: the instance's own
+        # value (its __dict__) comes before a non-data descriptor.
+        return self if instance is None else self.spec.default
+
+    def same_as(self, other: StrategyOption[Any]) -> bool:
+        """Whether ``other`` declares the same values (its help may differ)."""
+        return replace(self.spec, help="") == replace(other.spec, help="") and (
+            self.mixed == other.mixed
+        )
 
 
 @dataclass(frozen=True)
@@ -184,7 +259,10 @@ def own_branch_seed(seed: int, trainer_id: int) -> int:
 
 
 class Strategy(ABC):
-    """A trainer's rules for choosing models to train and updates to aggregate."""
+    """A trainer's rules for choosing models to train and updates to aggregate.
+
+    The constructor takes the strategy's options (:meth:`declared_options`) by name.
+    """
 
     name: str = ""
     context: StrategyContext | None = None
@@ -204,6 +282,39 @@ class Strategy(ABC):
     """True when :meth:`choose_models` takes the trainer's own model whenever one is a
     candidate (local training): the worker then offers it only those, and neither
     fetches nor scores peers' models it has no use for."""
+
+    def __init__(self, **options: Any) -> None:
+        """Set the options given; the others keep their declared defaults.
+
+        Raises
+        ------
+        ValueError
+            For an option this strategy does not declare, or a value it refuses.
+        """
+        declared = {option.name: option for option in self.declared_options()}
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__} has no option {', '.join(unknown)}; its options: "
+                f"{', '.join(declared) or 'none'}"
+            )
+        for key, value in options.items():
+            option = declared[key]
+            self.__dict__[option.attribute] = option.spec.convert(value)
+
+    @classmethod
+    def declared_options(cls) -> tuple[StrategyOption[Any], ...]:
+        """The options of this strategy, inherited ones first, in declaration order."""
+        found: dict[str, StrategyOption[Any]] = {}
+        for klass in reversed(cls.__mro__):
+            for value in vars(klass).values():
+                if isinstance(value, StrategyOption):
+                    found[value.attribute] = value
+        return tuple(found.values())
+
+    def __repr__(self) -> str:
+        values = (f"{o.name}={getattr(self, o.attribute)!r}" for o in self.declared_options())
+        return f"{type(self).__name__}({', '.join(values)})"
 
     def bind(self, context: StrategyContext) -> None:
         """Receive the trainer's context (the worker calls this once, before any round)."""
@@ -320,15 +431,52 @@ def register_strategy(name: str) -> Callable[[S], S]:
 
 
 def _accepted_options(cls: type[Strategy]) -> set[str]:
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    parameters = inspect.signature(cls.__init__).parameters.values()
-    return {p.name for p in parameters if p.kind in named and p.name != "self"}
+    return {option.name for option in cls.declared_options()}
+
+
+def strategy_options() -> tuple[StrategyOption[Any], ...]:
+    """The options of every registered strategy, by strategy name then declaration.
+
+    Strategies that declare an option of the same name share it (IFCA's and FACADE's
+    ``clusters``, k): one option, whose help joins theirs.
+
+    Raises
+    ------
+    TypeError
+        If two strategies declare one name with different types, defaults or checks.
+    """
+    merged: dict[str, StrategyOption[Any]] = {}
+    owners: dict[str, str] = {}
+    for name in sorted(STRATEGIES):
+        for option in STRATEGIES[name].declared_options():
+            known = merged.get(option.name)
+            if known is None:
+                merged[option.name], owners[option.name] = option, name
+                continue
+            if not known.same_as(option):
+                raise TypeError(
+                    f"strategies {owners[option.name]!r} and {name!r} both declare the "
+                    f"option {option.name!r}, differently: give one of them another name"
+                )
+            if option.spec.help not in known.spec.help:
+                spec = known.spec
+                shared = StrategyOption(
+                    spec.kind,
+                    spec.default,
+                    f"{spec.help} {option.spec.help}",
+                    choices=spec.choices,
+                    minimum=spec.minimum,
+                    name=spec.name,
+                    mixed=known.mixed,
+                )
+                merged[option.name] = shared
+    return tuple(merged.values())
 
 
 def make_strategy(name: str, defence: Defence | None = None, **options: Any) -> Strategy:
     """Instantiate a registered strategy by name, with a defence if given.
 
-    Options that another registered strategy accepts but this one does not (e.g.
+    Options that another registered strategy declares but this one does not (e.g.
     ``tolerance`` for ``"fedavg"``) are dropped, so a command line can pass its strategy
     options whatever the strategy chosen; an option no strategy accepts is an error.
 

@@ -36,27 +36,20 @@ from __future__ import annotations
 from typing import Any
 
 from mcfl_chain.algorithms.facade import head_choice, head_count, lowest_loss_head, with_head
-from mcfl_chain.strategies.base import register_strategy
+from mcfl_chain.strategies.base import StrategyOption, register_strategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
 
 
 @register_strategy("facade")
 class FACADEStrategy(FedAvgStrategy):
-    """FACADE's rules: FedAvg's choice of model and updates on a model with k heads.
+    """FACADE's rules: FedAvg's choice of model and updates on a model with k heads."""
 
-    Parameters
-    ----------
-    clusters : int, default 3
-        k, the number of heads (the clusters the network expects).
-    """
-
-    def __init__(self, clusters: int = 3) -> None:
-        if clusters < 1:
-            raise ValueError(f"clusters (FACADE's heads) must be at least 1, got {clusters}")
-        self.clusters = int(clusters)
-
-    def __repr__(self) -> str:
-        return f"FACADEStrategy(clusters={self.clusters})"
+    clusters = StrategyOption(
+        int,
+        3,
+        "FACADE: k, the number of heads (the network trains the model's <base>-heads<k> version).",
+        minimum=1,
+    )
 
     def model_heads(self) -> int | None:
         return self.clusters

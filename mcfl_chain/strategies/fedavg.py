@@ -25,9 +25,6 @@ from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
 class FedAvgStrategy(Strategy):
     """FedAvg's rules: the most popular model, every update."""
 
-    def __repr__(self) -> str:
-        return "FedAvgStrategy()"
-
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
         """The single most popular candidate; ties go to the higher metric, then the smaller key."""
         if not candidates:

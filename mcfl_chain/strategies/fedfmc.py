@@ -90,7 +90,7 @@ import numpy as np
 
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.algorithms.ewc import ewc_lambda, ewc_penalty
-from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
+from mcfl_chain.strategies.base import Candidate, K, Strategy, StrategyOption, register_strategy
 
 FORK_ROUNDS = 25
 """T, the fork stage's rounds: the paper's §4.3 forks over rounds 0-24."""
@@ -222,65 +222,50 @@ def stage_of(round_: int, fork_rounds: int, merge_rounds: int, groups: int) -> S
 
 @register_strategy("fedfmc")
 class FedFMCStrategy(Strategy):
-    """FedFMC's rules (module docstring).
+    """FedFMC's rules (module docstring)."""
 
-    Parameters
-    ----------
-    fork_rounds : int, default 25
-        T, the rounds of the fork stage (paper §4.3: forking over rounds 0-24).
-    merge_rounds : int, default 10
-        M, the rounds of each merge (the paper gives no figure, only an early stop
-        over 5-round windows, so at least 5; 10 here).
-    fork_threshold : float, default 2.0
-        h_f (the paper gives no figure; :data:`FORK_THRESHOLD` says why 2).
-    fork_start, fork_gap, fork_end : int, default 5, 4, 5
-        Fork eligibility (paper §5.1, :func:`fork_eligible`).
-    ewc : bool, default True
-        Whether merges train with the EWC penalty (off: the paper's "no EWC" ablation).
-    """
+    fork_rounds = StrategyOption(
+        int, FORK_ROUNDS, "FedFMC: T, the rounds of the fork stage (paper: 25).", minimum=1
+    )
+    merge_rounds = StrategyOption(
+        int,
+        MERGE_ROUNDS,
+        "FedFMC: M, the rounds each group's merge lasts (the paper gives none).",
+        minimum=1,
+    )
+    fork_threshold = StrategyOption(
+        float,
+        FORK_THRESHOLD,
+        "FedFMC: h_f, a member is poorly served when its update drift exceeds the group's "
+        "smallest by more than h_f standard deviations (the paper gives none; below 2 it "
+        "flags every group's top member).",
+        minimum=0,
+    )
+    fork_start = StrategyOption(
+        int, FORK_START, "FedFMC: first fork-eligible round (paper: 5).", minimum=1
+    )
+    fork_gap = StrategyOption(
+        int, FORK_GAP, "FedFMC: rounds between fork-eligible rounds (paper: 4).", minimum=1
+    )
+    fork_end = StrategyOption(
+        int,
+        FORK_END,
+        "FedFMC: last rounds of the fork stage that may not fork (paper: 5).",
+        minimum=0,
+    )
+    ewc = StrategyOption(
+        bool,
+        True,
+        "FedFMC: train merges with the EWC penalty (on) or without (off, the paper's ablation).",
+    )
 
-    def __init__(
-        self,
-        fork_rounds: int = FORK_ROUNDS,
-        merge_rounds: int = MERGE_ROUNDS,
-        fork_threshold: float = FORK_THRESHOLD,
-        fork_start: int = FORK_START,
-        fork_gap: int = FORK_GAP,
-        fork_end: int = FORK_END,
-        ewc: bool = True,
-    ) -> None:
-        for name, value, least in (
-            ("fork_rounds", fork_rounds, 1),
-            ("merge_rounds", merge_rounds, 1),
-            ("fork_start", fork_start, 1),
-            ("fork_gap", fork_gap, 1),
-            ("fork_end", fork_end, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-        if not fork_threshold >= 0:
-            raise ValueError(
-                f"fork_threshold must be >= 0 standard deviations, got {fork_threshold}"
-            )
-        self.fork_rounds = fork_rounds
-        self.merge_rounds = merge_rounds
-        self.fork_threshold = float(fork_threshold)
-        self.fork_start = fork_start
-        self.fork_gap = fork_gap
-        self.fork_end = fork_end
-        self.ewc = bool(ewc)
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         # Chain facts never change once recorded: computed once per key.
         self._flagged: dict[Hashable, frozenset[int]] = {}
         self._origins: dict[Hashable, frozenset[Hashable]] = {}
         self._fishers: dict[Hashable, Any] = {}
         self._groups: list[Hashable] | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"FedFMCStrategy(fork_rounds={self.fork_rounds}, merge_rounds={self.merge_rounds}, "
-            f"fork_threshold={self.fork_threshold}, fork_start={self.fork_start}, "
-            f"fork_gap={self.fork_gap}, fork_end={self.fork_end}, ewc={self.ewc})"
-        )
 
     # -- the fork stage ----------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from mcfl_chain.algorithms.divergence import flatten_state
-from mcfl_chain.strategies.base import Candidate, K, Strategy, register_strategy
+from mcfl_chain.strategies.base import Candidate, K, Strategy, StrategyOption, register_strategy
 
 
 def cluster_seed(seed: int, cluster: int) -> int:
@@ -41,23 +41,16 @@ def cluster_seed(seed: int, cluster: int) -> int:
 
 @register_strategy("ifca")
 class IFCAStrategy(Strategy):
-    """IFCA's rules.
+    """IFCA's rules."""
 
-    Parameters
-    ----------
-    clusters : int, default 3
-        k, the number of models the network trains.
-    """
+    clusters = StrategyOption(
+        int, 3, "IFCA: k, the number of models the network trains.", minimum=1
+    )
 
-    def __init__(self, clusters: int = 3) -> None:
-        if clusters < 1:
-            raise ValueError(f"clusters must be at least 1, got {clusters}")
-        self.clusters = int(clusters)
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self._models: list[Any] | None = None
         self._starts: list[np.ndarray] | None = None
-
-    def __repr__(self) -> str:
-        return f"IFCAStrategy(clusters={self.clusters})"
 
     def _starting_models(self) -> list[Any]:
         """The k starting models, built once (a round-0 trainer needs them to train and

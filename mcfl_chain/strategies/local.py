@@ -23,9 +23,6 @@ class LocalStrategy(Strategy):
 
     own_lineage_only = True
 
-    def __repr__(self) -> str:
-        return "LocalStrategy()"
-
     def starting_weights(self) -> Any | None:
         context = self._context()
         return context.initial_weights(own_branch_seed(context.seed, context.trainer_id))

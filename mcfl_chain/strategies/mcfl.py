@@ -41,7 +41,7 @@ start every trainer keeps its own update only, so there is nothing to defend.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from mcfl_chain.strategies.base import (
     Candidate,
     K,
     Strategy,
+    StrategyOption,
     own_branch_seed,
     register_strategy,
 )
@@ -59,60 +60,54 @@ from mcfl_chain.strategies.base import (
 DivergenceName = Literal["l2", "cosine"]
 StartName = Literal["own", "shared"]
 AggregateOn = Literal["best", "all"]
+DIVERGENCES: tuple[DivergenceName, ...] = ("l2", "cosine")
 STARTS: tuple[StartName, ...] = ("own", "shared")
 AGGREGATE_ON: tuple[AggregateOn, ...] = ("best", "all")
+MIXED_TOLERANCES = (1.0, 2.0, 3.0)
+"""The tolerances of a simulation's "mixed" network, handed out in turn (paper §5.3)."""
 
 
 @register_strategy("mcfl")
 class MCFLStrategy(Strategy):
-    """MultiConfederated Learning's rules.
+    """MultiConfederated Learning's rules (its options: module docstring)."""
 
-    Parameters
-    ----------
-    tolerance : float, default 2.0
-        Standard deviations above the median divergence still accepted (paper: 1–3).
-    divergence : {"l2", "cosine"}, default "l2"
-        ``"l2"``: relative L2 weight divergence between the updates' weights (paper
-        Eq. 2). ``"cosine"``: cosine distance between the update deltas (update − parent)
-        when the parent is given, else between the weights (thesis §7.3).
-    start : {"own", "shared"}, default "own"
-        Where the first round's training starts (module docstring).
-    aggregate_on : {"best", "all"}, default "best"
-        Which trained models a trainer aggregates on (module docstring).
-    selection : {"percentile", "ceil", "floor"}, default "percentile"
-        How many of the ranked models to train (module docstring).
-    """
-
-    def __init__(
-        self,
-        tolerance: float = 2.0,
-        divergence: DivergenceName = "l2",
-        start: StartName = "own",
-        aggregate_on: AggregateOn = "best",
-        selection: CountRule = "percentile",
-    ) -> None:
-        if divergence not in ("l2", "cosine"):
-            raise ValueError(f"divergence must be 'l2' or 'cosine', got {divergence!r}")
-        if not tolerance >= 0:
-            raise ValueError(f"tolerance must be >= 0 standard deviations, got {tolerance}")
-        if start not in STARTS:
-            raise ValueError(f"start must be one of {STARTS}, got {start!r}")
-        if aggregate_on not in AGGREGATE_ON:
-            raise ValueError(f"aggregate_on must be one of {AGGREGATE_ON}, got {aggregate_on!r}")
-        if selection not in COUNT_RULES:
-            raise ValueError(f"selection must be one of {COUNT_RULES}, got {selection!r}")
-        self.tolerance = float(tolerance)
-        self.divergence = divergence
-        self.start = start
-        self.aggregate_on_rule = aggregate_on
-        self.selection = selection
-
-    def __repr__(self) -> str:
-        return (
-            f"MCFLStrategy(tolerance={self.tolerance}, divergence={self.divergence!r}, "
-            f"start={self.start!r}, aggregate_on={self.aggregate_on_rule!r}, "
-            f"selection={self.selection!r})"
-        )
+    tolerance = StrategyOption(
+        float,
+        1.0,
+        "MCFL update selection: keep peers with divergence < median + tolerance·std "
+        "(the paper: 1 to 3).",
+        minimum=0,
+        mixed=MIXED_TOLERANCES,
+    )
+    divergence = StrategyOption(
+        str,
+        "l2",
+        "MCFL: relative L2 weight divergence between the updates (paper Eq. 2), or cosine "
+        "distance between the update deltas (thesis §7.3).",
+        choices=DIVERGENCES,
+    )
+    start = StrategyOption(
+        str,
+        "own",
+        "MCFL's first round: own (each trainer its own initialisation, a branch each; the "
+        "authors' code) or shared (everybody trains the root and runs Algorithm 2).",
+        choices=STARTS,
+    )
+    aggregate_on_rule = StrategyOption(
+        str,
+        "best",
+        "MCFL: aggregate only on the best-ranked trained model (the authors' code) or on "
+        "all trained models.",
+        choices=AGGREGATE_ON,
+        name="aggregate_on",  # the attribute: Strategy.aggregate_on is a method
+    )
+    selection = StrategyOption(
+        str,
+        "percentile",
+        "MCFL Algorithm 1: how many ranked models to train: percentile (the authors' "
+        "code), ceil (⌈√n⌉) or floor (⌊√n⌋).",
+        choices=COUNT_RULES,
+    )
 
     def starting_weights(self) -> Any | None:
         if self.start == "shared":
@@ -127,7 +122,7 @@ class MCFLStrategy(Strategy):
         return select_best_models(
             {c.key: c.metric for c in candidates},
             {c.key: c.popularity for c in candidates},
-            rule=self.selection,
+            rule=cast(CountRule, self.selection),
         )
 
     def choose_updates(

@@ -2,6 +2,9 @@
 
 Each field of :class:`WorkerConfig` is an option of ``mcfl-chain worker``; the field's
 ``metadata`` holds its help text and how it is offered (flag, choices, lower bound).
+The strategies' options are fields too, made from their declarations
+(:func:`~mcfl_chain.strategies.base.strategy_options`, placed after ``strategy``): a
+strategy's module adds its options here without a line written in this one.
 Everything else is built from these fields: the command line (``mcfl_chain.cli.worker``
 makes one click option per :data:`OPTIONS` entry), configuration files
 (:meth:`WorkerConfig.load_file`, which refuses unknown keys) and the simulator's worker
@@ -15,11 +18,11 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Self, TypeVar, get_args, get_origin, get_type_hints
 
-from mcfl_chain._utils.config_files import ConfigError, match_keys, read_mapping
+from mcfl_chain._utils.config_files import ConfigError, FileConfig, match_keys
+from mcfl_chain._utils.options import KINDS, OptionSpec
 from mcfl_chain.adversaries import ADVERSARIES, parse_adversary_spec
-from mcfl_chain.algorithms.model_selection import COUNT_RULES
 from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
@@ -27,12 +30,11 @@ from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
-from mcfl_chain.strategies import fedfmc as _fedfmc
-from mcfl_chain.strategies.mcfl import AGGREGATE_ON, STARTS, DivergenceName
+from mcfl_chain.strategies.base import strategy_options
 
 __all__ = ["OPTIONS", "ConfigError", "Option", "WorkerConfig"]
 
-_KINDS = {int: "an integer", float: "a number", str: "a string", Path: "a path", dict: "a table"}
+_KINDS = {**KINDS, Path: "a path", dict: "a table"}
 
 
 def _option(
@@ -41,7 +43,7 @@ def _option(
     *,
     flag: str | None = None,
     choices: Iterable[str] = (),
-    minimum: int | None = None,
+    minimum: float | None = None,
     directory: bool | None = False,
     secret: bool = False,
     check: Callable[[str], object] | None = None,
@@ -62,8 +64,40 @@ def _option(
     return field(default=default, metadata=metadata)
 
 
+C = TypeVar("C", bound=type)
+
+
+def with_strategy_options(*, mixed: bool = False) -> Callable[[C], C]:
+    """A class decorator, applied before ``@dataclass``: a field per strategy option
+    (:func:`~mcfl_chain.strategies.base.strategy_options`) after the class's field
+    ``strategy``, as files and command lines spell it (a bool: ``on`` or ``off``).
+
+    With ``mixed``, an option declaring ``mixed`` values also takes the text
+    ``"mixed"`` (a simulation then hands those values to its trainers in turn).
+    """
+
+    def decorate(cls: C) -> C:
+        annotations: dict[str, Any] = {}
+        for name, hint in cls.__annotations__.items():
+            annotations[name] = hint
+            if name != "strategy":
+                continue
+            for option in strategy_options():
+                spec = option.spec.spelled()
+                annotations[spec.name] = spec.kind | str if mixed and option.mixed else spec.kind
+                field_ = _option(
+                    spec.default, spec.help, choices=spec.choices, minimum=spec.minimum
+                )
+                setattr(cls, spec.name, field_)
+        cls.__annotations__ = annotations
+        return cls
+
+    return decorate
+
+
 @dataclass(frozen=True)
-class WorkerConfig:
+@with_strategy_options()
+class WorkerConfig(FileConfig):
     """What one trainer runs with: its chain, storage, data share and learning rules.
 
     Instances are checked on creation (types, choices, lower bounds) and raise
@@ -148,65 +182,6 @@ class WorkerConfig:
         "lowest-loss head; fedfmc: FedFMC's fork into groups, then merges into one model "
         "with EWC.",
         choices=sorted(STRATEGIES),
-    )
-    start: str = _option(
-        "own",
-        "MCFL's first round: own (each trainer its own initialisation, a branch each; the "
-        "authors' code) or shared (everybody trains the root and runs Algorithm 2).",
-        choices=STARTS,
-    )
-    aggregate_on: str = _option(
-        "best",
-        "MCFL: aggregate only on the best-ranked trained model (the authors' code) or on "
-        "all trained models.",
-        choices=AGGREGATE_ON,
-    )
-    selection: str = _option(
-        "percentile",
-        "MCFL Algorithm 1: how many ranked models to train: percentile (the authors' "
-        "code), ceil (⌈√n⌉) or floor (⌊√n⌋).",
-        choices=COUNT_RULES,
-    )
-    clusters: int = _option(
-        3, "IFCA: number of models k the network trains; FACADE: number of heads k.", minimum=1
-    )
-    fork_rounds: int = _option(
-        _fedfmc.FORK_ROUNDS, "FedFMC: T, the rounds of the fork stage (paper: 25).", minimum=1
-    )
-    merge_rounds: int = _option(
-        _fedfmc.MERGE_ROUNDS,
-        "FedFMC: M, the rounds each group's merge lasts (the paper gives none).",
-        minimum=1,
-    )
-    fork_threshold: float = _option(
-        _fedfmc.FORK_THRESHOLD,
-        "FedFMC: h_f, a member is poorly served when its update drift exceeds the group's "
-        "smallest by more than h_f standard deviations (the paper gives none; below 2 it "
-        "flags every group's top member).",
-    )
-    fork_start: int = _option(
-        _fedfmc.FORK_START, "FedFMC: first fork-eligible round (paper: 5).", minimum=1
-    )
-    fork_gap: int = _option(
-        _fedfmc.FORK_GAP, "FedFMC: rounds between fork-eligible rounds (paper: 4).", minimum=1
-    )
-    fork_end: int = _option(
-        _fedfmc.FORK_END,
-        "FedFMC: last rounds of the fork stage that may not fork (paper: 5).",
-        minimum=0,
-    )
-    ewc: str = _option(
-        "on",
-        "FedFMC: train merges with the EWC penalty (on) or without (off, the paper's ablation).",
-        choices=("on", "off"),
-    )
-    tolerance: float = _option(
-        1.0, "MCFL update selection: keep peers with divergence < median + tolerance·std."
-    )
-    divergence: str = _option(
-        "l2",
-        "Relative L2 weight divergence (paper Eq. 2) or cosine distance (thesis §7.3).",
-        choices=get_args(DivergenceName),
     )
     epochs: int = _option(2, "Local epochs per trained model per round.", minimum=1)
     batch_size: int = _option(32, "Mini-batch size of local training.", minimum=1)
@@ -296,12 +271,21 @@ class WorkerConfig:
         check=parse_defence,
     )
 
+    if TYPE_CHECKING:
+        # The strategies' options are fields too (with_strategy_options): mypy sees none.
+        def __getattr__(self, name: str) -> Any: ...
+
     def __post_init__(self) -> None:
         for option in OPTIONS:
             object.__setattr__(self, option.name, option.convert(getattr(self, option.name)))
 
+    def strategy_options(self) -> dict[str, Any]:
+        """The value of every strategy's option, by name, as
+        :func:`~mcfl_chain.strategies.base.make_strategy` takes them."""
+        return {option.name: getattr(self, option.name) for option in strategy_options()}
+
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "worker options") -> WorkerConfig:
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "worker options") -> Self:
         """A configuration from keys and values, as a TOML or JSON file holds them.
 
         Keys are option names in dash-case or snake_case (``n-trainers``, ``n_trainers``);
@@ -319,17 +303,6 @@ class WorkerConfig:
             return cls(**values)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
-
-    @classmethod
-    def load_file(cls, path: str | Path) -> WorkerConfig:
-        """The configuration in a TOML file, or a JSON file if its name ends in ``.json``.
-
-        Raises
-        ------
-        ConfigError
-            If the file cannot be read, or as :meth:`from_mapping`.
-        """
-        return cls.from_mapping(read_mapping(path), source=str(path))
 
     def to_args(self) -> list[str]:
         """Command-line arguments of ``mcfl-chain worker`` that rebuild this configuration.
@@ -349,27 +322,15 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
-class Option:
-    """One :class:`WorkerConfig` field, as a person sets it.
+class Option(OptionSpec):
+    """One :class:`WorkerConfig` field, as a person sets it: an
+    :class:`~mcfl_chain._utils.options.OptionSpec` whose kind may also be ``Path`` or
+    ``dict`` (its ``alias``: the flag declared, ``--model`` for ``arch``), and besides
 
     Attributes
     ----------
-    name : str
-        The field's name; the key in configuration files.
-    flag : str
-        The command-line flag, ``--`` and the name in dash-case unless declared.
-    help : str
-        One or two sentences for ``--help``.
-    kind : type
-        Type of the value: ``int``, ``float``, ``str``, ``Path`` or ``dict``.
-    default : Any
-        The value when nobody sets it.
     optional : bool
         Whether ``None`` is a valid value (the option may stay unset).
-    choices : tuple[str, ...]
-        The accepted values, if the option is one of a few names.
-    minimum : int or None
-        The smallest accepted number.
     directory : bool or None
         For a path: it names a directory (True), a file (False) or either (None).
     secret : bool
@@ -379,14 +340,7 @@ class Option:
         it, raising ``ValueError`` with the reason when it is refused.
     """
 
-    name: str
-    flag: str
-    help: str
-    kind: type
-    default: Any
-    optional: bool
-    choices: tuple[str, ...] = ()
-    minimum: int | None = None
+    optional: bool = False
     directory: bool | None = False
     secret: bool = False
     check: Callable[[str], object] | None = None
@@ -403,22 +357,16 @@ class Option:
             if self.optional:
                 return None
             raise ConfigError(f"{self.name} must be {_KINDS[self.kind]}; it cannot be unset")
-        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        elif self.kind is Path and isinstance(value, str):
+        if self.kind is Path and isinstance(value, str):
             value = Path(value)
         elif self.kind is str and isinstance(value, Path):
             value = str(value)
         elif self.kind is dict and isinstance(value, str):
             value = self._json_object(value)
-        if not isinstance(value, self.kind) or isinstance(value, bool):
+        if self.kind not in (Path, dict):
+            value = super().convert(value)
+        elif not isinstance(value, self.kind):
             raise ConfigError(f"{self.name} must be {_KINDS[self.kind]}, not {value!r}")
-        if self.choices and value not in self.choices:
-            raise ConfigError(
-                f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
-            )
-        if self.minimum is not None and isinstance(value, int | float) and value < self.minimum:
-            raise ConfigError(f"{self.name} must be at least {self.minimum}, not {value!r}")
         if self.check is not None and isinstance(value, str):
             try:
                 self.check(value)
@@ -456,7 +404,7 @@ def _options() -> tuple[Option, ...]:
         options.append(
             Option(
                 name=f.name,
-                flag=meta["flag"] or "--" + f.name.replace("_", "-"),
+                alias=(meta["flag"] or "").removeprefix("--"),
                 help=meta["help"],
                 kind=kind,
                 default=f.default_factory() if callable(f.default_factory) else f.default,

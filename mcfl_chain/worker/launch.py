@@ -101,20 +101,8 @@ def build_worker(
     arch = network.arch if own_task is None else own_task.arch
     strategy = make_strategy(
         config.strategy,
-        tolerance=config.tolerance,
-        divergence=config.divergence,
-        start=config.start,
-        aggregate_on=config.aggregate_on,
-        selection=config.selection,
-        clusters=config.clusters,
-        fork_rounds=config.fork_rounds,
-        merge_rounds=config.merge_rounds,
-        fork_threshold=config.fork_threshold,
-        fork_start=config.fork_start,
-        fork_gap=config.fork_gap,
-        fork_end=config.fork_end,
-        ewc=config.ewc == "on",
         defence=parse_defence(config.defence) if config.defence else None,
+        **config.strategy_options(),
     )
     check_heads(strategy, arch, dep.task)
     chain, store, state, dag = prepare(

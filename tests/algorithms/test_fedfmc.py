@@ -109,7 +109,7 @@ def test_options_are_checked_and_the_papers_values_are_the_defaults():
     assert isinstance(s, FedFMCStrategy)
     assert (s.fork_rounds, s.fork_start, s.fork_gap, s.fork_end) == (25, 5, 4, 5)
     assert (s.merge_rounds, s.fork_threshold, s.ewc) == (10, 2.0, True)
-    with pytest.raises(ValueError, match="merge_rounds must be an integer >= 1"):
+    with pytest.raises(ValueError, match="merge_rounds must be at least 1, not 0"):
         FedFMCStrategy(merge_rounds=0)
     with pytest.raises(ValueError, match="fork_threshold"):
         FedFMCStrategy(fork_threshold=-1.0)

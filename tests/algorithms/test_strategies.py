@@ -69,7 +69,7 @@ def test_registry_errors_are_clear() -> None:
         make_strategy("krum")
     with pytest.raises(ValueError, match=r"unknown options \['tolerence'\]"):
         make_strategy("mcfl", tolerence=1.0)
-    with pytest.raises(ValueError, match="'l2' or 'cosine'"):
+    with pytest.raises(ValueError, match="divergence must be one of l2, cosine, not 'l1'"):
         MCFLStrategy(divergence="l1")  # type: ignore[arg-type]
 
 

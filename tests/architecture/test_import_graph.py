@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"_utils"},
     "chain": {"_utils"},
     "dag": {"chain", "algorithms", "learning", "storage", "_utils"},
-    "strategies": {"algorithms"},
+    "strategies": {"algorithms", "_utils"},
     "adversaries": {"learning", "storage", "algorithms"},
     "worker": {
         "compute",

@@ -292,7 +292,7 @@ def test_networks_joined_from_one_folder_keep_their_own_state_and_metrics(
     # file; the worker runs from one folder without --state-dir or --metrics.
     first = devnets[0]
     w3 = Web3(Web3.HTTPProvider(first.rpc_url))
-    second = deploy_network(w3, 3, fake_cid("second"), TASK, 2, 30)
+    second = deploy_network(w3, 3, fake_cid("second"), TASK, min_trainers=2, phase_duration=30)
     first.save(tmp_path / "first.json")
     second.save(tmp_path / "second.json")
     monkeypatch.chdir(tmp_path)
