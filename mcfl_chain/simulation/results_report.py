@@ -961,15 +961,12 @@ def status_lines(runs: Runs, scenarios: Path) -> list[str]:
     except campaign.CampaignError:
         return []
     plans = {}
-    for label, options in (
-        ("`python scripts/run_experiments.py`", {}),
-        (
-            "`--comparison`",
-            {"methods": campaign.COMPARISON_METHODS, "only": campaign.COMPARISON_SCENARIOS},
-        ),
+    for label, methods, only in (
+        ("`python scripts/run_experiments.py`", (), ()),
+        ("`--comparison`", campaign.COMPARISON_METHODS, campaign.COMPARISON_SCENARIOS),
     ):
         try:
-            plans[label] = campaign.plan(loaded, check=False, **options)
+            plans[label] = campaign.plan(loaded, methods=methods, only=only, check=False)
         except campaign.CampaignError:
             continue  # a scenario folder without the comparison's scenarios
     if not plans:
