@@ -45,6 +45,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain.simulation.experiment import JsonLines
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,12 +150,6 @@ def measure(
     }
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def report(records: list[dict[str, Any]], console: Console) -> str:
     """Print the table of the newest record of each (strategy, size, engine); return
     the last line."""
@@ -246,8 +241,7 @@ def main(
             wanted = [int(n) for n in sizes.split(",") if n.strip()]
         except ValueError as exc:
             raise click.BadParameter(f"--sizes takes integers: {exc}") from exc
-        done = {(r["strategy"], r["trainers"], r["engine"]) for r in _load(records)}
-        records.parent.mkdir(parents=True, exist_ok=True)
+        done = {(r["strategy"], r["trainers"], r["engine"]) for r in JsonLines(records).load()}
         for strategy in strategies:
             for n in wanted:
                 for engine in [e.strip() for e in engines.split(",") if e.strip()]:
@@ -262,13 +256,12 @@ def main(
                         continue
                     console.print(f"{strategy} {n} {engine}: running {rounds} rounds ...")
                     record = measure(n, engine, strategy, rounds, device, out, console)
-                    with records.open("a") as f:
-                        f.write(json.dumps(record) + "\n")
+                    JsonLines(records).append(record)
                     console.print(
                         f"  {record['round_s']:.1f} s a round, peak "
                         f"{record['peak_rss_mb']:.0f} MB, final avg {record['final_avg']:.3f}"
                     )
-    click.echo(report(_load(records), console))
+    click.echo(report(JsonLines(records).load(), console))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain.simulation.experiment import JsonLines, parse_seeds
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 from mcfl_chain.simulation.stats import mean_interval
 
@@ -75,12 +76,6 @@ def _commit() -> str:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     )
     return done.stdout.strip() or "?"
-
-
-def _load(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def run_one(config: SimulationConfig, out: Path) -> dict[str, Any]:
@@ -171,12 +166,14 @@ def report(records: list[dict[str, Any]], scenarios: list[str], console: Console
 def main(seeds: str, scenarios: str, out: Path, records: Path, report_only: bool) -> None:
     """Run MCFL on both engines over seeds and compare the final accuracies."""
     console = Console()
-    seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--seeds'") from exc
     scenario_list = [s.strip() for s in scenarios.split(",") if s.strip()]
     if not report_only:
         out.mkdir(parents=True, exist_ok=True)
-        records.parent.mkdir(parents=True, exist_ok=True)
-        recorded = _load(records)
+        recorded = JsonLines(records).load()
         for seed in seed_list:
             for scenario in scenario_list:
                 for engine in ENGINES:
@@ -192,13 +189,12 @@ def main(seeds: str, scenarios: str, out: Path, records: Path, report_only: bool
                     console.print(f"{scenario} seed {seed} on {engine}: running")
                     record = run_one(config, out)
                     recorded.append(record)
-                    with records.open("a") as f:
-                        f.write(json.dumps(record) + "\n")
+                    JsonLines(records).append(record)
                     console.print(
                         f"  worst {record['final_min']:.3f}, average {record['final_avg']:.3f} "
                         f"in {record['wall_s']:.0f} s"
                     )
-    console.print(report(_load(records), scenario_list, console))
+    console.print(report(JsonLines(records).load(), scenario_list, console))
 
 
 if __name__ == "__main__":

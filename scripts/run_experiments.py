@@ -10,7 +10,7 @@ MCFL options share the baselines. See ``mcfl_chain/simulation/campaign.py``.
 Run directories are ``<out>/<scenario>-<method>-s<seed>``, made seed by seed (every
 scenario and method at seed 0 before any at seed 1). The campaign resumes: a run with
 a summary.json is skipped, an unfinished one is removed and made again. As each run
-ends, its small record (no weights) is kept in docs/results/runs (``--records``), to
+ends, its small record (no weights) is kept in results/experiments (``--records``), to
 commit; on a fresh clone, the runs recorded there with the planned options are copied
 back into ``--out`` as finished, so the campaign goes on where it stopped. Then
 ``python scripts/report_results.py`` turns the runs into docs/RESULTS.md.
@@ -22,66 +22,28 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from mcfl_chain.simulation import campaign
-from mcfl_chain.simulation.runner import SimulationError
+from mcfl_chain.simulation import campaign, experiment
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
-    """:func:`campaign.parse_seeds`, its refusal as a usage error."""
+    """:func:`experiment.parse_seeds`, its refusal as a usage error."""
     try:
-        return campaign.parse_seeds(values)
+        return experiment.parse_seeds(values)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--seeds'") from exc
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    minutes = round(seconds / 60)
-    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
-
-
 def describe(run: campaign.PlannedRun, out: Path) -> str:
-    """One line of ``--list``: the run, its state, and what differs from a finished run."""
-    run_dir = out / run.name
-    state = campaign.state_of(run_dir)
-    line = f"{state:8} {run.name}"
-    if run.parts:
-        line += "  (" + "; ".join(f"{g}: {list(i)}" for g, i in run.parts) + ")"
-    if state == "done":
-        differences = campaign.config_differences(run_dir, run.config)
-        if differences:
-            line += "  [made with other options: " + ", ".join(differences) + "]"
-    return line
-
-
-def restore(runs: list[campaign.PlannedRun], out: Path, records: Path) -> int:
-    """Copy into ``out`` the kept record of each planned run that has no directory there
-    and whose record was made with the planned options (so a fresh clone resumes the
-    campaign instead of making its finished runs again); how many were copied."""
-    copied = 0
-    for run in runs:
-        kept, run_dir = records / run.name, out / run.name
-        if run_dir.exists() or kept.resolve() == run_dir.resolve():
-            continue
-        if campaign.state_of(kept) != "done" or campaign.config_differences(kept, run.config):
-            continue
-        try:
-            shutil.copytree(kept, run_dir)
-        except OSError as exc:
-            raise click.ClickException(
-                f"cannot copy the record {kept} to {run_dir} ({exc.strerror}); give --out a "
-                "folder you can write to"
-            ) from exc
-        copied += 1
-    return copied
+    """One line of ``--list``: the run, its state, its oracle groups, and what differs
+    from a finished run."""
+    groups = "; ".join(f"{g}: {list(i)}" for g, i in run.parts)
+    return experiment.listing(run, out, detail=f"  ({groups})" if groups else "")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -151,7 +113,7 @@ def restore(runs: list[campaign.PlannedRun], out: Path, records: Path) -> int:
     help="Each finished run's small record is kept here (configuration, summary, the final "
     "round's metrics, the costs), and a planned run missing from --out whose record here was "
     "made with the same options is copied back as finished, not run again.  [default: "
-    "docs/results/runs, or docs/results/published with --published-size]",
+    "results/experiments, or results/experiments-published with --published-size]",
 )
 @click.option(
     "--list",
@@ -176,7 +138,9 @@ def main(
     console = Console(highlight=False, soft_wrap=True)
     seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
     out = out or Path("runs/experiments-published" if published_size else "runs/experiments")
-    records = records or Path("docs/results/published" if published_size else "docs/results/runs")
+    kept = campaign.records(
+        records or (campaign.PUBLISHED_RECORDS if published_size else campaign.RECORDS)
+    )
     if comparison:
         if only or methods:
             raise click.UsageError("--comparison chooses the scenarios and methods itself")
@@ -191,76 +155,57 @@ def main(
             published=published_size,
             max_rounds=max_rounds,
         )
-    except campaign.CampaignError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not plan.runs:
-        raise click.ClickException("nothing to run: no planned run matches these options")
-    restored = restore(plan.runs, out, records)
-    if restored:
-        console.print(
-            f"{restored} finished runs restored from their records in {records} (no weights: "
-            "enough for the report)"
+        if not plan.runs:
+            raise click.ClickException("nothing to run: no planned run matches these options")
+        restored = kept.restore(plan.runs, out)
+        if restored:
+            console.print(
+                f"{restored} finished runs restored from their records in {kept.folder} (no "
+                "weights: enough for the report)"
+            )
+        now = experiment.progress(plan.runs, out)
+        if list_only:
+            for index, run in enumerate(plan.runs, 1):
+                console.print(f"{index:4}  {describe(run, out)}")
+            for note in plan.notes:
+                console.print(f"note: {note}")
+            states = list(now.states.values())
+            estimate = campaign.estimate_seconds(now.todo, now.finished)
+            console.print(
+                f"{len(plan.runs)} runs planned in {out}: {len(now.done)} done, "
+                f"{states.count('partial')} partial, {states.count('pending')} pending"
+                + (
+                    f"; about {experiment.duration(estimate)} to go"
+                    if now.finished and now.todo
+                    else ""
+                )
+            )
+            return
+        experiment.refuse_other_options(
+            now.done, out, "give another --out, or remove that directory to make it again"
         )
-    states = {run.name: campaign.state_of(out / run.name) for run in plan.runs}
-    done = [run for run in plan.runs if states[run.name] == "done"]
-    todo = [run for run in plan.runs if states[run.name] != "done"]
-    finished = [
-        (run, seconds)
-        for run in done
-        if (seconds := campaign.recorded_seconds(out / run.name)) is not None
-    ]
-    if list_only:
-        for index, run in enumerate(plan.runs, 1):
-            console.print(f"{index:4}  {describe(run, out)}")
         for note in plan.notes:
             console.print(f"note: {note}")
         console.print(
-            f"{len(plan.runs)} runs planned in {out}: {len(done)} done, "
-            f"{sum(states[r.name] == 'partial' for r in todo)} partial, "
-            f"{sum(states[r.name] == 'pending' for r in todo)} pending"
-            + (
-                f"; about {duration(campaign.estimate_seconds(todo, finished))} to go"
-                if finished and todo
-                else ""
-            )
+            f"{len(plan.runs)} runs planned in {out}: {len(now.done)} done before, "
+            f"{len(now.todo)} to run"
         )
-        return
-    for run in done:
-        differences = campaign.config_differences(out / run.name, run.config)
-        if differences:
-            raise click.ClickException(
-                f"{out / run.name} was made with other options than planned: "
-                + ", ".join(differences)
-                + "; give another --out, or remove that directory to make it again"
-            )
-    for note in plan.notes:
-        console.print(f"note: {note}")
-    console.print(
-        f"{len(plan.runs)} runs planned in {out}: {len(done)} done before, {len(todo)} to run"
-    )
-    started = time.monotonic()
-    for index, run in enumerate(todo, 1):
-        run_dir = out / run.name
-        if run_dir.exists():
-            console.print(f"{run.name}: removing the unfinished run in {run_dir}")
-            campaign.clear_unfinished(run, run_dir)
-        console.rule(
-            f"[{index}/{len(todo)}] {run.name} · elapsed {duration(time.monotonic() - started)}"
-            f" · ETA {duration(campaign.estimate_seconds(todo[index - 1 :], finished))}"
+        started = time.monotonic()
+        experiment.execute(
+            now.todo,
+            out,
+            console,
+            make=campaign.make_run,
+            clear=campaign.clear_unfinished,
+            keep=lambda run, run_dir: kept.keep(run.name, run_dir),
+            kinds=campaign.kinds,
+            finished=now.finished,
         )
-        try:
-            summary = campaign.execute(run, run_dir, console)
-        except SimulationError as exc:
-            raise click.ClickException(
-                f"{run.name} failed: {exc}\n(run directory kept: {run_dir}; run the same "
-                "command again to resume, the unfinished run is made again)"
-            ) from exc
-        finished.append((run, float(summary["seconds"])))
-        campaign.keep_record(run_dir, records / run.name)
-        console.print(f"{run.name}: {duration(summary['seconds'])}")
+    except experiment.ExperimentError as exc:
+        raise click.ClickException(str(exc)) from exc
     option = "--published-runs" if published_size else "--runs"
     console.print(
-        f"campaign finished in {duration(time.monotonic() - started)}; "
+        f"campaign finished in {experiment.duration(time.monotonic() - started)}; "
         f"now run: python scripts/report_results.py {option} {out}"
     )
 

@@ -18,7 +18,7 @@ Building a trainer's data, all from ``spec.seed`` (deterministic):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,10 +213,158 @@ def _label(classes: Sequence[int]) -> str:
     return f"classes {classes[0]}-{classes[-1]}" if len(classes) > 1 else f"class {classes[0]}"
 
 
+@dataclass(frozen=True)
+class ScenarioContext:
+    """What a scenario kind builds its trainers' data specs from (see
+    :func:`scenario_specs` for each parameter); ``n_groups`` is resolved (3 by default,
+    or the length of ``group_sizes``)."""
+
+    n_trainers: int
+    seed: int
+    dataset: str
+    samples_per_trainer: int | None
+    split: tuple[float, float, float]
+    num_classes: int
+    n_groups: int
+    std: float
+    alpha: float
+    other_dataset: str
+    group_sizes: Sequence[int] | None
+
+    @property
+    def trainers(self) -> range:
+        return range(self.n_trainers)
+
+    def spec(
+        self, i: int, masks: Sequence[Mask], group: str, name: str | None = None
+    ) -> TrainerDataSpec:
+        """Trainer ``i``'s spec: its own seed ``seed·1000 + i``, the scenario's sample cap
+        and split."""
+        return TrainerDataSpec(
+            dataset=name or self.dataset,
+            masks=tuple(masks),
+            seed=self.seed * 1000 + i,
+            n_samples=self.samples_per_trainer,
+            split=self.split,
+            group=group,
+        )
+
+
+@dataclass(frozen=True)
+class ScenarioKind:
+    """One kind of scenario: how its trainers' data specs are built."""
+
+    build: Callable[[ScenarioContext], list[TrainerDataSpec]]
+    grouped: bool = False
+    """It places trainers in ``n_groups`` groups (1 <= n_groups <= n_trainers)."""
+    sized: bool = False
+    """It accepts ``group_sizes`` (groups of chosen sizes, in trainer order)."""
+
+
+SCENARIO_KINDS: dict[str, ScenarioKind] = {}
+"""Scenario kind name → :class:`ScenarioKind`, as :func:`scenario_specs` accepts them."""
+
+
+def register_scenario(
+    name: str, *, grouped: bool = False, sized: bool = False
+) -> Callable[[Callable[[ScenarioContext], list[TrainerDataSpec]]], ScenarioKind]:
+    """Register a scenario kind under ``name``: adding a kind is one decorated function."""
+
+    def decorate(build: Callable[[ScenarioContext], list[TrainerDataSpec]]) -> ScenarioKind:
+        if name in SCENARIO_KINDS:
+            raise ValueError(f"scenario kind {name!r} is registered twice")
+        kind = ScenarioKind(build, grouped, sized)
+        SCENARIO_KINDS[name] = kind
+        return kind
+
+    return decorate
+
+
+@register_scenario("iid")
+def _iid(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """Trainer *i* gets part *i* of ``n_trainers`` equal parts (paper §5.2)."""
+    return [c.spec(i, [Partition(i, c.n_trainers, c.seed)], "iid") for i in c.trainers]
+
+
+@register_scenario("groups", grouped=True)
+def _groups(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """Contiguous disjoint class groups; trainer *i* in group ``i mod n_groups``, sharing
+    the group's samples equally (paper §5.3)."""
+    n_groups = c.n_groups
+    groups = _class_groups(c.num_classes, n_groups)
+    members = [[i for i in c.trainers if i % n_groups == g] for g in range(n_groups)]
+    return [
+        c.spec(
+            i,
+            [
+                ClassSubset(groups[i % n_groups]),
+                Partition(members[i % n_groups].index(i), len(members[i % n_groups]), c.seed),
+            ],
+            _label(groups[i % n_groups]),
+        )
+        for i in c.trainers
+    ]
+
+
+@register_scenario("gaussian")
+def _gaussian(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """Part *i* through a gaussian mask centred on class ``i mod num_classes`` (thesis
+    §5.3.2)."""
+    return [
+        c.spec(
+            i,
+            [Partition(i, c.n_trainers, c.seed), Gaussian(i % c.num_classes, c.std)],
+            f"mean class {i % c.num_classes}",
+        )
+        for i in c.trainers
+    ]
+
+
+@register_scenario("dirichlet")
+def _dirichlet(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """Dirichlet label skew with ``alpha``."""
+    return [
+        c.spec(i, [Dirichlet(c.alpha, i, c.n_trainers, c.seed)], "dirichlet") for i in c.trainers
+    ]
+
+
+@register_scenario("two-datasets")
+def _two_datasets(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """The first half of the trainers share ``dataset``, the others ``other_dataset``
+    (thesis §5.3.3)."""
+    first = (c.n_trainers + 1) // 2
+    second = c.n_trainers - first
+    return [
+        c.spec(i, [Partition(i, first, c.seed)], c.dataset)
+        if i < first
+        else c.spec(i, [Partition(i - first, second, c.seed)], c.other_dataset, c.other_dataset)
+        for i in c.trainers
+    ]
+
+
+@register_scenario("rotations", grouped=True, sized=True)
+def _rotations(c: ScenarioContext) -> list[TrainerDataSpec]:
+    """IID parts; group *g*'s images rotated by ``g·360/n_groups`` degrees (FACADE's
+    feature skew)."""
+    if c.group_sizes is None:
+        group_of = [i % c.n_groups for i in c.trainers]
+    else:
+        group_of = [g for g, size in enumerate(c.group_sizes) for _ in range(size)]
+    return [
+        c.spec(
+            i,
+            [Partition(i, c.n_trainers, c.seed), Rotation(360.0 * group_of[i] / c.n_groups)],
+            f"rotation {360.0 * group_of[i] / c.n_groups:g}°",
+        )
+        for i in c.trainers
+    ]
+
+
 def _checked_group_sizes(kind: str, group_sizes: Sequence[int], n_trainers: int) -> int:
     """The number of groups ``group_sizes`` makes, once checked against ``n_trainers``."""
-    if kind != "rotations":
-        raise ValueError(f"group_sizes applies to the rotations scenario, not to {kind!r}")
+    if kind not in SCENARIO_KINDS or not SCENARIO_KINDS[kind].sized:
+        takers = ", ".join(name for name, k in SCENARIO_KINDS.items() if k.sized)
+        raise ValueError(f"group_sizes applies to the {takers} scenario, not to {kind!r}")
     sizes = list(group_sizes)
     if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
         raise ValueError(f"group_sizes must be whole numbers >= 1, got {sizes}")
@@ -228,7 +376,7 @@ def _checked_group_sizes(kind: str, group_sizes: Sequence[int], n_trainers: int)
     return len(sizes)
 
 
-SCENARIOS = ("iid", "groups", "gaussian", "dirichlet", "two-datasets", "rotations")
+SCENARIOS = tuple(SCENARIO_KINDS)
 """Scenario kinds accepted by :func:`scenario_specs`."""
 
 
@@ -251,6 +399,9 @@ def scenario_specs(
 
     Trainers never share a sample: each kind first splits the dataset disjointly.
     Trainer ``i`` gets seed ``seed·1000 + i`` for its own sampling and split.
+
+    Each kind is a function registered in :data:`SCENARIO_KINDS`
+    (:func:`register_scenario`): adding a kind is adding one.
 
     Parameters
     ----------
@@ -302,6 +453,8 @@ def scenario_specs(
     """
     if n_trainers < 1:
         raise ValueError(f"a scenario needs at least one trainer, got n_trainers={n_trainers}")
+    if kind not in SCENARIO_KINDS:
+        raise ValueError(f"unknown scenario kind {kind!r}; known: {', '.join(SCENARIOS)}")
     if group_sizes is not None:
         sized = _checked_group_sizes(kind, group_sizes, n_trainers)
         if n_groups not in (None, sized):
@@ -310,67 +463,10 @@ def scenario_specs(
             )
         n_groups = sized
     n_groups = 3 if n_groups is None else n_groups
-    if kind in ("groups", "rotations") and not 1 <= n_groups <= n_trainers:
+    if SCENARIO_KINDS[kind].grouped and not 1 <= n_groups <= n_trainers:
         raise ValueError(f"{kind}: need 1 <= n_groups <= n_trainers, got n_groups={n_groups}")
-
-    def spec(i: int, masks: Sequence[Mask], group: str, name: str = dataset) -> TrainerDataSpec:
-        return TrainerDataSpec(
-            dataset=name,
-            masks=tuple(masks),
-            seed=seed * 1000 + i,
-            n_samples=samples_per_trainer,
-            split=split,
-            group=group,
-        )
-
-    trainers = range(n_trainers)
-    if kind == "iid":
-        return [spec(i, [Partition(i, n_trainers, seed)], "iid") for i in trainers]
-    if kind == "groups":
-        groups = _class_groups(num_classes, n_groups)
-        members = [[i for i in trainers if i % n_groups == g] for g in range(n_groups)]
-        return [
-            spec(
-                i,
-                [
-                    ClassSubset(groups[i % n_groups]),
-                    Partition(members[i % n_groups].index(i), len(members[i % n_groups]), seed),
-                ],
-                _label(groups[i % n_groups]),
-            )
-            for i in trainers
-        ]
-    if kind == "gaussian":
-        return [
-            spec(
-                i,
-                [Partition(i, n_trainers, seed), Gaussian(i % num_classes, std)],
-                f"mean class {i % num_classes}",
-            )
-            for i in trainers
-        ]
-    if kind == "dirichlet":
-        return [spec(i, [Dirichlet(alpha, i, n_trainers, seed)], "dirichlet") for i in trainers]
-    if kind == "two-datasets":
-        first = (n_trainers + 1) // 2
-        second = n_trainers - first
-        return [
-            spec(i, [Partition(i, first, seed)], dataset)
-            if i < first
-            else spec(i, [Partition(i - first, second, seed)], other_dataset, other_dataset)
-            for i in trainers
-        ]
-    if kind == "rotations":
-        if group_sizes is None:
-            group_of = [i % n_groups for i in trainers]
-        else:
-            group_of = [g for g, size in enumerate(group_sizes) for _ in range(size)]
-        return [
-            spec(
-                i,
-                [Partition(i, n_trainers, seed), Rotation(360.0 * group_of[i] / n_groups)],
-                f"rotation {360.0 * group_of[i] / n_groups:g}°",
-            )
-            for i in trainers
-        ]
-    raise ValueError(f"unknown scenario kind {kind!r}; known: {', '.join(SCENARIOS)}")
+    context = ScenarioContext(
+        n_trainers, seed, dataset, samples_per_trainer, split, num_classes, n_groups, std,
+        alpha, other_dataset, group_sizes,
+    )  # fmt: skip
+    return SCENARIO_KINDS[kind].build(context)

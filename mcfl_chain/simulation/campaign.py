@@ -1,6 +1,9 @@
 """The experiment campaign: every scenario × method × seed (``scripts/run_experiments.py``).
 
-Methods, on the same data, chain code and seeds:
+Built on the experiment framework (:mod:`~mcfl_chain.simulation.experiment`). Each method
+is a :class:`Method` registered in :data:`CAMPAIGN_METHODS` (adding one is one
+:func:`register_method` call: the plan, ``--methods`` and the report read the registry).
+The methods, on the same data, chain code and seeds:
 
 - ``mcfl``: the scenario file as written (MCFL as its authors ran it, by default);
 - ``fedavg``: decentralized FedAvg, one global model (the paper's baseline);
@@ -23,7 +26,8 @@ Scenario files that differ only in MCFL options (``gaussian-tol1`` … ``-tolmix
 ``autoencoders`` and ``autoencoders-tol1``) share their baselines, named after the part
 of the name before ``-tol``. A run's directory is ``<scenario>-<method>-s<seed>``; the
 runs are ordered seed by seed, so a partial campaign has every (scenario, method) at
-seed 0 before any at seed 1.
+seed 0 before any at seed 1. Each finished run's record (:func:`records`) is kept in
+``results/experiments/`` (``results/experiments-published/`` at the paper's size).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +47,23 @@ from rich.console import Console
 from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.learning.models import MULTI_HEAD_BASES
 from mcfl_chain.learning.scenario import scenario_specs
-from mcfl_chain.simulation import report
+from mcfl_chain.simulation import experiment, report
+from mcfl_chain.simulation.experiment import (
+    RESULTS,
+    ExperimentError,
+    RunCopies,
+    config_differences,
+    parse_seeds,
+    recorded_seconds,
+    state_of,
+)
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
 from mcfl_chain.strategies import STRATEGIES
 from mcfl_chain.strategies.base import strategy_options
 from mcfl_chain.strategies.fedfmc import FORK_END, FORK_START
 
-METHODS = ("mcfl", "fedavg", "local", "ifca", "oracle")
-"""The methods every scenario is run with (``oracle`` where it applies)."""
-ON_REQUEST = ("facade", "fedfmc")
-"""Baselines run only when named (``--methods``): not part of the paper's comparison."""
-BASELINES = ("fedavg", "local", "ifca", "oracle", "facade", "fedfmc")
+__all__ = ["config_differences", "parse_seeds", "recorded_seconds", "state_of"]
+
 COMPARISON_SCENARIOS = (
     "groups",
     "gaussian-tol1",
@@ -73,15 +83,70 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "mcfl-v1": {"start": "shared", "aggregate_on": "all", "selection": "ceil"},
 }
 """MCFL with one deviation from the authors' code toggled alone, and all of them (v1)."""
+ABLATION_LABELS = {
+    "mcfl-shared": "shared start (root)",
+    "mcfl-all": "aggregate on every parent",
+    "mcfl-ceil": "⌈√n⌉ parents",
+    "mcfl-v1": "v1: all three",
+}
 ABLATION_SCENARIOS = ("groups", "autoencoders", "autoencoders-epochs6")
-ALL_METHODS = METHODS + ON_REQUEST + tuple(ABLATIONS)
 DEFAULT_SEEDS = (0, 1, 2)
 PUBLISHED_MAX_ROUNDS = 30
 """Rounds of a ``--published-size`` campaign unless ``--max-rounds`` says otherwise."""
+RECORDS = RESULTS / "experiments"
+"""Where each finished run's record is kept (``--records``)."""
+PUBLISHED_RECORDS = RESULTS / "experiments-published"
+"""The same for ``--published-size`` runs."""
 
 
-class CampaignError(ValueError):
+class CampaignError(ExperimentError):
     """The campaign cannot be planned or resumed as asked; the message says what to change."""
+
+
+class NotApplicable(CampaignError):
+    """A method has no run on a scenario; the message says why (a note of the plan)."""
+
+
+Parts = tuple[tuple[str, tuple[int, ...]], ...]
+"""The oracle's groups: ``(group label, trainer indices)``, one network each."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of the campaign: how its run is configured from a scenario's.
+
+    Adding a method is one :func:`register_method` call; the plan, ``--methods``, the
+    report's rows and labels all read :data:`CAMPAIGN_METHODS`.
+    """
+
+    name: str
+    label: str
+    """Its row in docs/RESULTS.md, and its name in the plan's notes."""
+    configure: Callable[[SimulationConfig], SimulationConfig]
+    """The run's configuration from the scenario's (same data, seed and name); raises
+    :class:`NotApplicable` where the method has no run on that scenario."""
+    shared: bool = True
+    """A baseline, filed under the scenario's :func:`baseline_stem` and shared by the
+    scenario files that differ only in MCFL options (False: one run per file)."""
+    default: bool = True
+    """Run unless ``--methods`` names others (False: only when named)."""
+    split: Callable[[SimulationConfig], Parts] | None = None
+    """One network per group of trainers, merged into one run (the oracle); raises
+    :class:`NotApplicable` where there are no groups to split into."""
+    scenarios: tuple[str, ...] | None = None
+    """Only on these scenario files, planned after the other methods (the ablations)."""
+
+
+CAMPAIGN_METHODS: dict[str, Method] = {}
+"""Method name → :class:`Method`, in the order the plan and the report list them."""
+
+
+def register_method(method: Method) -> Method:
+    """Add ``method`` to :data:`CAMPAIGN_METHODS` (a name once only)."""
+    if method.name in CAMPAIGN_METHODS:
+        raise ValueError(f"campaign method {method.name!r} is registered twice")
+    CAMPAIGN_METHODS[method.name] = method
+    return method
 
 
 @dataclass(frozen=True)
@@ -108,7 +173,7 @@ class PlannedRun:
     method: str
     seed: int
     config: SimulationConfig
-    parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    parts: Parts = ()
 
     @property
     def ablation(self) -> bool:
@@ -125,30 +190,7 @@ class PlannedRun:
         ]
 
 
-@dataclass
-class Plan:
-    runs: list[PlannedRun]
-    notes: list[str] = field(default_factory=list)
-    """Runs left out of the plan, and why (e.g. no oracle for a one-group scenario)."""
-
-
-def parse_seeds(values: Iterable[str]) -> list[int]:
-    """``("0,1", "2")`` or ``("0 1 2",)`` → ``[0, 1, 2]``.
-
-    Raises
-    ------
-    ValueError
-        For anything but whole numbers >= 0, naming the item.
-    """
-    seeds = []
-    for value in values:
-        for item in re.split(r"[,\s]+", value.strip()):
-            if not item:
-                continue
-            if not item.isdigit():
-                raise ValueError(f"{item!r} is not a seed (a whole number >= 0)")
-            seeds.append(int(item))
-    return seeds
+Plan = experiment.Plan[PlannedRun]
 
 
 def slug(text: str) -> str:
@@ -167,22 +209,12 @@ def method_config(config: SimulationConfig, method: str) -> SimulationConfig:
     Raises
     ------
     CampaignError
-        For an unknown method.
+        For an unknown method, or one that has no run on the scenario
+        (:class:`NotApplicable`).
     """
-    if method == "mcfl":
-        return config
-    if method in ABLATIONS:
-        return replace(config, **ABLATIONS[method])
-    if method in ("fedavg", "oracle"):
-        return baseline(config, "fedavg")
-    if method == "local":
-        return baseline(config, "local")
-    if method in ("ifca", "facade"):
-        return baseline(config, method, clusters=true_group_count(config))
-    if method == "fedfmc":
-        fork_rounds, merge_rounds = fedfmc_schedule(config)
-        return baseline(config, "fedfmc", fork_rounds=fork_rounds, merge_rounds=merge_rounds)
-    raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+    if method not in CAMPAIGN_METHODS:
+        raise CampaignError(f"unknown method {method!r}; known: {', '.join(ALL_METHODS)}")
+    return CAMPAIGN_METHODS[method].configure(config)
 
 
 def baseline(config: SimulationConfig, strategy: str, **options: Any) -> SimulationConfig:
@@ -192,6 +224,63 @@ def baseline(config: SimulationConfig, strategy: str, **options: Any) -> Simulat
     own = {option.name for option in STRATEGIES[strategy].declared_options()}
     defaults = {o.name: o.spec.spelled().default for o in strategy_options() if o.name not in own}
     return replace(config, strategy=strategy, **{**defaults, **options})
+
+
+def clustered(config: SimulationConfig, strategy: str) -> SimulationConfig:
+    """A baseline of k models, k the scenario's true groups (:func:`true_group_count`)."""
+    return baseline(config, strategy, clusters=true_group_count(config))
+
+
+def facade(config: SimulationConfig) -> SimulationConfig:
+    """FACADE with k heads, on an architecture that has heads."""
+    if config.arch not in MULTI_HEAD_BASES:
+        raise NotApplicable(f"{config.arch} has no heads (a classifier's last layer)")
+    return clustered(config, "facade")
+
+
+def fedfmc(config: SimulationConfig) -> SimulationConfig:
+    """FedFMC with its schedule fitted to the scenario's rounds (:func:`fedfmc_schedule`)."""
+    fork_rounds, merge_rounds = fedfmc_schedule(config)
+    return baseline(config, "fedfmc", fork_rounds=fork_rounds, merge_rounds=merge_rounds)
+
+
+def oracle_split(config: SimulationConfig) -> Parts:
+    """The oracle's groups (:func:`oracle_parts`), where it has some."""
+    parts, why = oracle_parts(config)
+    if not parts:
+        raise NotApplicable(why)
+    return parts
+
+
+register_method(Method("mcfl", "MCFL", lambda config: config, shared=False))
+register_method(Method("fedavg", "FedAvg", partial(baseline, strategy="fedavg")))
+register_method(Method("local", "local", partial(baseline, strategy="local")))
+register_method(Method("ifca", "IFCA", partial(clustered, strategy="ifca")))
+register_method(
+    Method("oracle", "oracle", partial(baseline, strategy="fedavg"), split=oracle_split)
+)
+register_method(Method("facade", "FACADE", facade, default=False))
+register_method(Method("fedfmc", "FedFMC", fedfmc, default=False))
+for _name, _options in ABLATIONS.items():
+    register_method(
+        Method(
+            _name,
+            ABLATION_LABELS[_name],
+            partial(replace, **_options),
+            shared=False,
+            scenarios=ABLATION_SCENARIOS,
+        )
+    )
+
+# The registry's lists as this module registers them (``--methods``' choices, the report's
+# rows); the plan reads the registry itself.
+ALL_METHODS = tuple(CAMPAIGN_METHODS)
+METHODS = tuple(m.name for m in CAMPAIGN_METHODS.values() if m.default and not m.scenarios)
+"""The methods every scenario is run with (``oracle`` where it applies)."""
+ON_REQUEST = tuple(m.name for m in CAMPAIGN_METHODS.values() if not m.default)
+"""Baselines run only when named (``--methods``): not part of the paper's comparison."""
+BASELINES = tuple(m.name for m in CAMPAIGN_METHODS.values() if m.shared)
+LABELS = {m.name: m.label for m in CAMPAIGN_METHODS.values()}
 
 
 def fedfmc_schedule(config: SimulationConfig) -> tuple[int, int]:
@@ -208,7 +297,7 @@ def fedfmc_schedule(config: SimulationConfig) -> tuple[int, int]:
     merges = (true_group_count(config) - 1) * FEDFMC_MERGE_ROUNDS
     fork_rounds = config.rounds - merges
     if fork_rounds <= FORK_START + FORK_END:
-        raise CampaignError(
+        raise NotApplicable(
             f"{config.name}: FedFMC needs more than {FORK_START + FORK_END + merges} rounds "
             f"(a fork stage with a fork-eligible round, then {merges} merge rounds); the "
             f"scenario has {config.rounds}"
@@ -300,12 +389,15 @@ def plan(
     ablation: bool = True,
     published: bool = False,
     max_rounds: int | None = None,
+    check: bool = True,
 ) -> Plan:
     """Every run to make, seed by seed: per scenario MCFL then its baselines, then the
     ablations; a baseline shared by several scenario files appears once.
 
-    ``methods`` (empty: all of :data:`METHODS`, and the ablations if ``ablation``) and
-    ``only`` (scenario names, or a baseline stem such as ``gaussian``; empty: all) filter.
+    ``methods`` (empty: every method of :data:`CAMPAIGN_METHODS` run by default, the
+    ablations only if ``ablation``) and ``only`` (scenario names, or a baseline stem such
+    as ``gaussian``; empty: all) filter. ``check=False`` leaves out the check that each
+    run can start (its trainers' configurations), for a plan only counted.
 
     Raises
     ------
@@ -314,9 +406,10 @@ def plan(
         files giving different runs one name, or a run whose configuration is invalid.
     """
     methods, only = tuple(methods), tuple(only)
-    unknown = [m for m in methods if m not in ALL_METHODS]
+    unknown = [m for m in methods if m not in CAMPAIGN_METHODS]
     if unknown:
-        raise CampaignError(f"unknown method {unknown[0]!r}; known: {', '.join(ALL_METHODS)}")
+        known = ", ".join(CAMPAIGN_METHODS)
+        raise CampaignError(f"unknown method {unknown[0]!r}; known: {known}")
     names = {c.name for c in scenarios} | {baseline_stem(c) for c in scenarios}
     unknown = [n for n in only if n not in names]
     if unknown:
@@ -328,19 +421,31 @@ def plan(
         raise CampaignError(f"seeds must be distinct and >= 0, got {list(seeds)}")
     if max_rounds is not None and max_rounds < 1:
         raise CampaignError(f"--max-rounds must be at least 1, got {max_rounds}")
-    wanted = set(methods) or set(METHODS) | (set(ABLATIONS) if ablation else set())
+    wanted = set(methods) or {m.name for m in CAMPAIGN_METHODS.values() if m.default}
     if not ablation:
-        wanted -= set(ABLATIONS)
+        wanted -= {m.name for m in CAMPAIGN_METHODS.values() if m.scenarios}
     chosen = [
         sized(c, published, max_rounds)
         for c in sorted(scenarios, key=lambda c: (baseline_stem(c), c.name != baseline_stem(c)))
         if not only or c.name in only or baseline_stem(c) in only
     ]
+    # Every method on every scenario file, then those limited to some files (ablations).
+    everywhere = [m for m in CAMPAIGN_METHODS.values() if m.name in wanted and not m.scenarios]
+    limited = [m for m in CAMPAIGN_METHODS.values() if m.name in wanted and m.scenarios]
 
     runs: dict[str, PlannedRun] = {}
     notes: dict[str, str] = {}
 
-    def add(run: PlannedRun) -> None:
+    def add(method: Method, config: SimulationConfig) -> None:
+        scenario = baseline_stem(config) if method.shared else config.name
+        name = f"{scenario}-{method.name}-s{config.seed}"
+        try:
+            run_config = replace(method.configure(config), name=name)
+            parts = method.split(run_config) if method.split else ()
+        except NotApplicable as exc:
+            notes[f"{scenario}-{method.name}"] = f"{scenario}: no {method.label} run, {exc}"
+            return
+        run = PlannedRun(name, scenario, method.name, config.seed, run_config, parts)
         previous = runs.get(run.name)
         if previous is not None and (
             asdict(previous.config) != asdict(run.config) or previous.parts != run.parts
@@ -350,45 +455,14 @@ def plan(
 
     for seed in seeds:
         for config in chosen:
-            seeded = replace(config, seed=seed)
-            if "mcfl" in wanted:
-                name = f"{config.name}-mcfl-s{seed}"
-                add(PlannedRun(name, config.name, "mcfl", seed, replace(seeded, name=name)))
-            stem = baseline_stem(config)
-            for method in BASELINES:
-                if method not in wanted:
-                    continue
-                name = f"{stem}-{method}-s{seed}"
-                try:
-                    run_config = replace(method_config(seeded, method), name=name)
-                except CampaignError as exc:
-                    if method != "fedfmc":
-                        raise
-                    notes[f"{stem}-fedfmc"] = f"{stem}: no FedFMC run, {exc}"
-                    continue
-                parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
-                if method == "oracle":
-                    parts, why = oracle_parts(run_config)
-                    if not parts:
-                        notes[f"{stem}-oracle"] = f"{stem}: no oracle run, {why}"
-                        continue
-                if method == "facade" and run_config.arch not in MULTI_HEAD_BASES:
-                    notes[f"{stem}-facade"] = (
-                        f"{stem}: no FACADE run, {run_config.arch} has no heads (a "
-                        f"classifier's last layer)"
-                    )
-                    continue
-                add(PlannedRun(name, stem, method, seed, run_config, parts))
+            for method in everywhere:
+                add(method, replace(config, seed=seed))
         for config in chosen:
-            if config.name not in ABLATION_SCENARIOS:
-                continue
-            for method in ABLATIONS:
-                if method in wanted:
-                    name = f"{config.name}-{method}-s{seed}"
-                    run_config = replace(method_config(config, method), seed=seed, name=name)
-                    add(PlannedRun(name, config.name, method, seed, run_config))
+            for method in limited:
+                if config.name in (method.scenarios or ()):
+                    add(method, replace(config, seed=seed))
     out = Plan(list(runs.values()), list(notes.values()))
-    for run in out.runs:
+    for run in out.runs if check else ():
         try:
             for config in [run.config] + [c for _, c in run.part_configs()]:
                 config.validate()
@@ -400,34 +474,10 @@ def plan(
 # -- the run directories ----------------------------------------------------------------
 
 
-def state_of(run_dir: Path) -> str:
-    """``done`` (a summary.json), ``partial`` (started, unfinished) or ``pending``."""
-    if (run_dir / "summary.json").exists():
-        return "done"
-    return "partial" if run_dir.exists() else "pending"
-
-
-def config_differences(run_dir: Path, config: SimulationConfig) -> list[str]:
-    """The options a finished run was made with that differ from ``config`` (only the
-    keys both know, so an option added since does not count)."""
-    path = run_dir / "config.json"
-    if not path.exists():
-        return []
-    recorded = json.loads(path.read_text())
-    planned = json.loads(json.dumps(asdict(config)))
-    return [
-        f"{key}={recorded[key]!r} (planned {planned[key]!r})"
-        for key in sorted(recorded.keys() & planned.keys())
-        if recorded[key] != planned[key]
-    ]
-
-
-def recorded_seconds(run_dir: Path) -> float | None:
-    """How long a finished run took (its summary's ``seconds``)."""
-    try:
-        return float(json.loads((run_dir / "summary.json").read_text())["seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def kinds(run: PlannedRun) -> tuple[tuple[str, str], str]:
+    """What a run's duration is estimated from: the same scenario and method at other
+    seeds, else the same method (:func:`experiment.estimate_seconds`)."""
+    return (run.scenario, run.method), run.method
 
 
 def estimate_seconds(
@@ -436,19 +486,7 @@ def estimate_seconds(
     """Time the ``pending`` runs should take, from the ``finished`` runs' durations (in
     seconds): each like the same scenario and method at other seeds, else the same
     method, else any run. None before any run finished."""
-    if not finished:
-        return None
-    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
-    by_method: dict[str, list[float]] = defaultdict(list)
-    for run, seconds in finished:
-        by_pair[run.scenario, run.method].append(seconds)
-        by_method[run.method].append(seconds)
-    every = statistics.fmean(seconds for _, seconds in finished)
-    total = 0.0
-    for run in pending:
-        same = by_pair.get((run.scenario, run.method)) or by_method.get(run.method)
-        total += statistics.fmean(same) if same else every
-    return total
+    return experiment.estimate_seconds(pending, finished, kinds)
 
 
 def clear_unfinished(run: PlannedRun, run_dir: Path) -> None:
@@ -478,19 +516,9 @@ COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
 """What a record keeps of the earlier rounds: the costs averaged over every round."""
 
 
-def keep_record(run_dir: Path, target: Path) -> bool:
-    """Copy a finished run's small record to ``target``: its configuration, per-round
-    table and summary, its trainers' final-round metrics lines and the earlier rounds'
-    costs (no weights, no logs), enough to make the report again and to resume the
-    campaign on a fresh clone. False (nothing copied) for an unfinished run or when
-    ``target`` is the run itself."""
-    if state_of(run_dir) != "done" or target.resolve() == run_dir.resolve():
-        return False
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ("config.json", "rounds.csv", "summary.json"):
-        if (run_dir / name).exists():
-            shutil.copyfile(run_dir / name, target / name)
-    lines = report.read_metrics([run_dir / "metrics.jsonl"])
+def record_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The metrics lines a record keeps: the final round's (:data:`RECORD_KEYS`) and the
+    earlier rounds' costs (:data:`COST_KEYS`)."""
     last = max((line["round"] for line in lines), default=None)
     kept = []
     for line in lines:
@@ -498,11 +526,24 @@ def keep_record(run_dir: Path, target: Path) -> bool:
             kept.append({k: line[k] for k in RECORD_KEYS if k in line})
         elif "traffic" in line or "gas" in line:
             kept.append({k: line[k] for k in COST_KEYS if k in line})
-    (target / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in kept))
-    return True
+    return kept
 
 
-def execute(run: PlannedRun, run_dir: Path, console: Console) -> dict[str, Any]:
+def records(folder: Path) -> RunCopies:
+    """The campaign's records in ``folder``: each finished run's configuration, per-round
+    table and summary, its trainers' final-round metrics lines and the earlier rounds'
+    costs (no weights, no logs), enough to make the report again and to resume the
+    campaign on a fresh clone."""
+    return RunCopies(folder, ("config.json", "rounds.csv", "summary.json"), record_lines)
+
+
+def keep_record(run_dir: Path, target: Path) -> bool:
+    """Copy a finished run's record (:func:`records`) to ``target``. False (nothing
+    copied) for an unfinished run or when ``target`` is the run itself."""
+    return records(target.parent).keep(target.name, run_dir)
+
+
+def make_run(run: PlannedRun, run_dir: Path, console: Console) -> dict[str, Any]:
     """Make one run (the oracle's networks one after the other, then merged)."""
     if not run.parts:
         return run_simulation(run.config, run_dir, console)

@@ -41,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "host": {"worker", "compute", "chain", "dag", "learning", "_utils"},
     "explorer": {"dag", "chain", "learning", "storage", "_utils"},
     "simulation": {
+        "algorithms",
         "host",
         "compute",
         "worker",

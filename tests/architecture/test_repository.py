@@ -1,4 +1,4 @@
-"""What git keeps: run records under docs/ are committed, scratch runs are not."""
+"""What git keeps: experiment records under results/ are committed, scratch runs are not."""
 
 from __future__ import annotations
 
@@ -17,9 +17,13 @@ def _ignored(path: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "path", ["docs/results/runs/groups-mcfl-s0/metrics.jsonl", "docs/results/runs/iid/summary.json"]
+    "path",
+    [
+        "results/experiments/groups-mcfl-s0/metrics.jsonl",
+        "results/adversaries/groups-fedavg-clean-s0.json",
+    ],
 )
-def test_the_records_docs_results_points_to_are_kept(path):
+def test_the_committed_records_are_kept(path):
     assert not _ignored(path)
 
 

@@ -9,7 +9,10 @@ import torch
 from mcfl_chain.learning.datasets import load_dataset
 from mcfl_chain.learning.masks import ClassSubset, Gaussian, Partition, Rotation
 from mcfl_chain.learning.scenario import (
+    SCENARIO_KINDS,
     SCENARIOS,
+    ScenarioContext,
+    ScenarioKind,
     TrainerDataSpec,
     build_trainer_data,
     scenario_specs,
@@ -175,6 +178,30 @@ def test_trainers_get_distinct_seeds_and_the_cap() -> None:
 def test_unknown_scenario_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match=", ".join(SCENARIOS)):
         scenario_specs("chaos", 3, seed=0)
+
+
+def test_a_scenario_kind_is_added_by_one_registry_entry(monkeypatch) -> None:
+    # Prepare: odd and even classes, trainer i in half i mod 2, placed in n_groups
+    def halves(c: ScenarioContext) -> list[TrainerDataSpec]:
+        classes = [tuple(range(h, c.num_classes, 2)) for h in (0, 1)]
+        return [
+            c.spec(i, [ClassSubset(classes[i % 2]), Partition(i, c.n_trainers, c.seed)],
+                   "odd" if i % 2 else "even")
+            for i in c.trainers
+        ]  # fmt: skip
+
+    monkeypatch.setitem(SCENARIO_KINDS, "halves", ScenarioKind(halves, grouped=True))
+
+    # Execute
+    specs = scenario_specs("halves", 4, seed=2, dataset="digits", samples_per_trainer=50)
+
+    # Assert: its specs, each with the scenario's seed scheme and cap; the checks of a
+    # grouped kind apply to it
+    assert [s.group for s in specs] == ["even", "odd", "even", "odd"]
+    assert specs[1].masks == (ClassSubset((1, 3, 5, 7, 9)), Partition(1, 4, 2))
+    assert [(s.seed, s.n_samples) for s in specs] == [(2000 + i, 50) for i in range(4)]
+    with pytest.raises(ValueError, match="halves: need 1 <= n_groups <= n_trainers"):
+        scenario_specs("halves", 2, seed=0, n_groups=3)
 
 
 def test_rotations_with_group_sizes_make_a_majority_and_a_minority_cluster() -> None:

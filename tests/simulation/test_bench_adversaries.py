@@ -1,4 +1,5 @@
-"""``scripts/bench_adversaries.py`` on hand-made run directories: the runs it plans under
+"""The adversaries benchmark (``mcfl_chain/simulation/ab.py`` and its command
+line, ``scripts/bench_adversaries.py``) on hand-made run directories: the runs it plans under
 ``--registration``, its table of registration policies and its sample-inflation note."""
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from mcfl_chain.simulation import adversarial
+from mcfl_chain.simulation import attack_benchmark as ab
 
 HONEST = (0, 1, 2)
 ETH = 10**18
@@ -75,7 +79,7 @@ def bench(load_script, tmp_path):
 
 
 def _plan(script, scenarios, policies=("allowlist", "deposit")):
-    return script.plan(
+    return ab.plan(
         scenarios, ("groups",), ("mcfl-tol1",),
         ("label-flip:0.2", "sample-inflation:0.2", "sybil:0.4"), [0], 2, policies,
     )  # fmt: skip
@@ -129,7 +133,7 @@ def test_the_policy_table_sets_the_sybil_runs_side_by_side(bench):
     )
 
     # Execute
-    lines, drops = script.measure(runs, script.gather(runs, out, out.parent / "records"))
+    lines, drops = ab.measure(runs, ab.gather(runs, out, out.parent / "records"))
 
     # Assert: the first table keeps one Sybil row, the open one; the second has a row
     # per policy, in the order open, allowlist, deposit.
@@ -155,7 +159,7 @@ def test_sample_caps_add_runs_of_the_inflation_attacks_only(bench):
     script, scenarios, _ = bench
 
     # Execute
-    runs = script.plan(
+    runs = ab.plan(
         scenarios, ("groups",), ("mcfl-tol1",), ("label-flip:0.2", "sample-inflation:0.2"),
         [0], 2, (), (250,),
     )  # fmt: skip
@@ -175,7 +179,7 @@ def test_the_sample_cap_table_gives_the_claims_the_weight_and_the_drops(bench):
     # Prepare: trainer 4 declares the cap, the honest trainers 200 samples each; under
     # the default cap the honest trainers lose 40 points, under a cap of 250 nothing.
     script, scenarios, out = bench
-    runs = script.plan(
+    runs = ab.plan(
         scenarios, ("groups",), ("mcfl-tol1",), ("sample-inflation:0.2",), [0], 2, (), (250,)
     )
     _write_run(out / "groups-mcfl-tol1-clean-s0", (0.9, 0.8, 0.85))
@@ -193,7 +197,7 @@ def test_the_sample_cap_table_gives_the_claims_the_weight_and_the_drops(bench):
     (capped / "deployment.json").write_text(json.dumps({"max_samples": 250}))
 
     # Execute
-    lines, drops = script.measure(runs, script.gather(runs, out, out.parent / "records"))
+    lines, drops = ab.measure(runs, ab.gather(runs, out, out.parent / "records"))
 
     # Assert: the capped run is in the cap table only
     table = lines[lines.index("### Sample cap against inflation") :]
@@ -309,21 +313,21 @@ def test_the_tables_are_made_again_from_the_records_without_the_run_directories(
 def test_a_record_keeps_every_measure_through_json(bench):
     # Prepare: a record with every optional measure set
     script, _, _ = bench
-    record = script.Record(
-        script.adversarial.HonestFinal(9, {0: 0.75, 2: 0.5}, stale={2: 3}),
+    record = ab.Record(
+        adversarial.HonestFinal(9, {0: 0.75, 2: 0.5}, stale={2: 3}),
         backdoor={0: 0.125, 2: 0.0},
         sybil_adoption=0.25,
-        registration=script.adversarial.SybilRegistration("deposit", 2, 1, ETH),
-        claims=script.adversarial.SampleClaims(1500, 1500, 600.0),
+        registration=adversarial.SybilRegistration("deposit", 2, 1, ETH),
+        claims=adversarial.SampleClaims(1500, 1500, 600.0),
     )
-    run = script.Run("groups", "mcfl-tol1", "backdoor:0.2", 0, None)
+    run = ab.Run("groups", "mcfl-tol1", "backdoor:0.2", 0, None)
 
     # Execute
     text = record.to_json(run)
 
     # Assert
     assert json.loads(text)["run"] == "groups-mcfl-tol1-backdoor0.2-s0"
-    assert script.Record.from_json(text) == record
+    assert ab.Record.from_json(text) == record
 
 
 def test_a_damaged_record_or_an_unwritable_records_folder_ends_in_one_line(bench, tmp_path):
@@ -427,17 +431,17 @@ def test_runs_with_trainers_left_without_a_last_model_are_named_under_the_table(
     # Prepare: a clean run, and an attacked one in which honest trainers 0 and 1 held
     # their round-3 model to the end (round 9).
     script, _, _ = bench
-    clean = script.Run("groups", "fedavg", "clean", 1, None)
-    attacked = script.Run("groups", "fedavg", "sign-flip:0.4", 1, None)
+    clean = ab.Run("groups", "fedavg", "clean", 1, None)
+    attacked = ab.Run("groups", "fedavg", "sign-flip:0.4", 1, None)
     found = {
-        clean.name: script.Record(script.adversarial.HonestFinal(9, {0: 0.5, 1: 0.5, 2: 0.5})),
-        attacked.name: script.Record(
-            script.adversarial.HonestFinal(9, {0: 0.0, 1: 0.25, 2: 0.5}, stale={0: 3, 1: 3})
+        clean.name: ab.Record(adversarial.HonestFinal(9, {0: 0.5, 1: 0.5, 2: 0.5})),
+        attacked.name: ab.Record(
+            adversarial.HonestFinal(9, {0: 0.0, 1: 0.25, 2: 0.5}, stale={0: 3, 1: 3})
         ),
     }
 
     # Execute
-    lines, _ = script.measure([clean, attacked], found)
+    lines, _ = ab.measure([clean, attacked], found)
 
     # Assert: the row keeps both trainers, and the note names the run
     assert "| groups | fedavg | sign-flip:0.4 | 1 | 0.0 | 25.0 | +50.0 | +25.0 | – | – |" in lines
@@ -446,7 +450,7 @@ def test_runs_with_trainers_left_without_a_last_model_are_named_under_the_table(
         "`groups-fedavg-sign-flip0.4-s1` (2 of 3 honest trainers, last model in round 3, "
         "run ends in round 9)" in note[0]
     )
-    clean_only, _ = script.measure([clean], found)
+    clean_only, _ = ab.measure([clean], found)
     assert not any("without a model" in line for line in clean_only)
 
 

@@ -92,6 +92,34 @@ def test_methods_are_configured_on_the_same_data(paper):
     assert runs["groups-mcfl-all-s1"].config.aggregate_on == "all"
 
 
+def test_a_method_is_added_by_one_registry_entry(paper, monkeypatch):
+    # Prepare: FedAvg at a tenth of the learning rate, a baseline run only when named,
+    # and a method limited to one scenario file that has no run where its data is IID
+    def tenth(config):
+        if config.scenario == "iid":
+            raise campaign.NotApplicable("IID data has nothing to cluster")
+        return replace(campaign.baseline(config, "fedavg"), lr=config.lr / 10)
+
+    monkeypatch.setitem(
+        campaign.CAMPAIGN_METHODS,
+        "fedavg-slow",
+        campaign.Method("fedavg-slow", "FedAvg, lr / 10", tenth, default=False),
+    )
+
+    # Execute
+    default = {r.method for r in campaign.plan(paper, seeds=[0]).runs}
+    asked = campaign.plan(paper, seeds=[0], methods=["fedavg-slow"], only=["iid", "groups"])
+
+    # Assert: planned only when named, filed under the baselines' stem, noted where it
+    # does not apply
+    assert "fedavg-slow" not in default
+    assert [r.name for r in asked.runs] == ["groups-fedavg-slow-s0"]
+    config = asked.runs[0].config
+    assert (config.strategy, config.name) == ("fedavg", "groups-fedavg-slow-s0")
+    assert config.lr == pytest.approx(0.005)
+    assert asked.notes == ["iid: no FedAvg, lr / 10 run, IID data has nothing to cluster"]
+
+
 def test_the_oracle_runs_fedavg_inside_each_true_group(paper):
     # Prepare
     run = next(r for r in campaign.plan(paper, seeds=[0]).runs if r.name == "groups-oracle-s0")
@@ -260,7 +288,7 @@ def test_the_oracle_runs_each_group_then_merges_them(tmp_path, monkeypatch, run_
     )
 
     # Execute
-    summary = campaign.execute(run, tmp_path, Console(quiet=True))
+    summary = campaign.make_run(run, tmp_path, Console(quiet=True))
 
     # Assert: one run of trainers 0-3, models of the two chains kept apart
     assert started == [[1, 3]]
@@ -291,7 +319,7 @@ def _iid_folder(tmp_path: Path) -> Path:
 def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
     tmp_path, monkeypatch, load_script, run_writer
 ):
-    # Prepare: a one-scenario folder; execute() writes a fake finished run.
+    # Prepare: a one-scenario folder; make_run() writes a fake finished run.
     script = load_script("run_experiments")
     scenarios = _iid_folder(tmp_path)
     out = tmp_path / "out"
@@ -301,7 +329,7 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
         made.append(run.name)
         return run_writer(run_dir, run.config, lambda i, r: 0.5)
 
-    monkeypatch.setattr(campaign, "execute", fake_execute)
+    monkeypatch.setattr(campaign, "make_run", fake_execute)
     args = ["--scenarios", str(scenarios), "--out", str(out), "--seeds", "0,1",
             "--records", str(tmp_path / "no-records")]  # fmt: skip
     run_writer(
@@ -365,7 +393,7 @@ def test_a_fresh_clone_resumes_from_the_kept_records_made_with_the_planned_optio
     made = []
     monkeypatch.setattr(
         campaign,
-        "execute",
+        "make_run",
         lambda run, run_dir, console: (
             made.append(run.name) or run_writer(run_dir, run.config, lambda i, r: 0.5)
         ),

@@ -1,4 +1,5 @@
-"""scripts/report_results.py on a small synthetic campaign: tables, statistics, gaps."""
+"""The results report (``mcfl_chain/simulation/results_report.py``, its command line
+``scripts/report_results.py``) on a small synthetic campaign: tables, statistics, gaps."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from mcfl_chain.simulation import results_report
 from mcfl_chain.simulation.runner import SimulationConfig
 
 GROUPS = dict(
@@ -75,8 +77,8 @@ def _section(text: str, title: str) -> str:
     return text[start : end if end > 0 else None]
 
 
-def test_run_names_are_parsed_with_methods_containing_dashes(load_script):
-    pattern = load_script("report_results").RUN_NAME
+def test_run_names_are_parsed_with_methods_containing_dashes():
+    pattern = results_report.RUN_NAME
     assert pattern.match("groups-mcfl-shared-s0").group("scenario", "method", "seed") == (
         "groups",
         "mcfl-shared",
@@ -96,7 +98,10 @@ def test_the_report_gives_means_intervals_and_paired_differences(campaign_dir, l
     script = load_script("report_results")
 
     # Execute
-    result = CliRunner().invoke(script.main, ["--runs", str(runs), "--out", str(docs)])
+    records = docs.parent / "records"
+    result = CliRunner().invoke(
+        script.main, ["--runs", str(runs), "--out", str(docs), "--records", str(records)]
+    )
 
     # Assert
     assert result.exit_code == 0, result.output
@@ -155,25 +160,25 @@ def test_the_report_gives_means_intervals_and_paired_differences(campaign_dir, l
     assert "Not run yet (`python scripts/run_experiments.py --only iid`)." in text
     assert "| groups mcfl | 2 | 4 |" in _section(text, "Performance")
 
-    record = docs / "results" / "runs" / "groups-mcfl-s0"
+    record = records / "groups-mcfl-s0"
     lines = [json.loads(x) for x in (record / "metrics.jsonl").read_text().splitlines()]
     assert [(x["round"], x["trainer_index"], x["accuracy"]) for x in lines] == [
         (1, i, v) for i, v in enumerate(FINAL["groups-mcfl-s0"])
     ]
     assert "aggregations" not in lines[0]
     assert (record / "summary.json").exists() and (record / "config.json").exists()
-    assert not (docs / "results" / "runs" / "iid-mcfl-s0").exists()
+    assert not (records / "iid-mcfl-s0").exists()
 
 
-def test_the_report_can_be_made_again_from_its_records(campaign_dir, load_script):
+def test_the_report_can_be_made_again_from_its_records(campaign_dir):
     # Prepare
     runs, docs = campaign_dir
-    script = load_script("report_results")
-    script.write_report(runs, docs, docs / "results" / "claims.toml")
+    records = docs.parent / "records"
+    results_report.write_report(runs, docs, docs / "results" / "claims.toml", records=records)
     first = (docs / "RESULTS.md").read_text()
 
     # Execute
-    script.write_report(docs / "results" / "runs", docs, docs / "results" / "claims.toml")
+    results_report.write_report(records, docs, docs / "results" / "claims.toml")
 
     # Assert: the same tables (the records hold the final-round lines)
     again = (docs / "RESULTS.md").read_text()
@@ -181,7 +186,7 @@ def test_the_report_can_be_made_again_from_its_records(campaign_dir, load_script
     assert _section(again, "Ablation") == _section(first, "Ablation")
 
 
-def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer, load_script):
+def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer):
     # Prepare: IID data has one group, so the oracle is FedAvg itself.
     runs = tmp_path / "runs"
     for name in ("iid-mcfl-s0", "iid-fedavg-s0"):
@@ -193,11 +198,9 @@ def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer, load_
         run_writer(runs / name, config, lambda i, r: 0.5, lambda i: "iid")
 
     # Execute
-    text = (
-        load_script("report_results")
-        .write_report(runs, tmp_path / "docs", tmp_path / "claims.toml")
-        .read_text()
-    )
+    text = results_report.write_report(
+        runs, tmp_path / "docs", tmp_path / "claims.toml"
+    ).read_text()
 
     # Assert
     iid = _section(text, "iid")
@@ -207,9 +210,9 @@ def test_a_scenario_without_groups_has_no_oracle_row(tmp_path, run_writer, load_
     assert "| iid | +0.0 | +0.0 | not run | n/a |" in _section(text, "Summary")
 
 
-def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
+def test_an_empty_campaign_is_reported_as_not_run(tmp_path):
     # Execute
-    path = load_script("report_results").write_report(
+    path = results_report.write_report(
         tmp_path / "none", tmp_path / "docs", tmp_path / "claims.toml"
     )
 
@@ -221,9 +224,9 @@ def test_an_empty_campaign_is_reported_as_not_run(tmp_path, load_script):
     assert "_No run finished yet._" in text
 
 
-def test_fedfmc_one_step_appears_under_the_default_experiment_once_run(tmp_path, load_script):
+def test_fedfmc_one_step_appears_under_the_default_experiment_once_run(tmp_path):
     # Prepare: both tables with their figures, and the one-step discussion
-    module = load_script("report_results")
+    module = results_report
     docs = tmp_path / "docs"
     (docs / "results").mkdir(parents=True)
     (docs / "discussion").mkdir()
@@ -264,13 +267,15 @@ def test_a_broken_claims_file_is_named(tmp_path, load_script):
             str(tmp_path / "docs"),
             "--claims",
             str(tmp_path / "claims.toml"),
+            "--records",
+            str(tmp_path / "records"),
         ],
     )
     assert result.exit_code == 1 and "claims.toml" in result.output
 
 
 def test_the_clustered_methods_are_compared_with_minority_fair_accuracy_and_costs(
-    tmp_path, run_writer, load_script
+    tmp_path, run_writer
 ):
     # Prepare: rotation-30-2 at 3 trainers, trainer 2 the minority; MCFL serves it
     # (0.8), FedAvg does not (0.2); MCFL's trainers store 1 kB and fetch 3 kB a round.
@@ -299,12 +304,14 @@ def test_the_clustered_methods_are_compared_with_minority_fair_accuracy_and_cost
             lambda i: "rotation 180°" if i == 2 else "rotation 0°",
             extra=(lambda i, r, costs=costs: costs) if "mcfl" in name else None,
         )
-    script = load_script("report_results")
 
     # Execute
-    text = script.write_report(runs, tmp_path / "docs", tmp_path / "claims.toml").read_text()
-    again = script.write_report(
-        tmp_path / "docs" / "results" / "runs", tmp_path / "docs", tmp_path / "claims.toml"
+    records = tmp_path / "records"
+    text = results_report.write_report(
+        runs, tmp_path / "docs", tmp_path / "claims.toml", records=records
+    ).read_text()
+    again = results_report.write_report(
+        records, tmp_path / "docs", tmp_path / "claims.toml"
     ).read_text()
 
     # Assert: fair = 2/3·mean + 1/3·(1 − gap); costs only where the run reported them
@@ -317,7 +324,7 @@ def test_the_clustered_methods_are_compared_with_minority_fair_accuracy_and_cost
     assert _section(again, "Clustered methods compared") == section
 
 
-def test_the_paper_size_runs_get_their_own_table_and_records(tmp_path, run_writer, load_script):
+def test_the_paper_size_runs_get_their_own_table_and_records(tmp_path, run_writer):
     # Prepare: a 4-trainer "paper-size" MCFL run sharing all samples (samples=None), 3 of
     # 5 rounds made, 600 s in all, 8,000 gas and 2 MB a trainer-round.
     published = tmp_path / "published"
@@ -340,11 +347,13 @@ def test_the_paper_size_runs_get_their_own_table_and_records(tmp_path, run_write
     docs = tmp_path / "docs"
 
     # Execute
-    text = (
-        load_script("report_results")
-        .write_report(tmp_path / "none", docs, tmp_path / "claims.toml", published)
-        .read_text()
-    )
+    text = results_report.write_report(
+        tmp_path / "none",
+        docs,
+        tmp_path / "claims.toml",
+        published,
+        published_records=tmp_path / "published-records",
+    ).read_text()
 
     # Assert: the training samples as the lines say; the round time is the summary's
     section = _section(text, "The paper's size, once")
@@ -353,12 +362,10 @@ def test_the_paper_size_runs_get_their_own_table_and_records(tmp_path, run_write
         f"| groups MCFL | 0 | 4 | 1,150 | 3 of 5 | 10 min | {sum(rounds) / len(rounds):.0f} s "
         "| 8,000 | 2,000 | 50.0 | 65.0 | 80.0 | 2 |"
     ) in section
-    assert (docs / "results" / "published" / "groups-mcfl-s0" / "summary.json").exists()
+    assert (tmp_path / "published-records" / "groups-mcfl-s0" / "summary.json").exists()
 
 
-def test_the_status_counts_the_planned_runs_done_and_names_the_rest(
-    tmp_path, run_writer, load_script
-):
+def test_the_status_counts_the_planned_runs_done_and_names_the_rest(tmp_path, run_writer):
     # Prepare: a one-scenario folder (iid: no oracle) whose MCFL seed 0 is done
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
@@ -371,11 +378,9 @@ def test_the_status_counts_the_planned_runs_done_and_names_the_rest(
     run_writer(runs / "iid-mcfl-s0", config, lambda i, r: 0.5)
 
     # Execute
-    text = (
-        load_script("report_results")
-        .write_report(runs, tmp_path / "docs", tmp_path / "claims.toml", scenarios=scenarios)
-        .read_text()
-    )
+    text = results_report.write_report(
+        runs, tmp_path / "docs", tmp_path / "claims.toml", scenarios=scenarios
+    ).read_text()
 
     # Assert: 4 methods × 3 seeds planned; the comparison names no scenario of this folder
     assert (
@@ -389,14 +394,16 @@ def test_a_fresh_clone_reports_from_the_kept_records(campaign_dir, load_script, 
     # Prepare: a report made once (which keeps the records); then no run directories
     runs, docs = campaign_dir
     script = load_script("report_results")
-    script.write_report(runs, docs, docs / "results" / "claims.toml")
+    records = tmp_path / "records"
+    results_report.write_report(runs, docs, docs / "results" / "claims.toml", records=records)
     first = (docs / "RESULTS.md").read_text()
 
     # Execute
     result = CliRunner().invoke(
         script.main,
         ["--runs", str(tmp_path / "gone"), "--published-runs", str(tmp_path / "gone-too"),
-         "--out", str(docs)],
+         "--out", str(docs), "--records", str(records),
+         "--published-records", str(tmp_path / "no-published-records")],
     )  # fmt: skip
 
     # Assert

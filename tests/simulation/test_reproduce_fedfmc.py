@@ -1,19 +1,24 @@
-"""``scripts/reproduce_fedfmc.py`` and :mod:`mcfl_chain.simulation.fedfmc_figures`: the
+"""FedFMC's own experiment (:mod:`mcfl_chain.simulation.fedfmc_experiment`, its command
+line ``scripts/reproduce_fedfmc.py``) and :mod:`mcfl_chain.simulation.fedfmc_figures`: the
 runs it plans, the measures on hand-computed metrics lines, its table, last line and
 figures on hand-made run directories, its resumption, and one real small run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 import time
 
-import click
 import pytest
 from click.testing import CliRunner
 
+from mcfl_chain.simulation import experiment
+from mcfl_chain.simulation import fedfmc_experiment as fx
 from mcfl_chain.simulation import fedfmc_figures as ff
+from mcfl_chain.simulation.experiment import ExperimentError
+from mcfl_chain.simulation.runner import SimulationConfig
 
 SCENARIO = """name = "{name}"
 dataset = "digits"
@@ -74,9 +79,9 @@ def scenarios(tmp_path):
 # -- planning ----------------------------------------------------------------------------
 
 
-def test_each_seed_gets_the_three_variants_on_the_same_data(script, scenarios):
+def test_each_seed_gets_the_three_variants_on_the_same_data(scenarios):
     # Execute
-    planned = script.plan(scenarios, [0, 1])
+    planned = fx.plan(scenarios, [0, 1])
 
     # Assert: names, seed by seed; EWC on and off; FedAvg keeps FedFMC's schedule
     assert [r.name for r in planned.runs] == [
@@ -99,12 +104,12 @@ def test_each_seed_gets_the_three_variants_on_the_same_data(script, scenarios):
     assert planned.notes == []
 
 
-def test_a_rounds_cap_keeps_T_notes_cut_merges_and_refuses_to_leave_no_merge(script, scenarios):
+def test_a_rounds_cap_keeps_T_notes_cut_merges_and_refuses_to_leave_no_merge(scenarios):
     # Execute
-    cut = script.plan(scenarios, [0], rounds=3)
-    above = script.plan(scenarios, [0], rounds=99)
-    with pytest.raises(click.ClickException) as refused:
-        script.plan(scenarios, [0], rounds=2)
+    cut = fx.plan(scenarios, [0], rounds=3)
+    above = fx.plan(scenarios, [0], rounds=99)
+    with pytest.raises(ExperimentError) as refused:
+        fx.plan(scenarios, [0], rounds=2)
 
     # Assert: T = 2 kept; 3 rounds start one merge step of the two; a cap above the
     # scenario's rounds is no cap; 2 rounds = T leave no merge round
@@ -113,28 +118,28 @@ def test_a_rounds_cap_keeps_T_notes_cut_merges_and_refuses_to_leave_no_merge(scr
         "3 rounds cut the merges short: T = 2 then 2 merge steps of M = 1 need 4; 1 of them starts"
     ]
     assert {r.config.rounds for r in above.runs} == {5}
-    message = refused.value.message
+    message = str(refused.value)
     assert "--rounds 2 leave no merge round" in message
     assert "give --rounds 3 or more (4 for every merge to finish)" in message
 
 
-def test_the_pair_must_differ_in_ewc_only(script, scenarios):
+def test_the_pair_must_differ_in_ewc_only(scenarios):
     # Prepare: the file without EWC trains with more samples
     path = scenarios / "three-labels-no-ewc.toml"
     path.write_text(path.read_text().replace("samples = 60", "samples = 90"))
 
     # Execute
-    with pytest.raises(click.ClickException) as refused:
-        script.plan(scenarios, [0])
+    with pytest.raises(ExperimentError) as refused:
+        fx.plan(scenarios, [0])
 
     # Assert
-    assert "differs in samples" in refused.value.message
+    assert "differs in samples" in str(refused.value)
 
 
-def test_a_missing_scenario_file_says_which_folder_to_give(script, tmp_path):
-    with pytest.raises(click.ClickException) as refused:
-        script.plan(tmp_path, [0])
-    assert "three-labels.toml" in refused.value.message and "--scenarios" in refused.value.message
+def test_a_missing_scenario_file_says_which_folder_to_give(tmp_path):
+    with pytest.raises(ExperimentError) as refused:
+        fx.plan(tmp_path, [0])
+    assert "three-labels.toml" in str(refused.value) and "--scenarios" in str(refused.value)
 
 
 # -- measures ----------------------------------------------------------------------------
@@ -270,7 +275,7 @@ def test_seeds_are_averaged_worst_per_seed_first():
     assert not ff.forked_as_archetypes(summary.fork_groups[1], summary.archetypes)
 
 
-def test_a_fork_into_other_groups_than_the_archetypes_is_noted(script):
+def test_a_fork_into_other_groups_than_the_archetypes_is_noted():
     # Prepare: classes 0 and 1 stayed together through the fork stage
     schedule = ff.Schedule(fork_rounds=2, merge_rounds=1, groups=3, rounds=5)
     models = (["r"] * 3, ["g0", "g0", "g2"], *FEDFMC_MODELS[2:])
@@ -278,8 +283,8 @@ def test_a_fork_into_other_groups_than_the_archetypes_is_noted(script):
     apart = ff.summarise([ff.measure_run(_lines(EWC, FEDFMC_MODELS), schedule)])
 
     # Execute
-    noted = script.table_lines({"fedfmc-ewc": together})
-    clean = script.table_lines({"fedfmc-ewc": apart})
+    noted = fx.table_lines({"fedfmc-ewc": together})
+    clean = fx.table_lines({"fedfmc-ewc": apart})
 
     # Assert
     assert "| FedFMC + EWC | 1 | 2: class 0 + class 1 / class 2 |" in "\n".join(noted)
@@ -290,12 +295,10 @@ def test_a_fork_into_other_groups_than_the_archetypes_is_noted(script):
 # -- the table, the last line and the figures --------------------------------------------
 
 
-def _write_finished(
-    script, scenarios, out, run_writer, variants=("fedfmc-ewc", "fedfmc-no-ewc", "fedavg")
-):
+def _write_finished(scenarios, out, run_writer, variants=("fedfmc-ewc", "fedfmc-no-ewc", "fedavg")):
     """Finished runs of seed 0 for ``variants``, made with the planned configs."""
     values = {"fedfmc-ewc": EWC, "fedfmc-no-ewc": NO_EWC, "fedavg": FEDAVG}
-    for run in script.plan(scenarios, [0]).runs:
+    for run in fx.plan(scenarios, [0]).runs:
         if run.variant not in variants:
             continue
         table = values[run.variant]
@@ -314,8 +317,9 @@ def test_report_only_writes_the_table_the_verdicts_the_last_line_and_the_figures
 ):
     # Prepare
     out, table = tmp_path / "runs", tmp_path / "results" / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer)
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    _write_finished(scenarios, out, run_writer)
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     result = CliRunner().invoke(script.main, [*args, "--report-only"])
@@ -347,8 +351,9 @@ def test_report_only_writes_the_table_the_verdicts_the_last_line_and_the_figures
 def test_variants_not_run_are_reported_as_such(script, scenarios, tmp_path, run_writer):
     # Prepare: only FedFMC with EWC finished
     out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer, variants=("fedfmc-ewc",))
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    _write_finished(scenarios, out, run_writer, variants=("fedfmc-ewc",))
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     listed = CliRunner().invoke(script.main, [*args, "--list"])
@@ -380,8 +385,8 @@ def test_variants_not_run_are_reported_as_such(script, scenarios, tmp_path, run_
         (math.nan, 0.5, "n/a"),
     ],
 )
-def test_a_verdict_needs_a_gap_of_a_point(script, lower, higher, expected):
-    assert script._compare(lower, higher) == expected
+def test_a_verdict_needs_a_gap_of_a_point(lower, higher, expected):
+    assert fx._compare(lower, higher) == expected
 
 
 def test_the_kept_records_are_trimmed_and_make_the_same_table(
@@ -389,12 +394,13 @@ def test_the_kept_records_are_trimmed_and_make_the_same_table(
 ):
     # Prepare
     out, table = tmp_path / "runs", tmp_path / "results" / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer)
-    args = ["--scenarios", str(scenarios), "--table", str(table)]
+    _write_finished(scenarios, out, run_writer)
+    args = ["--scenarios", str(scenarios), "--table", str(table),
+            "--records", str(tmp_path / "records" / "fedfmc")]  # fmt: skip
     first = CliRunner().invoke(script.main, [*args, "--out", str(out), "--report-only"])
     made = table.read_text()
     table.unlink()
-    records = tmp_path / "results" / "records" / "fedfmc"
+    records = tmp_path / "records" / "fedfmc"
 
     # Execute: from the records alone
     again = CliRunner().invoke(script.main, [*args, "--out", str(records), "--report-only"])
@@ -405,7 +411,7 @@ def test_the_kept_records_are_trimmed_and_make_the_same_table(
     assert "records of" not in again.output  # nothing copied onto itself
     assert table.read_text() == made
     kept = [json.loads(raw) for raw in (records / "fedfmc-ewc-s0" / "metrics.jsonl").open()]
-    assert len(kept) == 15 and set(kept[0]) <= set(script.RECORD_FIELDS)
+    assert len(kept) == 15 and set(kept[0]) <= set(fx.RECORD_FIELDS)
     assert {"accuracy", "group", "model", "round"} <= set(kept[0])
 
 
@@ -413,9 +419,10 @@ def test_an_unwritable_records_folder_is_one_line_that_says_what_to_give(
     script, scenarios, tmp_path, run_writer
 ):
     out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer)
+    _write_finished(scenarios, out, run_writer)
     (tmp_path / "a-file").write_text("")
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     result = CliRunner().invoke(
         script.main, [*args, "--records", str(tmp_path / "a-file" / "records"), "--report-only"]
@@ -431,11 +438,12 @@ def test_another_table_gets_its_own_figures_and_states_the_local_work(
 ):
     # Prepare: the default table's figures exist already and must stay untouched
     out, table = tmp_path / "runs", tmp_path / "results" / "fedfmc-one-step.md"
-    _write_finished(script, scenarios, out, run_writer)
+    _write_finished(scenarios, out, run_writer)
     table.parent.mkdir()
     kept = table.parent / "fedfmc-ewc.png"
     kept.write_bytes(b"earlier figure")
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     result = CliRunner().invoke(script.main, [*args, "--report-only"])
@@ -462,16 +470,17 @@ def test_another_table_gets_its_own_figures_and_states_the_local_work(
         ({"samples": None}, "2 local epochs in batches of 32, lr 0.05"),
     ],
 )  # fmt: skip
-def test_local_work_counts_the_steps_of_the_training_split(script, changes, expected):
-    config = script.SimulationConfig(epochs=2, batch_size=32, samples=600, lr=0.05)
-    assert script.local_work(script.dataclasses.replace(config, **changes)) == expected
+def test_local_work_counts_the_steps_of_the_training_split(changes, expected):
+    config = SimulationConfig(epochs=2, batch_size=32, samples=600, lr=0.05)
+    assert fx.local_work(dataclasses.replace(config, **changes)) == expected
 
 
 def test_runs_made_with_other_options_are_refused(script, scenarios, tmp_path, run_writer):
     # Prepare: runs of 5 rounds, then a report asked for 4
     out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer)
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    _write_finished(scenarios, out, run_writer)
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     result = CliRunner().invoke(script.main, [*args, "--rounds", "4", "--report-only"])
@@ -488,7 +497,7 @@ def test_finished_runs_are_skipped_and_an_interrupted_one_made_again(
     # Prepare: EWC finished, no EWC interrupted (a stray file left), FedAvg pending;
     # run_simulation replaced by one writing the hand-made run
     out, table = tmp_path / "runs", tmp_path / "fedfmc.md"
-    _write_finished(script, scenarios, out, run_writer, variants=("fedfmc-ewc",))
+    _write_finished(scenarios, out, run_writer, variants=("fedfmc-ewc",))
     (out / "fedfmc-no-ewc-s0").mkdir()
     (out / "fedfmc-no-ewc-s0" / "stray").write_text("left by the interrupted run")
     made = []
@@ -499,8 +508,9 @@ def test_finished_runs_are_skipped_and_an_interrupted_one_made_again(
         table_ = {"fedfmc-no-ewc": NO_EWC, "fedavg": FEDAVG}[variant]
         return run_writer(run_dir, config, lambda i, r: table_[i][r], lambda i: f"class {i}")
 
-    monkeypatch.setattr(script, "run_simulation", fake_run)
-    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
+    monkeypatch.setattr(experiment, "run_simulation", fake_run)
+    args = ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+            "--records", str(tmp_path / "records")]  # fmt: skip
 
     # Execute
     result = CliRunner().invoke(script.main, args)
@@ -529,8 +539,10 @@ def test_a_small_real_run_gives_the_three_variants(script, tmp_path):
 
     # Execute
     result = CliRunner().invoke(
-        script.main, ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table)]
-    )
+        script.main,
+        ["--scenarios", str(scenarios), "--out", str(out), "--table", str(table),
+         "--records", str(tmp_path / "records")],
+    )  # fmt: skip
 
     # Assert
     assert result.exit_code == 0, result.output

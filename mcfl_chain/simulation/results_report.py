@@ -1,0 +1,1080 @@
+"""docs/RESULTS.md from the experiment campaign's records (``scripts/report_results.py``).
+
+The campaign's tables, made from records only (the experiment framework's last step,
+:mod:`~mcfl_chain.simulation.experiment`): reads the campaign's run directories or their
+records (``results/experiments/<scenario>-<method>-s<seed>/``, made by
+``scripts/run_experiments.py``), the scaling measurements ``runs/scaling/scaling.json``
+(``scripts/bench_scaling.py``), the gas snapshot, and the tables and figures that
+``scripts/reproduce_fedfmc.py`` and ``scripts/bench_adversaries.py`` left in
+``docs/results/``. Per experiment: the paper's claim
+and our verdict (hand-written in ``docs/results/claims.toml``), one row per method with
+the final-round worst / average / best trainer and FACADE's fair accuracy (or the MSE
+per dataset) as mean ± 95 % Student-t half-width over seeds, the paired differences
+MCFL − baseline (per seed over the same trainers, then over seeds), the autoencoders'
+MSE gains both ways, the MCFL ablations, plots of the mean curves into
+``docs/results/``, and the hand-written discussion ``docs/discussion/<experiment>.md``.
+Runs not made yet are reported as "not run". The statistics are in
+:mod:`~mcfl_chain.simulation.stats`; the methods, their rows and labels are the
+campaign's (:data:`~mcfl_chain.simulation.campaign.CAMPAIGN_METHODS`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tomllib
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from mcfl_chain._utils.config_files import ConfigError
+from mcfl_chain.simulation import campaign, report, stats
+from mcfl_chain.simulation.experiment import ExperimentError
+from mcfl_chain.simulation.runner import SimulationConfig
+from mcfl_chain.worker.timing import CATEGORIES
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The source tree: the report reads its scenario files and its gas snapshot."""
+GAS_SNAPSHOT = ROOT / "tests" / "contracts" / "gas-snapshot.json"
+SCENARIOS = ROOT / "scenarios" / "paper"
+# The thesis contracts doing the same work, one transaction per call, 21,000 base each
+# (scripts/bench_gas.py): (a) propose + aggregate + nextRound; (b) two of each + nextRound.
+THESIS_PER_TRAINER_ROUND = {"consensus": 340_465, "forking": 633_748}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment of the report: its claims key and its tables, each a shared
+    baselines' name (stem) with the MCFL scenario files run against those baselines."""
+
+    key: str
+    tables: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+EXPERIMENTS = (
+    Experiment("iid", (("iid", ("iid",)),)),
+    Experiment("groups", (("groups", ("groups",)),)),
+    Experiment(
+        "gaussian",
+        (("gaussian", ("gaussian-tol1", "gaussian-tol2", "gaussian-tol3", "gaussian-tolmixed")),),
+    ),
+    Experiment(
+        "dirichlet", (("dirichlet-0.1", ("dirichlet-0.1",)), ("dirichlet-0.5", ("dirichlet-0.5",)))
+    ),
+    Experiment("two-datasets", (("two-datasets", ("two-datasets",)),)),
+    Experiment(
+        "autoencoders",
+        (
+            ("autoencoders", ("autoencoders", "autoencoders-tol1")),
+            ("autoencoders-epochs6", ("autoencoders-epochs6",)),
+        ),
+    ),
+    Experiment(
+        "rotation",
+        tuple((name, (name,)) for name in ("rotation-16-16", "rotation-24-8", "rotation-30-2")),
+    ),
+)
+BASELINES = campaign.BASELINES
+LABELS = campaign.LABELS
+"""Each method's row label: the campaign's registry (``campaign.CAMPAIGN_METHODS``)."""
+RUN_NAME = re.compile(
+    r"^(?P<scenario>.+)-(?P<method>"
+    + "|".join(re.escape(m) for m in sorted(campaign.ALL_METHODS, key=len, reverse=True))
+    + r")-s(?P<seed>\d+)$"
+)
+NOT_RUN = "not run"
+
+
+# -- loading ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    name: str
+    scenario: str
+    method: str
+    seed: int
+    dir: Path
+    summary: dict[str, Any]
+    figures: stats.RunFigures | None
+
+
+Runs = Mapping[tuple[str, str], Mapping[int, Run]]
+"""(scenario, method) → seed → finished run."""
+
+
+def load_runs(runs_dir: Path) -> dict[tuple[str, str], dict[int, Run]]:
+    """Every finished run of the campaign in ``runs_dir`` (others are ignored)."""
+    out: dict[tuple[str, str], dict[int, Run]] = defaultdict(dict)
+    if not runs_dir.is_dir():
+        return out
+    for run_dir in sorted(runs_dir.iterdir()):
+        match = RUN_NAME.match(run_dir.name)
+        if match is None or not (run_dir / "summary.json").exists():
+            continue
+        summary = json.loads((run_dir / "summary.json").read_text())
+        lines = report.read_metrics([run_dir / "metrics.jsonl"])
+        metric = "accuracy" if summary.get("metric", "accuracy") == "accuracy" else "MSE"
+        run = Run(
+            name=run_dir.name,
+            scenario=match["scenario"],
+            method=match["method"],
+            seed=int(match["seed"]),
+            dir=run_dir,
+            summary=summary,
+            figures=stats.run_figures(lines, metric),
+        )
+        out[run.scenario, run.method][run.seed] = run
+    return out
+
+
+def figures_of(seeds: Mapping[int, Run]) -> dict[int, stats.RunFigures]:
+    return {s: r.figures for s, r in seeds.items() if r.figures is not None}
+
+
+def config_of(seeds: Mapping[int, Run]) -> dict[str, Any] | None:
+    return next((r.summary["config"] for r in seeds.values()), None)
+
+
+def load_claims(path: Path) -> dict[str, dict[str, str]]:
+    """The hand-written claims and verdicts (empty if the file is absent).
+
+    Raises
+    ------
+    ExperimentError
+        If the file is not valid TOML.
+    """
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{path}: {exc}") from exc
+
+
+# -- formatting ------------------------------------------------------------------------
+
+
+def scale_of(metric: str) -> tuple[float, int]:
+    """Accuracy in % with one decimal; MSE as is with four."""
+    return (100.0, 1) if metric == "accuracy" else (1.0, 4)
+
+
+def cell(interval: stats.Interval | None, metric: str, signed: bool = False) -> str:
+    if interval is None:
+        return NOT_RUN
+    scale, digits = scale_of(metric)
+    return interval.format(scale, digits, signed)
+
+
+def percent(interval: stats.Interval) -> str:
+    return interval.format(100.0, 1, signed=True) + " %"
+
+
+def excludes(interval: stats.Interval | None, metric: str) -> str:
+    """Whether a ``method − baseline`` interval excludes 0, and in whose favour."""
+    if interval is None:
+        return "–"
+    if interval.excludes_zero is None:
+        return "– (1 seed)"
+    if not interval.excludes_zero:
+        return "no"
+    better = interval.mean > 0 if stats.higher_is_better(metric) else interval.mean < 0
+    return "yes, better" if better else "yes, worse"
+
+
+def marked(interval: stats.Interval | None, metric: str) -> str:
+    """A signed difference, starred when its interval excludes 0."""
+    if interval is None:
+        return NOT_RUN
+    return cell(interval, metric, signed=True) + (" *" if interval.excludes_zero else "")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+    ]
+
+
+# -- one table of methods ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    scenario: str
+    method: str
+
+
+def file_tolerance(scenario: str) -> float | str | None:
+    """The MCFL tolerance of ``scenarios/paper/<scenario>.toml``, if that file exists."""
+    path = SCENARIOS / f"{scenario}.toml"
+    try:
+        return SimulationConfig.load_file(path).tolerance if path.exists() else None
+    except ConfigError:
+        return None
+
+
+def method_rows(stem: str, scenarios: Sequence[str], runs: Runs) -> list[Row]:
+    """MCFL on each scenario file, then the baselines shared by them."""
+    rows = []
+    for scenario in scenarios:
+        label = "MCFL"
+        if len(scenarios) > 1:
+            config = config_of(runs.get((scenario, "mcfl"), {}))
+            tolerance = config["tolerance"] if config else file_tolerance(scenario)
+            label = f"MCFL, tolerance {tolerance}" if tolerance is not None else f"MCFL {scenario}"
+        rows.append(Row(label, scenario, "mcfl"))
+    for method in BASELINES:
+        if method in campaign.ON_REQUEST and (stem, method) not in runs:
+            continue  # run only when asked for: no "not run" row
+        label = LABELS[method]
+        config = config_of(runs.get((stem, method), {}))
+        if method in ("ifca", "facade") and config:
+            label += f" (k = {config['clusters']})"
+        rows.append(Row(label, stem, method))
+    return rows
+
+
+def scenario_config(runs: Runs, keys: Sequence[tuple[str, str]]) -> SimulationConfig | None:
+    """The configuration of any run among ``keys`` (options the runner no longer has
+    are dropped)."""
+    for key in keys:
+        config = config_of(runs.get(key, {}))
+        if config is not None:
+            known = {f.name for f in fields(SimulationConfig)}
+            return SimulationConfig(**{k: v for k, v in config.items() if k in known})
+    return None
+
+
+def scenario_file_config(scenarios: Sequence[str]) -> SimulationConfig | None:
+    """The configuration of the first of ``scenarios`` whose file reads."""
+    for scenario in scenarios:
+        try:
+            return SimulationConfig.load_file(SCENARIOS / f"{scenario}.toml")
+        except (ConfigError, OSError):
+            continue
+    return None
+
+
+def oracle_note(stem: str, scenarios: Sequence[str], runs: Runs) -> str | None:
+    """Why a scenario has no oracle run, if it has none by design; read from a run's
+    configuration, or from the scenario file when nothing has run yet."""
+    config = scenario_config(
+        runs, [(s, "mcfl") for s in scenarios] + [(stem, "fedavg")]
+    ) or scenario_file_config(scenarios)
+    if config is None:
+        return None
+    try:
+        parts, why = campaign.oracle_parts(config)
+    except campaign.CampaignError:
+        return None
+    return None if parts else why
+
+
+def methods_table(
+    stem: str, rows: Sequence[Row], runs: Runs, metric: str, oracle_why: str | None
+) -> list[str]:
+    summaries = {
+        row: stats.over_seeds(figures_of(runs.get((row.scenario, row.method), {}))) for row in rows
+    }
+    groups = sorted({g for s in summaries.values() if s for g in s.by_group})
+    if metric == "accuracy":
+        header = ["method", "seeds", "worst", "average", "best", "fair accuracy", "final models"]
+    else:
+        header = ["method", "seeds", "worst", "average", "best"]
+        header += [f"MSE {g}" for g in groups] + ["final models"]
+    lines = []
+    for row in rows:
+        summary = summaries[row]
+        if summary is None:
+            if row.method == "oracle" and oracle_why:
+                continue
+            lines.append([row.label, "0", *[NOT_RUN] * (len(header) - 2)])
+            continue
+        cells = [row.label, str(len(summary.seeds))]
+        cells += [cell(getattr(summary, k), metric) for k in ("worst", "average", "best")]
+        if metric == "accuracy":
+            cells.append(cell(summary.fair, metric) if len(summary.by_group) > 1 else "–")
+        else:
+            cells += [cell(summary.by_group.get(g), metric) for g in groups]
+        cells.append(summary.models.format(1.0, 1))
+        lines.append(cells)
+    unit = "%" if metric == "accuracy" else "MSE, lower is better; worst = highest"
+    out = [
+        f"Final round, mean ± 95 % half-width over seeds ({unit}); worst / average / best "
+        "over trainers"
+        + (
+            "; FACADE fair accuracy (α = 2/3) over the data groups"
+            if metric == "accuracy"
+            else "; MSE per dataset = mean over its trainers"
+        )
+        + "; final models = distinct models the trainers deploy:",
+        "",
+        *table(header, lines),
+    ]
+    if oracle_why:
+        out += [f"No oracle run for `{stem}`: {oracle_why}.", ""]
+    return out
+
+
+def differences_table(rows: Sequence[Row], runs: Runs, metric: str) -> list[str]:
+    unit = "points of accuracy" if metric == "accuracy" else "MSE; negative favours MCFL"
+    header = [
+        "MCFL − baseline",
+        "paired seeds",
+        "mean over trainers",
+        "excludes 0",
+        "worst trainer",
+        "excludes 0",
+    ]
+    lines = []
+    for mine in (r for r in rows if r.method == "mcfl"):
+        method = figures_of(runs.get((mine.scenario, mine.method), {}))
+        if not method:
+            continue  # the table above says it was not run
+        for base in (r for r in rows if r.method != "mcfl"):
+            baseline = figures_of(runs.get((base.scenario, base.method), {}))
+            diff = stats.paired_difference(method, baseline)
+            name = f"{mine.label} − {base.label}"
+            if diff is None:
+                lines.append([name, "0", NOT_RUN, "–", NOT_RUN, "–"])
+                continue
+            lines.append(
+                [
+                    name,
+                    str(len(diff.seeds)),
+                    cell(diff.mean_diff, metric, signed=True),
+                    excludes(diff.mean_diff, metric),
+                    cell(diff.worst_diff, metric, signed=True),
+                    excludes(diff.worst_diff, metric),
+                ]
+            )
+    return [
+        f"Paired differences MCFL − baseline ({unit}): per seed, the mean over trainers of "
+        "each trainer's difference and the worst trainer's difference, then mean ± 95 % "
+        'half-width over the seeds both have; "excludes 0" says whether the interval '
+        "does, and in MCFL's favour or not:",
+        "",
+        *table(header, lines),
+    ]
+
+
+def mse_gains_table(rows: Sequence[Row], runs: Runs) -> list[str]:
+    fedavg = next((r for r in rows if r.method == "fedavg"), None)
+    baseline = figures_of(runs.get((fedavg.scenario, "fedavg"), {})) if fedavg else {}
+    lines = []
+    for row in rows:
+        if row.method == "fedavg":
+            continue
+        figures = figures_of(runs.get((row.scenario, row.method), {}))
+        gains = stats.mse_gains(figures, baseline)
+        mine, theirs = stats.over_seeds(figures), stats.over_seeds(baseline)
+        if not gains or mine is None or theirs is None:
+            lines.append([row.label, "–", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN])
+            continue
+        for group, gain in gains.items():
+            lines.append(
+                [
+                    row.label,
+                    group,
+                    cell(mine.by_group[group], "MSE"),
+                    cell(theirs.by_group[group], "MSE"),
+                    percent(gain.ratio),
+                    percent(gain.reduction),
+                ]
+            )
+    return [
+        "MSE per dataset against the global (FedAvg) model, both ways of writing the gain "
+        "(positive = lower MSE than FedAvg; per seed, then mean ± 95 % half-width): the "
+        "paper's FedAvg/method − 1, and the reduction (FedAvg − method)/FedAvg:",
+        "",
+        *table(
+            [
+                "method",
+                "dataset",
+                "MSE",
+                "FedAvg MSE",
+                "FedAvg/method − 1 (paper)",
+                "(FedAvg − method)/FedAvg",
+            ],
+            lines,
+        ),
+    ]
+
+
+def plot_table(stem: str, rows: Sequence[Row], runs: Runs, metric: str, out: Path) -> Path | None:
+    """Mean over seeds of each method's per-round average (solid) and worst trainer
+    (dashed), and of the models appended per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    worst_key = "metric_min" if metric == "accuracy" else "metric_max"
+    drawn = False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for row in rows:
+        seeds = runs.get((row.scenario, row.method), {})
+        if not seeds:
+            continue
+        by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for run in seeds.values():
+            for r in run.summary["rounds"]:
+                by_round[r["round"]].append(r)
+        xs = sorted(x for x, rs in by_round.items() if all(r["metric_avg"] is not None for r in rs))
+        if not xs:
+            continue
+        drawn = True
+        mean = {
+            key: [statistics.fmean(r[key] for r in by_round[x]) for x in xs]
+            for key in ("metric_avg", worst_key, "models")
+        }
+        line = ax1.plot(xs, mean["metric_avg"], label=f"{row.label} avg")[0]
+        ax1.plot(xs, mean[worst_key], "--", color=line.get_color(), linewidth=0.8)
+        ax2.step(xs, mean["models"], where="mid", label=row.label, color=line.get_color())
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax1.set_xlabel("round")
+    ax1.set_ylabel(metric)
+    ax1.set_title(f"{metric}: average (solid), worst trainer (dashed)")
+    ax1.legend(fontsize=7)
+    ax2.set_xlabel("round")
+    ax2.set_ylabel("models appended")
+    ax2.set_title("models appended per round (mean over seeds)")
+    ax2.set_ylim(bottom=0)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / f"{stem}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def setup_line(config: SimulationConfig, seeds: Sequence[int]) -> str:
+    datasets = config.dataset + (
+        f" + {config.scenario_params.get('other_dataset', 'mnist')}"
+        if config.scenario == "two-datasets"
+        else ""
+    )
+    params = f" {config.scenario_params}" if config.scenario_params else ""
+    return (
+        f"Setup: {datasets}, scenario `{config.scenario}`{params}, {config.n_trainers} "
+        f"trainers, {config.samples or 'all'} samples each (70/15/15 train/validation/test), "
+        f"{config.rounds} rounds, {config.epochs} epochs, `{config.arch}`; seeds "
+        f"{', '.join(map(str, seeds)) or 'none yet'}. Metric: the deployed model's figure on "
+        "each trainer's held-out test split, after the last round."
+    )
+
+
+def versus(runs: Runs, scenario: str, stem: str, baseline: str) -> stats.PairedDifference | None:
+    """MCFL on ``scenario`` − ``baseline`` on its shared baselines ``stem``, paired."""
+    return stats.paired_difference(
+        figures_of(runs.get((scenario, "mcfl"), {})), figures_of(runs.get((stem, baseline), {}))
+    )
+
+
+def experiment_section(
+    experiment: Experiment, runs: Runs, claims: Mapping[str, Mapping[str, str]], docs: Path
+) -> tuple[list[str], list[list[str]]]:
+    """The markdown of one experiment, and its rows of the summary table."""
+    claim = claims.get(experiment.key, {})
+    out = [
+        f"## {claim.get('title', experiment.key)}",
+        "",
+        "**What the paper claims.** "
+        + (claim.get("claim", "").strip() or "_No claim recorded in docs/results/claims.toml._"),
+        "",
+        f"**Verdict.** {claim.get('verdict', 'pending').strip()}",
+        "",
+    ]
+    summary_rows: list[list[str]] = []
+    for stem, scenarios in experiment.tables:
+        rows = method_rows(stem, scenarios, runs)
+        keys = [(r.scenario, r.method) for r in rows]
+        if len(experiment.tables) > 1:
+            out += [f"### {stem}", ""]
+        config = scenario_config(runs, keys)
+        if config is None:
+            out += [
+                f"Not run yet (`python scripts/run_experiments.py --only {stem}`).",
+                "",
+            ]
+            summary_rows += [[s, *[NOT_RUN] * 4] for s in scenarios]
+            continue
+        seeds = sorted({s for k in keys for s in runs.get(k, {})})
+        metric = next(
+            (r.figures.metric for k in keys for r in runs.get(k, {}).values() if r.figures),
+            "accuracy",
+        )
+        out += [
+            setup_line(config, seeds),
+            "",
+            "Reproduce: `python scripts/run_experiments.py --only "
+            + " --only ".join(scenarios)
+            + "` (or one run: `mcfl-chain simulate --config scenarios/paper/<file>.toml "
+            "--seed S`, with `--strategy fedavg|local|ifca` for a baseline).",
+            "",
+        ]
+        oracle_why = oracle_note(stem, scenarios, runs)
+        out += methods_table(stem, rows, runs, metric, oracle_why)
+        if oracle_why:
+            rows = [r for r in rows if r.method != "oracle"]
+        out += differences_table(rows, runs, metric)
+        if metric == "MSE":
+            out += mse_gains_table(rows, runs)
+        plot = plot_table(stem, rows, runs, metric, docs / "results")
+        if plot is not None:
+            out += [f"![{stem}](results/{plot.name})", ""]
+        for row in (r for r in rows if r.method == "mcfl"):
+            fedavg, local, oracle = (
+                versus(runs, row.scenario, stem, baseline)
+                for baseline in ("fedavg", "local", "oracle")
+            )
+            summary_rows.append(
+                [
+                    row.scenario,
+                    marked(fedavg.mean_diff if fedavg else None, metric),
+                    marked(fedavg.worst_diff if fedavg else None, metric),
+                    marked(local.mean_diff if local else None, metric),
+                    "n/a" if oracle_why else marked(oracle.mean_diff if oracle else None, metric),
+                ]
+            )
+    discussion = docs / "discussion" / f"{experiment.key}.md"
+    out += [
+        discussion.read_text().strip() if discussion.exists() else "_Discussion not written yet._",
+        "",
+    ]
+    return out, summary_rows
+
+
+def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> list[str]:
+    claim = claims.get("ablation", {})
+    out = [
+        f"## {claim.get('title', 'Ablation')}",
+        "",
+        "**What the paper claims.** "
+        + (claim.get("claim", "").strip() or "_No claim recorded in docs/results/claims.toml._"),
+        "",
+        f"**Verdict.** {claim.get('verdict', 'pending').strip()}",
+        "",
+    ]
+    for scenario in campaign.ABLATION_SCENARIOS:
+        variants = ["mcfl", *campaign.ABLATIONS]
+        found = {m: figures_of(runs.get((scenario, m), {})) for m in variants}
+        reference = found["mcfl"]
+        any_figures = next((f for seeds in found.values() for f in seeds.values()), None)
+        out += [f"### {scenario}", ""]
+        if any_figures is None:
+            out += [
+                f"Not run yet (`python scripts/run_experiments.py --only {scenario} "
+                "--methods mcfl " + " ".join(f"--methods {m}" for m in campaign.ABLATIONS) + "`).",
+                "",
+            ]
+            continue
+        metric = any_figures.metric
+        groups = sorted({g for seeds in found.values() for f in seeds.values() for g in f.by_group})
+        header = ["variant", "options", "seeds", "worst", "average"]
+        header += [f"MSE {g}" for g in groups] if metric == "MSE" else []
+        header += ["final models", "Δ average vs MCFL (paired)"]
+        lines = []
+        for method in variants:
+            summary = stats.over_seeds(found[method])
+            options = ", ".join(f"{k} = {v}" for k, v in campaign.ABLATIONS.get(method, {}).items())
+            label = "MCFL (authors' defaults)" if method == "mcfl" else LABELS[method]
+            if summary is None:
+                lines.append([label, options or "–", "0", *[NOT_RUN] * (len(header) - 3)])
+                continue
+            cells = [label, options or "–", str(len(summary.seeds))]
+            cells += [cell(summary.worst, metric), cell(summary.average, metric)]
+            if metric == "MSE":
+                cells += [cell(summary.by_group.get(g), metric) for g in groups]
+            cells.append(summary.models.format(1.0, 1))
+            diff = stats.paired_difference(found[method], reference) if method != "mcfl" else None
+            cells.append(
+                "–" if method == "mcfl" else marked(diff.mean_diff if diff else None, metric)
+            )
+            lines.append(cells)
+        out += table(header, lines)
+    out += [
+        "Mean ± 95 % half-width over seeds, final round; Δ average: the variant minus MCFL "
+        "with the authors' defaults, paired by trainer and seed (* = the interval "
+        "excludes 0).",
+        "",
+    ]
+    return out
+
+
+# -- clustered methods compared ----------------------------------------------------------
+
+COMPARED = ("mcfl", "fedfmc", "facade", "ifca", "fedavg", "local", "oracle")
+HEADLINE_SCENARIO = "rotation-30-2"
+
+
+def comparison_rows(scenario: str, runs: Runs) -> list[tuple[Row, stats.SeedSummary | None]]:
+    """MCFL on ``scenario``'s file, then every other compared method on its baselines."""
+    stem = campaign.baseline_stem(SimulationConfig(name=scenario))
+    rows = []
+    for method in COMPARED:
+        row = Row(LABELS[method], scenario if method == "mcfl" else stem, method)
+        rows.append((row, stats.over_seeds(figures_of(runs.get((row.scenario, row.method), {})))))
+    return rows
+
+
+def comparison_section(runs: Runs, docs: Path) -> list[str]:
+    """Issue 14's table: each clustered method and the brackets on the same scenarios,
+    with the fair and minority accuracy and what a trainer-round costs."""
+    out = [
+        "## Clustered methods compared",
+        "",
+        "`python scripts/run_experiments.py --comparison`: MCFL, FedFMC (schedule fitted to "
+        "the run: merges of 5 rounds, the fork stage before them), FACADE (k heads), IFCA "
+        "(k models), FedAvg, local training and the oracle on the same data, contracts and "
+        "seeds. Final round, mean ± 95 % half-width over seeds, in %; fair accuracy is "
+        "FACADE's (α = 2/3) over the data groups; minority = mean accuracy of the smallest "
+        "group's trainers (– where no group is smaller than the others); traffic = bytes a "
+        "trainer stored plus fetched per round, gas = gas a trainer paid per round "
+        "(registration apart), both averaged over every trainer-round of the run.",
+        "",
+    ]
+    discussion = docs / "discussion" / "clustered.md"
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    header = [
+        "method", "seeds", "worst", "average", "fair accuracy", "minority",
+        "kB / trainer-round", "gas / trainer-round",
+    ]  # fmt: skip
+    headline = []
+    for scenario in campaign.COMPARISON_SCENARIOS:
+        lines = []
+        for row, summary in comparison_rows(scenario, runs):
+            if summary is None and row.method == "oracle":
+                if oracle_note(row.scenario, [scenario], runs):
+                    continue  # no oracle by design (e.g. one trainer per group)
+            if summary is None:
+                lines.append([row.label, "0", *[NOT_RUN] * (len(header) - 2)])
+                if scenario == HEADLINE_SCENARIO:
+                    headline.append(f"{row.label} {NOT_RUN}")
+                continue
+            metric = summary.metric
+            cells = [row.label, str(len(summary.seeds))]
+            cells += [cell(summary.worst, metric), cell(summary.average, metric)]
+            cells += [cell(summary.fair, metric) if summary.fair is not None else "–"]
+            cells += [cell(summary.minority, metric) if summary.minority is not None else "–"]
+            cells += [summary.traffic.format(1e-3, 0) if summary.traffic is not None else "–"]
+            cells += [summary.gas.format(1.0, 0) if summary.gas is not None else "–"]
+            lines.append(cells)
+            if scenario == HEADLINE_SCENARIO:
+                headline.append(f"{row.label} {cells[5]} / {cells[4]}")
+        out += [f"### {scenario}", "", *table(header, lines)]
+    out += [
+        f"**Headline, {HEADLINE_SCENARIO}** (minority-cluster accuracy / fair accuracy, %): "
+        + "; ".join(headline)
+        + ".",
+        "",
+    ]
+    return out
+
+
+# -- FedFMC's own experiment ---------------------------------------------------------------
+
+FEDFMC_CAPTIONS = (
+    ("-ewc.png", "FedFMC + EWC, per archetype (the paper's Fig. 1)"),
+    ("-no-ewc.png", "FedFMC without EWC, per archetype (the paper's Fig. 2)"),
+    ("-vs-fedavg.png", "FedFMC vs FedAvg, per archetype (the paper's Fig. 3)"),
+)
+FEDFMC_ONE_STEP = "fedfmc-one-step"
+"""The same experiment with one full-batch step a round (``scenarios/fedfmc-one-step/``):
+its table, figures and discussion carry this stem."""
+
+
+def _fedfmc_results(docs: Path, stem: str, detail: str) -> list[str]:
+    """One table of ``reproduce_fedfmc.py`` with its figures (named after the table)."""
+    results = docs / "results"
+    table_path = results / f"{stem}.md"
+    if not table_path.exists():
+        return []
+    out = [table_path.read_text().strip(), ""]
+    for suffix, caption in FEDFMC_CAPTIONS:
+        if (results / f"{stem}{suffix}").exists():
+            out += [f"![{caption}{detail}](results/{stem}{suffix})", ""]
+    return out
+
+
+def fedfmc_section(docs: Path) -> list[str]:
+    """The tables and figures ``scripts/reproduce_fedfmc.py`` wrote, with their discussion:
+    the default local work, then one full-batch step a round when it was run."""
+    discussion = docs / "discussion" / "fedfmc.md"
+    out = [
+        "## FedFMC's own experiment",
+        "",
+        "`python scripts/reproduce_fedfmc.py`: the FedFMC paper's proof of concept (§4.2) at "
+        "small size, three archetypes of one label each (`scenarios/fedfmc/`), FedFMC with "
+        "and without EWC during the merges and FedAvg on the same data and seeds; each "
+        "archetype's accuracy over the rounds, its steadiness during the merges and at "
+        "the end.",
+        "",
+    ]
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    main = _fedfmc_results(docs, "fedfmc", "")
+    if not main:
+        return out + ["Not run yet (`python scripts/reproduce_fedfmc.py`).", ""]
+    out += main
+    one_step = _fedfmc_results(docs, FEDFMC_ONE_STEP, ", one step a round")
+    if one_step:
+        out += [
+            "### One full-batch step a round",
+            "",
+            "`python scripts/reproduce_fedfmc.py --seeds 0,1,2 --scenarios "
+            f"scenarios/{FEDFMC_ONE_STEP} --out runs/{FEDFMC_ONE_STEP} --table "
+            f"docs/results/{FEDFMC_ONE_STEP}.md`: the same data, schedule and seeds, each "
+            "trainer taking one SGD step on its whole training split a round.",
+            "",
+        ]
+        one_step_discussion = docs / "discussion" / f"{FEDFMC_ONE_STEP}.md"
+        if one_step_discussion.exists():
+            out += [one_step_discussion.read_text().strip(), ""]
+        out += one_step
+    return out
+
+
+# -- adversaries --------------------------------------------------------------------------
+
+
+# -- the paper's size ----------------------------------------------------------------------
+
+
+def published_section(published: Runs, docs: Path) -> list[str]:
+    """Issue 11's run at the paper's size (``run_experiments.py --published-size``): per
+    run, its size, how long it took and what a trainer-round cost, and its final figures."""
+    out = [
+        "## The paper's size, once (paper §5.1, §5.3)",
+        "",
+        "`python scripts/run_experiments.py --published-size --only groups --methods mcfl "
+        "--methods fedavg --max-rounds N`: the 3-group scenario at the paper's size (38 "
+        "trainers sharing all of Fashion-MNIST's training images, 2 local epochs), as many "
+        "rounds as fit in about an hour each. Training samples: the mean over trainers of "
+        "the 70 % of a trainer's share (of all 70,000 images) it trains on (1,050 in the "
+        "reduced runs). Wall time = the whole run (chain, "
+        "registration, every round); round time = the slowest trainer's round, mean over "
+        "rounds ≥ 1; gas and traffic per trainer-round as in the comparison above. Records in "
+        "`results/experiments-published/<run>/`.",
+        "",
+    ]
+    discussion = docs / "discussion" / "published.md"
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    rows = []
+    for (scenario, method), seeds in sorted(published.items()):
+        for seed, run in sorted(seeds.items()):
+            figures, config = run.figures, run.summary["config"]
+            if figures is None:
+                continue
+            steady = [r for r in run.summary["rounds"] if r["round"] > 0] or run.summary["rounds"]
+            trainers = int(config["n_trainers"])
+            final = [
+                line
+                for line in report.read_metrics([run.dir / "metrics.jsonl"])
+                if line["round"] == figures.round and line.get("samples")
+            ]
+            samples = statistics.fmean(line["samples"] for line in final) if final else None
+            rows.append(
+                [
+                    f"{scenario} {LABELS.get(method, method)}",
+                    str(seed),
+                    str(trainers),
+                    f"{samples:,.0f}" if samples is not None else "–",
+                    f"{figures.round + 1} of {config['rounds']}",
+                    f"{run.summary['seconds'] / 60:.0f} min",
+                    f"{statistics.fmean(r['seconds'] for r in steady):.0f} s" if steady else "–",
+                    f"{figures.gas:,.0f}" if figures.gas is not None else "–",
+                    f"{figures.traffic / 1e3:,.0f}" if figures.traffic is not None else "–",
+                    f"{100 * figures.worst:.1f}",
+                    f"{100 * figures.average:.1f}",
+                    f"{100 * figures.best:.1f}",
+                    str(figures.models),
+                ]
+            )
+    if not rows:
+        return [*out, f"_{NOT_RUN.capitalize()} yet._", ""]
+    header = [
+        "run", "seed", "trainers", "training samples / trainer", "rounds", "wall time",
+        "round time",
+        "gas / trainer-round", "kB / trainer-round", "worst %", "average %", "best %",
+        "models",
+    ]  # fmt: skip
+    return [*out, *table(header, rows)]
+
+
+def adversaries_section(docs: Path) -> list[str]:
+    """The table ``scripts/bench_adversaries.py`` wrote, with its discussion if any."""
+    table_path = docs / "results" / "adversaries.md"
+    discussion = docs / "discussion" / "adversaries.md"
+    out = [
+        "## Adversaries",
+        "",
+        "`python scripts/bench_adversaries.py`: honest trainers' final accuracy under each "
+        "attack (a share of the trainers adversarial) against the clean run of the same "
+        "scenario, method and seed; worst and average over the honest trainers only, and "
+        "each drop over the same trainers in both runs (the clean run's figures for the "
+        "adversaries' seats are left out).",
+        "",
+    ]
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    if table_path.exists():
+        out += [table_path.read_text().strip(), ""]
+    else:
+        out += ["No run of the benchmark yet.", ""]
+    return out
+
+
+# -- performance --------------------------------------------------------------------------
+
+
+def performance_section(runs: Runs, runs_dir: Path, docs: Path) -> list[str]:
+    out = ["## Performance", ""]
+    rows = []
+    for (scenario, method), seeds in sorted(runs.items()):
+        per_run = []
+        for run in seeds.values():
+            steady = [r for r in run.summary["rounds"] if r["round"] > 0] or run.summary["rounds"]
+            if steady:
+                per_run.append(
+                    (
+                        statistics.fmean(r["seconds"] for r in steady),
+                        {c: statistics.fmean(r["split"][c] for r in steady) for c in CATEGORIES},
+                        run.summary["config"]["n_trainers"],
+                    )
+                )
+        if not per_run:
+            continue
+        total = statistics.fmean(p[0] for p in per_run)
+        parts = {c: statistics.fmean(p[1][c] for p in per_run) for c in CATEGORIES}
+        whole = sum(parts.values()) or 1.0
+        rows.append(
+            [
+                f"{scenario} {method}",
+                str(len(per_run)),
+                str(per_run[0][2]),
+                f"{total:.1f} s",
+                *(f"{100 * parts[c] / whole:.0f} %" for c in CATEGORIES),
+            ]
+        )
+    if rows:
+        out += [
+            "Round time per run (mean over rounds ≥ 1 and seeds; the slowest trainer's round) "
+            "and how a trainer's round splits (all trainers share this machine's 2 cores, so "
+            "training time includes waiting for a core):",
+            "",
+            *table(["run", "seeds", "trainers", "round", *CATEGORIES], rows),
+        ]
+    else:
+        out += ["_No run finished yet._", ""]
+    if GAS_SNAPSHOT.exists():
+        gas = json.loads(GAS_SNAPSHOT.read_text())["per_trainer_round"]
+        out += [
+            "Gas per trainer per round, 21,000 base of each transaction included "
+            "(`scripts/bench_gas.py`, protocol v2: two transactions a round): "
+            + "; ".join(
+                f"{kind} round {gas[kind]['total']:,} vs the thesis contracts "
+                f"{thesis:,} (ratio {gas[kind]['total'] / thesis:.3f})"
+                for kind, thesis in THESIS_PER_TRAINER_ROUND.items()
+                if kind in gas
+            )
+            + ".",
+            "",
+        ]
+    scaling = runs_dir.parent / "scaling" / "scaling.json"
+    if scaling.exists():
+        data = json.loads(scaling.read_text())
+        out += [
+            f"Growth with the number of trainers (`scripts/bench_scaling.py`: Fashion-MNIST "
+            f"IID, {data['samples']} samples per trainer, {data['rounds']} rounds, rounds ≥ 1 "
+            f"averaged; gas when every trainer aggregates all N updates; aggregation = "
+            f"flatten + Algorithm 2 + FedAvg of N LeNet updates):",
+            "",
+        ]
+        scaling_rows = []
+        for n, r in data["sizes"].items():
+            s = r["split"]
+            scaling_rows.append(
+                [
+                    str(n),
+                    f"{s['round']:.1f} s",
+                    *(
+                        f"{100 * s[c] / s['round']:.0f} %"
+                        for c in ("training", "evaluation", "chain", "storage", "waiting")
+                    ),
+                    f"{r['gas_per_trainer_round']['total']:,}",
+                    f"{r['aggregation_ms']['flatten_select_fedavg']:.1f} ms",
+                ]
+            )
+        out += table(
+            [
+                "trainers",
+                "round time",
+                "training",
+                "evaluation",
+                "chain",
+                "storage",
+                "waiting",
+                "gas / trainer / round",
+                "aggregation",
+            ],
+            scaling_rows,
+        )
+    else:
+        out += ["_Scaling not measured yet: `python scripts/bench_scaling.py`._", ""]
+    discussion = docs / "discussion" / "performance.md"
+    if discussion.exists():
+        out += [discussion.read_text().strip(), ""]
+    return out
+
+
+# -- records and the whole report ---------------------------------------------------------
+
+
+def keep_records(runs: Runs, target: Path) -> None:
+    """Keep each finished run's record in ``target`` (:func:`campaign.records`), so the
+    report can be checked, and made again with ``--runs results/experiments``, without
+    the run directories (the campaign keeps them too, as each run ends)."""
+    kept = campaign.records(target)
+    for seeds in runs.values():
+        for run in seeds.values():
+            kept.keep(run.name, run.dir)
+
+
+def status_lines(runs: Runs, scenarios: Path) -> list[str]:
+    """How far the campaigns of ``run_experiments.py`` (default and ``--comparison``) are,
+    from their plans over ``scenarios`` and the finished runs."""
+    try:
+        loaded = campaign.load_scenarios(scenarios)
+    except campaign.CampaignError:
+        return []
+    plans = {}
+    for label, methods, only in (
+        ("`python scripts/run_experiments.py`", (), ()),
+        ("`--comparison`", campaign.COMPARISON_METHODS, campaign.COMPARISON_SCENARIOS),
+    ):
+        try:
+            plans[label] = campaign.plan(loaded, methods=methods, only=only, check=False)
+        except campaign.CampaignError:
+            continue  # a scenario folder without the comparison's scenarios
+    if not plans:
+        return []
+    finished = {run.name for seeds in runs.values() for run in seeds.values()}
+    parts = []
+    for label, plan in plans.items():
+        names = [run.name for run in plan.runs]
+        done = sum(name in finished for name in names)
+        pending: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for run in plan.runs:
+            if run.name not in finished:
+                pending[run.scenario][run.method].append(run.seed)
+        text = f"{label}: {done} of {len(names)} runs done"
+        if pending:
+            text += (
+                " (to run: "
+                + "; ".join(
+                    f"{scenario} "
+                    + ", ".join(f"{m} s{'/'.join(map(str, seeds))}" for m, seeds in methods.items())
+                    for scenario, methods in sorted(pending.items())
+                )
+                + ")"
+            )
+        parts.append(text)
+    return [
+        "**Campaign status** (from the finished runs when this report was made): "
+        + ". ".join(parts)
+        + '. Where a table says "not run", nothing was measured under the current protocol.',
+        "",
+    ]
+
+
+def write_report(
+    runs_dir: Path,
+    docs: Path,
+    claims_path: Path,
+    published_dir: Path | None = None,
+    scenarios: Path = ROOT / "scenarios" / "paper",
+    records: Path | None = None,
+    published_records: Path | None = None,
+) -> Path:
+    """docs/RESULTS.md and the plots from the run directories (or records) in
+    ``runs_dir`` (and the paper-size runs in ``published_dir``); each run's record is
+    kept in ``records`` (``published_records``) where given."""
+    (docs / "results").mkdir(parents=True, exist_ok=True)
+    runs = load_runs(runs_dir)
+    claims = load_claims(claims_path)
+    published = load_runs(published_dir) if published_dir else {}
+    for kept, target in ((runs, records), (published, published_records)):
+        if target is not None:
+            keep_records(kept, target)
+    sections: list[str] = []
+    summary_rows: list[list[str]] = []
+    for experiment in EXPERIMENTS:
+        text, rows = experiment_section(experiment, runs, claims, docs)
+        sections += text
+        summary_rows += rows
+    intro = docs / "discussion" / "intro.md"
+    lines = [
+        "# MCFL on chain: the paper's experiments, reproduced",
+        "",
+        intro.read_text().strip() if intro.exists() else "",
+        "",
+        *status_lines(runs, scenarios),
+        "## How the figures are made",
+        "",
+        "Every scenario of `scenarios/paper/` is run by `python scripts/run_experiments.py` "
+        "with MCFL as its authors ran it and with four baselines on the same data, chain "
+        "code and seeds: decentralized FedAvg (one global model), local training alone, "
+        "IFCA (k models, each trainer on the lowest-loss one) and an oracle (FedAvg run "
+        "separately inside each true data group, where the data has groups), over seeds "
+        "0, 1, 2. A trainer's figure is its deployed model's accuracy (or MSE) on its own "
+        "held-out test split, which no selection step saw, after the last round. Each "
+        "table gives the mean over seeds ± the half-width of a 95 % Student-t interval "
+        "(t quantile with seeds − 1 degrees of freedom; no interval from a single seed). "
+        "Differences MCFL − baseline are paired: per seed, each trainer's figure minus the "
+        "same trainer's under the baseline, averaged over trainers (and the worst trainer "
+        "against the worst), then the interval over seeds. With 3 seeds an interval is "
+        "wide (t = 4.30); one that excludes 0 is a strong signal, one that does not is "
+        "not evidence of no difference. Generated by `python scripts/report_results.py` "
+        "from the run directories; each run's configuration, per-round table, summary and "
+        "final-round metrics are kept in `results/experiments/<run>/`.",
+        "",
+        "## Summary",
+        "",
+        "Paired differences MCFL − baseline at the final round, mean ± 95 % half-width "
+        "over seeds, in points of accuracy (MSE for the autoencoders, where negative "
+        "favours MCFL); * = the interval excludes 0:",
+        "",
+        *table(
+            [
+                "scenario",
+                "vs FedAvg: mean over trainers",
+                "vs FedAvg: worst trainer",
+                "vs local: mean",
+                "vs oracle: mean",
+            ],
+            summary_rows,
+        ),
+        *sections,
+        *ablation_section(runs, claims),
+        *comparison_section(runs, docs),
+        *fedfmc_section(docs),
+        *published_section(published, docs),
+        *adversaries_section(docs),
+        *performance_section(runs, runs_dir, docs),
+    ]
+    path = docs / "RESULTS.md"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    return path
