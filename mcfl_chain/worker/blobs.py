@@ -5,19 +5,34 @@ Kept apart from the round logic: a trainer asks for bytes by CID and publishes b
 this service times the storage, counts the traffic, pins the peers' blobs it works on
 for as long as it needs them (so its own node also serves them), and turns a storage
 that is gone into :class:`~mcfl_chain.worker.errors.WorkerHalted`.
+
+Peers' blobs a step needs are read ahead together (:meth:`Blobs.prefetch`), a few at
+once, so that missing ones cost one fetch timeout, not one each. When its IPFS node has
+no peer that answers (:class:`~mcfl_chain.storage.errors.NoPeers`), the trainer says so,
+redials the peers the node is configured with, and until one answers again skips at
+once the blobs its node does not hold instead of waiting on each.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from mcfl_chain.storage.base import Storage
-from mcfl_chain.storage.errors import StorageError, StorageUnavailable
+from mcfl_chain.storage.base import PeerHealth, Storage
+from mcfl_chain.storage.errors import NoPeers, StorageError, StorageUnavailable
 from mcfl_chain.worker.errors import WorkerHalted
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
+
+#: Most blobs read ahead in one batch (the others are read when asked for): bounds the
+#: memory a list of CIDs from the chain can make a trainer hold at once.
+MAX_READ_AHEAD = 32
+#: Seconds between two redials while the node has no peer that answers.
+REDIAL_INTERVAL = 10.0
 
 
 @dataclass
@@ -63,19 +78,102 @@ class Blobs:
         self._published: set[str] = set()
         self._needed_now: set[str] = set()
         self._needed_before: set[str] = set()
+        self._read_ahead: dict[str, bytes | StorageError] = {}
+        self.cut_off = False
+        """Whether its node had no peer that answered at the last look."""
+        self._redialled = 0.0
+
+    def prefetch(self, cids: Iterable[str]) -> None:
+        """Read ``cids`` now, up to the store's ``parallel_reads`` at once, for the
+        :meth:`fetch` calls that follow (each read still bounded by the store's fetch
+        timeout and checked against its CID). Does nothing for a store read one blob at
+        a time (the local directory) or for fewer than two blobs."""
+        wanted = [c for c in dict.fromkeys(cids) if c not in self._read_ahead]
+        wanted = wanted[:MAX_READ_AHEAD]
+        threads = min(self.storage.parallel_reads, len(wanted))
+        if threads < 2:
+            return
+        with self.clock.measure("storage"):
+            self._look_again()
+            with ThreadPoolExecutor(threads, thread_name_prefix="blob-fetch") as pool:
+                results = list(pool.map(self._read, wanted))
+            self._read_ahead.update(zip(wanted, results, strict=True))
+            self._notice(results)
 
     def fetch(self, cid: str) -> bytes:
         """The bytes of ``cid`` (a peer's blob is pinned for this round and the next)."""
         with self.clock.measure("storage"):
-            try:
-                blob = self.storage.get(cid)
-            except StorageUnavailable as exc:
+            got = self._read_ahead.pop(cid, None)
+            if got is None:
+                self._look_again()
+                got = self._read(cid)
+                self._notice([got])
+            if isinstance(got, StorageUnavailable):
                 # Not the blob's fault (WeightsBook would exclude it): our store is gone.
-                raise WorkerHalted(f"storage: {exc}") from exc
+                raise WorkerHalted(f"storage: {got}") from got
+            if isinstance(got, StorageError):
+                raise got
             if cid not in self._published:
-                self.traffic.fetched(len(blob))
+                self.traffic.fetched(len(got))
                 self._keep(cid)
-            return blob
+            return got
+
+    def _read(self, cid: str) -> bytes | StorageError:
+        """One verified read; its failure returned, not raised (reads run in threads)."""
+        try:
+            if self.cut_off and not self.storage.has(cid):
+                # Nobody to ask: waiting the whole fetch timeout would change nothing.
+                return NoPeers(
+                    f"your IPFS node has no peers (none answered at the last redial): "
+                    f"blob {cid}, which it does not hold, was not fetched"
+                )
+            return self.storage.get(cid)
+        except StorageError as exc:
+            return exc
+
+    def _notice(self, results: list[bytes | StorageError]) -> None:
+        """Say so when a read found that the node has no peer, and redial at once."""
+        lost = next((r for r in results if isinstance(r, NoPeers)), None)
+        if lost is None or self.cut_off:
+            return
+        log.warning("storage: %s; redialling the peers it is configured with", lost)
+        self._redial(found_cut=True)
+
+    def _look_again(self, force: bool = False) -> None:
+        """While cut off: redial, at most every :data:`REDIAL_INTERVAL` seconds."""
+        if self.cut_off and (force or time.monotonic() - self._redialled >= REDIAL_INTERVAL):
+            self._redial(found_cut=False)
+
+    def _redial(self, found_cut: bool) -> None:
+        try:
+            health: PeerHealth | None = self.storage.redial()
+        except StorageError as exc:
+            log.warning("storage: cannot redial the peers of %s: %s", self.storage.spec, exc)
+            self.cut_off = True
+            return
+        finally:
+            self._redialled = time.monotonic()  # the interval runs from the redial's end
+        if health is None:
+            return  # a store without peers
+        if health.answering:
+            log.info(
+                "storage: your IPFS node reaches its peers again: %s (redialled)",
+                health.describe(),
+            )
+            self.cut_off = False
+            # What could not be asked for then can be now.
+            self._read_ahead = {
+                cid: got for cid, got in self._read_ahead.items() if not isinstance(got, NoPeers)
+            }
+        elif found_cut:
+            log.warning(
+                "storage: your IPFS node has no peers after redialling (%s): blobs it "
+                "does not hold are skipped at once until a peer answers (redialled every "
+                "%g s)",
+                health.describe(),
+                REDIAL_INTERVAL,
+            )
+            self.cut_off = True
 
     def put(self, blob: bytes) -> str:
         """Store ``blob`` (pinned: a trainer keeps what it published); its CID."""
@@ -111,19 +209,22 @@ class Blobs:
             except StorageError as exc:
                 log.warning("storage: cannot unpin %s: %s", cid, exc)
         self._needed_before, self._needed_now = self._needed_now, set()
+        self._read_ahead.clear()
 
     def log_round(self, round_: int, traffic: dict[str, int]) -> None:
-        """One log line: what the round stored and fetched, and what the node counts."""
-        exchanged = ""
+        """One log line: what the round stored and fetched, and what the node counts;
+        a node cut off from its peers is redialled first (its recovery logged)."""
+        self._look_again(force=True)
+        exchanged = "; your IPFS node has no peers" if self.cut_off else ""
         try:
             stats = self.storage.exchange_stats()
         except StorageError as exc:
             stats = None
-            exchanged = f"; bitswap counters unreadable: {exc}"
+            exchanged += f"; bitswap counters unreadable: {exc}"
         if stats is not None:
             # js-ipfs recomputes these counters once the exchange has been quiet for a
             # second: they may trail this round's fetches.
-            exchanged = (
+            exchanged += (
                 f"; the node counts {stats.blocks_received} block(s) "
                 f"({size_text(stats.bytes_received)}) received over bitswap from "
                 f"{stats.peers} peer(s) so far"
