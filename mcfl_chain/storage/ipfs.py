@@ -155,10 +155,9 @@ class IpfsStorage(Storage):
                 f"fetch_timeout ({fetch_timeout}) and has_timeout "
                 f"({has_timeout}) must be positive and below timeout ({timeout})"
             )
-        if not 0 < ping_timeout < timeout or not 0 < dial_timeout < timeout:
+        if not (ping_timeout > 0 and dial_timeout > 0):
             raise ValueError(
-                f"ping_timeout ({ping_timeout}) and dial_timeout ({dial_timeout}) must be "
-                f"positive and below timeout ({timeout})"
+                f"ping_timeout ({ping_timeout}) and dial_timeout ({dial_timeout}) must be positive"
             )
         self.address = parse_api_address(address)
         self.timeout = timeout
@@ -338,10 +337,11 @@ class IpfsStorage(Storage):
         Raises
         ------
         StorageError
-            The node cannot be reached, or lists no peers (an offline node).
+            The node cannot be reached, or it is offline (no swarm listener: a node of
+            one, which has no peers to lose).
         """
         answer = self._call("listing its connected peers", lambda c: _rpc(c, "/swarm/peers"))
-        peers = answer.get("Peers") if isinstance(answer, dict) else None
+        peers = _object(answer).get("Peers")
         connected = sorted(
             {
                 str(p["Peer"])
@@ -349,6 +349,15 @@ class IpfsStorage(Storage):
                 if isinstance(p, dict) and _PEER_ID.match(str(p.get("Peer", "")))
             }
         )
+        if not connected:
+            listening = self._call(
+                "listing its swarm addresses", lambda c: _rpc(c, "/swarm/addrs/local")
+            )
+            if not _object(listening).get("Strings"):
+                raise StorageError(
+                    f"the IPFS node at {self.address} is offline (no swarm listener): it "
+                    f"has no peers to ask"
+                )
         answers = _in_parallel(self._answers, connected, self.parallel_reads)
         answering = tuple(p for p, ok in zip(connected, answers, strict=True) if ok)
         return PeerHealth(tuple(connected), answering)
@@ -370,7 +379,7 @@ class IpfsStorage(Storage):
         """The peers the node is configured with (its bootstrap list: `ipfs up --peer`),
         as ``/ip4/HOST/tcp/PORT/p2p/PEER_ID`` multiaddrs; others are left out."""
         answer = self._call("listing its configured peers", lambda c: _rpc(c, "/bootstrap/list"))
-        listed = answer.get("Peers") if isinstance(answer, dict) else None
+        listed = _object(answer).get("Peers")
         return [str(a) for a in listed or [] if _PEER_ADDRESS.match(str(a))]
 
     def redial(self) -> PeerHealth:
@@ -529,6 +538,13 @@ def _rpc(
     if timeout is not None:
         kwargs["timeout"] = timeout
     return client._client.request(path, list(args), **kwargs)
+
+
+def _object(answer: Any) -> dict[str, Any]:
+    """The one JSON object of an answer (the decoder gives a list of the objects read)."""
+    if isinstance(answer, list) and len(answer) == 1:
+        answer = answer[0]
+    return answer if isinstance(answer, dict) else {}
 
 
 def _in_parallel(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:

@@ -324,18 +324,44 @@ def _probe(lab: Lab, advance: int | None = None) -> dict:
 
 def _cut_swarm(lab: Lab, member: str, cut: bool) -> None:
     """Drop every packet the member's namespace sends from or to the swarm port (its IPFS
-    node's links to the others), leaving its chain link alone; or lift that."""
-    if cut:
-        tc = ["tc", "-n", lab.ns(member)]
-        _tc = [*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "u32"]
-        subprocess.run([*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio"],
-                       check=True)  # fmt: skip
-        for side in ("dport", "sport"):
-            subprocess.run([*_tc, "match", "ip", side, str(SWARM_PORT), "0xffff", "action",
-                            "drop"], check=True)  # fmt: skip
-    else:
-        subprocess.run(["tc", "-n", lab.ns(member), "qdisc", "del", "dev", "eth0", "root"],
-                       check=True)  # fmt: skip
+    node's links to the others), leaving its chain link alone; or lift that.
+
+    What this kernel offers without drop actions: an HTB root whose default class lets
+    everything through, and a class whose queue holds no packet, where a u32 filter
+    sends the swarm's packets.
+    """
+    tc = ["tc", "-n", lab.ns(member)]
+    if not cut:
+        subprocess.run([*tc, "qdisc", "del", "dev", "eth0", "root"], check=True)
+        return
+    for argv in (
+        ["qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"],
+        ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit"],
+        ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:2", "htb", "rate", "8bit"],
+        ["qdisc", "add", "dev", "eth0", "parent", "1:2", "handle", "2:", "pfifo", "limit", "0"],
+        *(
+            [
+                "filter",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "u32",
+                "match",
+                "ip",
+                side,
+                str(SWARM_PORT),
+                "0xffff",
+                "flowid",
+                "1:2",
+            ]  # fmt: skip
+            for side in ("dport", "sport")
+        ),
+    ):
+        subprocess.run([*tc, *argv], check=True, capture_output=True)
 
 
 def test_an_organisation_cut_from_its_peers_then_everyone_paused_past_two_deadlines(lab: Lab):
