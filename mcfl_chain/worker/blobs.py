@@ -9,19 +9,20 @@ that is gone into :class:`~mcfl_chain.worker.errors.WorkerHalted`.
 Peers' blobs a step needs are read ahead together (:meth:`Blobs.prefetch`), a few at
 once, so that missing ones cost one fetch timeout, not one each. When its IPFS node has
 no peer that answers (:class:`~mcfl_chain.storage.errors.NoPeers`), the trainer says so,
-redials the peers the node is configured with, and until one answers again skips at
-once the blobs its node does not hold instead of waiting on each.
+redials the peers the node is configured with in the background (every
+:data:`REDIAL_INTERVAL` seconds, and says when one answers again), and meanwhile skips
+at once the blobs its node does not hold instead of waiting on each.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from mcfl_chain.storage.base import PeerHealth, Storage
+from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import NoPeers, StorageError, StorageUnavailable
 from mcfl_chain.worker.errors import WorkerHalted
 from mcfl_chain.worker.timing import RoundClock
@@ -80,21 +81,21 @@ class Blobs:
         self._needed_before: set[str] = set()
         self._read_ahead: dict[str, bytes | StorageError] = {}
         self.cut_off = False
-        """Whether its node had no peer that answered at the last look."""
-        self._redialled = 0.0
+        """Whether its node has no peer that answers (set by a read, cleared by the
+        redialling thread once a peer answers again)."""
+        self._redialler: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def prefetch(self, cids: Iterable[str]) -> None:
         """Read ``cids`` now, up to the store's ``parallel_reads`` at once, for the
         :meth:`fetch` calls that follow (each read still bounded by the store's fetch
         timeout and checked against its CID). Does nothing for a store read one blob at
         a time (the local directory) or for fewer than two blobs."""
-        wanted = [c for c in dict.fromkeys(cids) if c not in self._read_ahead]
-        wanted = wanted[:MAX_READ_AHEAD]
+        wanted = [c for c in dict.fromkeys(cids) if self._stale(c)][:MAX_READ_AHEAD]
         threads = min(self.storage.parallel_reads, len(wanted))
         if threads < 2:
             return
         with self.clock.measure("storage"):
-            self._look_again()
             with ThreadPoolExecutor(threads, thread_name_prefix="blob-fetch") as pool:
                 results = list(pool.map(self._read, wanted))
             self._read_ahead.update(zip(wanted, results, strict=True))
@@ -103,9 +104,8 @@ class Blobs:
     def fetch(self, cid: str) -> bytes:
         """The bytes of ``cid`` (a peer's blob is pinned for this round and the next)."""
         with self.clock.measure("storage"):
-            got = self._read_ahead.pop(cid, None)
+            got = self._read_ahead.pop(cid, None) if not self._stale(cid) else None
             if got is None:
-                self._look_again()
                 got = self._read(cid)
                 self._notice([got])
             if isinstance(got, StorageUnavailable):
@@ -117,6 +117,12 @@ class Blobs:
                 self.traffic.fetched(len(got))
                 self._keep(cid)
             return got
+
+    def _stale(self, cid: str) -> bool:
+        """Whether ``cid`` has to be read (again): not read ahead, or read while the
+        node had no peer, which it has again."""
+        got = self._read_ahead.get(cid)
+        return got is None or (isinstance(got, NoPeers) and not self.cut_off)
 
     def _read(self, cid: str) -> bytes | StorageError:
         """One verified read; its failure returned, not raised (reads run in threads)."""
@@ -132,48 +138,51 @@ class Blobs:
             return exc
 
     def _notice(self, results: list[bytes | StorageError]) -> None:
-        """Say so when a read found that the node has no peer, and redial at once."""
+        """Say so when a read found that the node has no peer, and start redialling."""
         lost = next((r for r in results if isinstance(r, NoPeers)), None)
         if lost is None or self.cut_off:
             return
         log.warning("storage: %s; redialling the peers it is configured with", lost)
-        self._redial(found_cut=True)
-
-    def _look_again(self, force: bool = False) -> None:
-        """While cut off: redial, at most every :data:`REDIAL_INTERVAL` seconds."""
-        if self.cut_off and (force or time.monotonic() - self._redialled >= REDIAL_INTERVAL):
-            self._redial(found_cut=False)
-
-    def _redial(self, found_cut: bool) -> None:
-        try:
-            health: PeerHealth | None = self.storage.redial()
-        except StorageError as exc:
-            log.warning("storage: cannot redial the peers of %s: %s", self.storage.spec, exc)
-            self.cut_off = True
-            return
-        finally:
-            self._redialled = time.monotonic()  # the interval runs from the redial's end
-        if health is None:
-            return  # a store without peers
-        if health.answering:
-            log.info(
-                "storage: your IPFS node reaches its peers again: %s (redialled)",
-                health.describe(),
+        self.cut_off = True
+        if self._redialler is None or not self._redialler.is_alive():
+            self._redialler = threading.Thread(
+                target=self._redial_until_back, name="ipfs-redial", daemon=True
             )
-            self.cut_off = False
-            # What could not be asked for then can be now.
-            self._read_ahead = {
-                cid: got for cid, got in self._read_ahead.items() if not isinstance(got, NoPeers)
-            }
-        elif found_cut:
-            log.warning(
-                "storage: your IPFS node has no peers after redialling (%s): blobs it "
-                "does not hold are skipped at once until a peer answers (redialled every "
-                "%g s)",
-                health.describe(),
-                REDIAL_INTERVAL,
-            )
-            self.cut_off = True
+            self._redialler.start()
+
+    def _redial_until_back(self) -> None:
+        """In the background, so that the trainer goes on meanwhile: redial now, then
+        every :data:`REDIAL_INTERVAL` seconds, until a peer answers or :meth:`close`."""
+        first = True
+        while True:
+            try:
+                health = self.storage.redial()
+            except StorageError as exc:
+                health = None
+                if first:
+                    log.warning("storage: cannot redial the peers of its node: %s", exc)
+            if health is not None and health.answering:
+                log.info(
+                    "storage: your IPFS node reaches its peers again: %s (redialled)",
+                    health.describe(),
+                )
+                self.cut_off = False
+                return
+            if first and health is not None:
+                log.warning(
+                    "storage: your IPFS node has no peers after redialling (%s): blobs it "
+                    "does not hold are skipped at once until a peer answers (redialled "
+                    "every %g s)",
+                    health.describe(),
+                    REDIAL_INTERVAL,
+                )
+            first = False
+            if self._closed.wait(REDIAL_INTERVAL):
+                return
+
+    def close(self) -> None:
+        """Stop redialling (the trainer is done with its storage)."""
+        self._closed.set()
 
     def put(self, blob: bytes) -> str:
         """Store ``blob`` (pinned: a trainer keeps what it published); its CID."""
@@ -212,9 +221,7 @@ class Blobs:
         self._read_ahead.clear()
 
     def log_round(self, round_: int, traffic: dict[str, int]) -> None:
-        """One log line: what the round stored and fetched, and what the node counts;
-        a node cut off from its peers is redialled first (its recovery logged)."""
-        self._look_again(force=True)
+        """One log line: what the round stored and fetched, and what the node counts."""
         exchanged = "; your IPFS node has no peers" if self.cut_off else ""
         try:
             stats = self.storage.exchange_stats()
