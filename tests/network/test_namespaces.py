@@ -399,10 +399,11 @@ def test_an_organisation_cut_from_its_peers_then_everyone_paused_past_two_deadli
     logs = {m: (lab.folder / f"{m}.log").read_text(errors="replace") for m in TRAINERS}
     chain = _probe(lab)
 
-    # Assert: all played their rounds.
+    # Assert: all played to the end (one that the first one back beat into the overdue
+    # phase has one round fewer: it sat out the phase it was paused in).
     for proc, member in zip(workers, TRAINERS, strict=True):
         assert proc.returncode == 0, logs[member][-3000:]
-        assert "played 5 round(s)" in logs[member], logs[member][-3000:]
+        assert re.search(r"played [45] round\(s\)", logs[member]), logs[member][-3000:]
     # (Resumed together, the two others may each have sent a vote that the first one
     # back's, ending the overdue phase, beat into the same block: at most those revert.)
     assert chain["reverted"] <= 2, chain["reverted"]
