@@ -1,9 +1,11 @@
-"""``mcfl-chain admin allow | revoke | show``: keep a deployed network's registration.
+"""``mcfl-chain admin allow | revoke | show | join``: keep a deployed network's
+registration, and put a trainer back in the quorum by hand.
 
 Under the allowlist policy one admission gives one identity: registering uses it up, and
 the admin admits the address again for another (docs/PROTOCOL.md §3). These commands let
 the admin admit an organisation after deployment, revoke an admission, and let anyone
-read the registration settings.
+read the registration settings. ``join`` is a trainer's own call (``Models.join``, the
+rejoin rule of PROTOCOL.md §4), for when its worker is not the one to make it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import click
 from web3 import Web3
 
-from mcfl_chain.chain.client import ChainClient, ChainError
+from mcfl_chain.chain.client import ChainClient, ChainError, Phase
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli._deployment import DEPLOYMENT, RPC, open_deployment
 from mcfl_chain.cli.account import ACCOUNT_INDEX, signer, signing_options
@@ -41,7 +43,7 @@ def _checksummed(addresses: Sequence[str]) -> list[str]:
 @click.group("admin")
 def admin() -> None:
     """Keep a network's registration: admit or revoke addresses (allowlist networks) and
-    show the registration settings.
+    show the registration settings; put a registered trainer back in the quorum (join).
 
     Under the allowlist policy an admission gives one registration: the address's next
     `register` uses it up, and another identity needs the admin to admit it again.
@@ -144,3 +146,76 @@ def show(addresses: tuple[str, ...], deployment: str, rpc: str | None, storage: 
             f"{account}: admission {admission}, "
             + (f"trainer id {trainer}" if trainer else "not registered")
         )
+
+
+@admin.command("join")
+@DEPLOYMENT
+@RPC
+@STORAGE
+@signing_options
+@ACCOUNT_INDEX
+def join(
+    deployment: str,
+    rpc: str | None,
+    storage: str,
+    keystore: Path | None,
+    account_alias: str | None,
+    password_file: Path | None,
+    account_index: int | None,
+) -> None:
+    """Put this registered trainer back in the quorum: a bare vote (`Models.join`) in
+    the phase open when it is mined, so that the next phase waits for its vote.
+
+    A worker does this by itself when it finds itself out of the quorum; a person needs
+    it when no worker will in time: an organisation back after the others went on that
+    wants its seat before its worker starts (its machine or its training is slow), or a
+    trainer run by a client of its own. Then start the worker (or vote) within
+    `phaseDuration`: a member that stays silent costs the others that phase's deadline.
+    Refused, with nothing sent, when the account is not registered, when it is already a
+    member of the open phase (its worker's proposals or aggregations are its vote there),
+    or when it already voted in it.
+    """
+    trainer = signer(keystore, account_alias, password_file, account_index)
+    try:
+        client = ChainClient(open_deployment(deployment, storage), trainer, rpc_url=rpc)
+        trainer_id = client.trainer_id()
+        if not trainer_id:
+            raise click.ClickException(
+                f"{trainer.address} is not a registered trainer of this network: register "
+                f"first (`mcfl-chain worker` registers when it starts; under the allowlist "
+                f"policy the admin admits the address with `admin allow`)"
+            )
+        status = client.status()
+        where = f"round {status.round}'s {status.phase.name} phase"
+        if not status.started:
+            raise click.ClickException(
+                "rounds have not started (fewer than minTrainers trainers registered): "
+                "the trainers registered when round 0 opens are its members; nothing to "
+                "join yet"
+            )
+        if status.voted:
+            raise click.ClickException(
+                f"trainer {trainer_id} ({trainer.address}) already voted in {where}: it is "
+                f"a member of the next phase; nothing to join"
+            )
+        if status.member:
+            raise click.ClickException(
+                f"trainer {trainer_id} ({trainer.address}) is already a member of {where}: "
+                f"its vote there is its worker's "
+                f"{'proposals' if status.phase is Phase.PROPOSE else 'aggregations'}, "
+                f"which a bare vote would replace; start its worker instead"
+            )
+        landed = client.join()
+    except (ChainError, ChainUnusable, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if landed is None:
+        raise click.ClickException(
+            f"the join of trainer {trainer_id} ended an overdue phase instead of counting "
+            f"as a vote (it had voted there meanwhile); run `admin join` again"
+        )
+    round_, phase = landed
+    click.echo(
+        f"trainer {trainer_id} ({trainer.address}) joined with a bare vote in round "
+        f"{round_}'s {phase.name} phase: it is a member of the next phase, which waits for "
+        f"its vote until its deadline; start its worker now"
+    )

@@ -103,30 +103,62 @@ def up(port: int, swarm: str, peers: tuple[str, ...], offline: bool, repo: Path)
     _describe(state, repo)
     if peers:
         try:
-            connected = len(connected_peers(state))
-        except ServiceError:
+            with _store(state) as store:
+                connected = len(store.peer_health().answering)
+        except StorageError:
             connected = 0
         click.echo(f"connected to {connected} of {len(peers)} peer(s) (the others are redialled)")
+        if not connected:
+            click.echo(
+                "warning: your IPFS node has no peers yet: until one answers, it can fetch "
+                "nothing from the other organisations (a deployment CID included); check "
+                "the --peer addresses and that their swarm ports are open, then "
+                "`mcfl-chain ipfs status`",
+                err=True,
+            )
+
+
+def _store(state: ServiceState) -> IpfsStorage:
+    return IpfsStorage(storage_spec(state).removeprefix("ipfs:"))
 
 
 @ipfs.command("status")
 @_REPO_OPTION
 def status(repo: Path) -> None:
-    """Say whether the node runs, how peers reach it, which --storage value reaches it."""
+    """Say whether the node runs, how peers reach it, which --storage value reaches it,
+    and how many peers it really reaches: those that answer a ping now (a cut link
+    leaves a peer listed as connected for a long time)."""
     state = ipfs_status(repo)
     if state is None:
         click.echo(f"no IPFS node runs for {repo}")
         raise SystemExit(1)
     click.echo(f"IPFS node running (pid {state.pid}, port {state.port}, log {state.log})")
     _describe(state, repo)
-    if swarm_addresses(repo):
+    if not swarm_addresses(repo):
+        return
+    with _store(state) as store:
         try:
-            click.echo(f"connected peers: {len(connected_peers(state))}")
-        except ServiceError as exc:
+            health = store.peer_health()
+        except StorageError as exc:
             click.echo(f"connected peers: unknown ({exc})")
+        else:
+            # Only peers that answer now count: a cut link leaves connections listed.
+            silent = (
+                f" ({len(health.silent)} more listed but silent: no answer to a ping within "
+                f"{store.ping_timeout:g} s; their link is cut or they are frozen)"
+                if health.silent
+                else ""
+            )
+            click.echo(f"connected peers: {len(health.answering)}{silent}")
+            if not health.answering:
+                click.echo(
+                    "warning: your IPFS node has no peers: it can fetch no blob from the "
+                    "other organisations; check its network link and the --peer addresses "
+                    "it was started with (`mcfl-chain ipfs connect ADDRESS` adds one)",
+                    err=True,
+                )
         try:
-            with IpfsStorage(storage_spec(state).removeprefix("ipfs:")) as store:
-                stats = store.exchange_stats()
+            stats = store.exchange_stats()
             click.echo(
                 f"received from peers (bitswap): {stats.blocks_received} block(s), "
                 f"{stats.bytes_received} bytes"
@@ -138,7 +170,7 @@ def status(repo: Path) -> None:
 @ipfs.command("peers")
 @_REPO_OPTION
 def peers(repo: Path) -> None:
-    """List the peer ids the node is connected to."""
+    """List the peer ids the node lists as connected (`status` says which answer)."""
     state = _running(repo)
     try:
         found = connected_peers(state)

@@ -163,5 +163,6 @@ def worker(verbose: int, **values: Any) -> None:
     except WorkerHalted as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
+        node.blobs.close()
         node.storage.close()
     click.echo(f"played {played} round(s); state in {node.state.path.parent}", err=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
@@ -25,14 +25,22 @@ from mcfl_chain.algorithms.robust import AggregationRule, make_aggregation_rule,
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, short_id
 from mcfl_chain.learning.codec import Layout, WeightsError, decode_weights, encode_weights
 from mcfl_chain.learning.models import get_architecture, is_architecture
-from mcfl_chain.storage.errors import StorageError
+from mcfl_chain.storage.errors import NoPeers, StorageError
 
 StateDict = dict[str, torch.Tensor]
 log = logging.getLogger(__name__)
 
 
 class Unavailable(Exception):
-    """Weights that cannot be used, with the reason a person should read in the log."""
+    """Weights that cannot be used, with the reason a person should read in the log.
+
+    ``lasting`` is False when the cause is this reader's own (its storage node reached
+    no peer): the weights may be had later, so the reason is not remembered.
+    """
+
+    def __init__(self, reason: str, lasting: bool = True) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
 
 
 class _LRU(OrderedDict[object, object]):
@@ -92,6 +100,9 @@ class WeightsBook:
     layout
         The tensors every blob must hold (name → shape, dtype); by default the registered
         architecture's. Give it for a task's own model, which this process cannot build.
+    prefetch
+        ``cids -> None``: read these blobs ahead, together, before ``fetch`` asks for
+        them one by one (a worker's parallel reads); none by default.
     """
 
     def __init__(
@@ -101,8 +112,10 @@ class WeightsBook:
         dag: ModelDAG,
         cache_size: int = 256,
         layout: Layout | None = None,
+        prefetch: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
         self._fetch = fetch
+        self._prefetch = prefetch
         self._arch = arch
         self._layout = layout
         self._dag = dag
@@ -139,7 +152,8 @@ class WeightsBook:
         try:
             data = self._fetch(cid)
         except StorageError as exc:
-            raise Unavailable(f"unreachable CID {cid}: {exc}") from exc
+            lasting = not isinstance(exc, NoPeers)
+            raise Unavailable(f"unreachable CID {cid}: {exc}", lasting) from exc
         try:
             return decode_weights(data, self._arch, layout=self._layout)
         except WeightsError as exc:
@@ -158,13 +172,15 @@ class WeightsBook:
         try:
             weights = self.blob(record.cid)
         except Unavailable as exc:
-            self._rejected[update_id] = str(exc)
+            if exc.lasting:
+                self._rejected[update_id] = str(exc)
             raise
         self._updates.put(update_id, weights)
         return weights
 
     def usable_updates(self, update_ids: list[int]) -> tuple[dict[int, StateDict], dict[int, str]]:
         """Split ids into decoded weights and exclusion reasons (untrusted peers)."""
+        self._read_ahead(update_ids)
         good: dict[int, StateDict] = {}
         bad: dict[int, str] = {}
         for uid in update_ids:
@@ -173,6 +189,36 @@ class WeightsBook:
             except Unavailable as exc:
                 bad[uid] = str(exc)
         return good, bad
+
+    def _read_ahead(self, update_ids: Iterable[int], extra: Iterable[str] = ()) -> None:
+        """Have ``prefetch`` read the blobs of the updates not decoded nor rejected yet."""
+        if self._prefetch is None:
+            return
+        cids = [
+            record.cid
+            for uid in update_ids
+            if uid not in self._rejected
+            and uid not in self._updates
+            and (record := self._dag.updates.get(uid)) is not None
+        ]
+        wanted = [*cids, *extra]
+        if wanted:
+            self._prefetch(wanted)
+
+    def prefetch_models(self, model_ids: Iterable[bytes]) -> None:
+        """Read ahead, together, the blobs that rebuilding these models takes (their
+        updates', the genesis weights'), before :meth:`model` asks for each in turn."""
+        update_ids: list[int] = []
+        extra: list[str] = []
+        for model_id in model_ids:
+            record = self._dag.models.get(model_id)
+            if record is None or model_id in self._models:
+                continue
+            if model_id == ROOT_ID:
+                extra += [record.weights_cid] if record.weights_cid else []
+            else:
+                update_ids += record.update_ids
+        self._read_ahead(update_ids, extra)
 
     def aggregate(
         self,

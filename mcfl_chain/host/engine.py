@@ -237,6 +237,7 @@ class Host:
         finally:
             with self._lock:
                 self._alive -= 1
+            worker.blobs.close()
             worker.storage.close()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from mcfl_chain.storage.base import (
     DEFAULT_MAX_BLOB_BYTES,
     ExchangeStats,
+    PeerHealth,
     RetryPolicy,
     Storage,
 )
@@ -35,6 +36,7 @@ from mcfl_chain.storage.errors import (
     BlobTooLarge,
     CorruptBlob,
     InvalidCID,
+    NoPeers,
     StorageError,
     StorageTimeout,
     StorageUnavailable,
@@ -53,6 +55,8 @@ __all__ = [
     "InvalidCID",
     "IpfsStorage",
     "LocalStorage",
+    "NoPeers",
+    "PeerHealth",
     "RetryPolicy",
     "Storage",
     "StorageError",

@@ -18,6 +18,7 @@ from mcfl_chain.storage.errors import (
     BlobTooLarge,
     CorruptBlob,
     InvalidCID,
+    NoPeers,
     StorageError,
     StorageTimeout,
     StorageUnavailable,
@@ -30,6 +31,8 @@ __all__ = [
     "CorruptBlob",
     "ExchangeStats",
     "InvalidCID",
+    "NoPeers",
+    "PeerHealth",
     "RetryPolicy",
     "Storage",
     "StorageError",
@@ -52,6 +55,35 @@ class ExchangeStats:
     blocks_received: int
     bytes_received: int
     peers: int
+
+
+@dataclass(frozen=True)
+class PeerHealth:
+    """The other nodes an IPFS node is linked to, as it says and as they answer.
+
+    A connection can outlive its link: cut the cable (or drop the packets) and the node
+    keeps listing the peer until TCP gives up, hours later. Only a peer that answers a
+    ping now can serve a blob.
+    """
+
+    connected: tuple[str, ...]
+    """Peer ids the node lists as connected (``swarm/peers``), sorted."""
+    answering: tuple[str, ...]
+    """Those of them that answered a ping within the check's timeout, sorted."""
+
+    @property
+    def silent(self) -> tuple[str, ...]:
+        """Connected peers that did not answer: a link cut, or a peer frozen."""
+        return tuple(p for p in self.connected if p not in self.answering)
+
+    def describe(self) -> str:
+        """One phrase for people: how many peers answer, and how many only seem to."""
+        if not self.connected:
+            return "no connected peer"
+        text = f"{len(self.answering)} of {len(self.connected)} connected peer(s) answer"
+        if self.silent:
+            text += f" ({len(self.silent)} silent: their link is cut or they are frozen)"
+        return text
 
 
 @dataclass(frozen=True)
@@ -187,6 +219,9 @@ class Storage(ABC):
 
     #: Largest blob :meth:`get` returns when the caller passes no ``max_bytes``.
     max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES
+    #: How many :meth:`get` calls a caller may run at once from as many threads: 1 for
+    #: a store where reads are local and quick, more where each may wait on the network.
+    parallel_reads: int = 1
 
     @property
     @abstractmethod
@@ -230,7 +265,8 @@ class Storage(ABC):
         InvalidCID
             ``cid`` does not parse, or names content this store cannot verify.
         BlobNotFound
-            The store does not have the blob.
+            The store does not have the blob (:class:`NoPeers`, a subclass: an IPFS
+            node that does not have it could ask no other node).
         BlobTooLarge
             The blob exceeds the bound.
         CorruptBlob
@@ -269,6 +305,17 @@ class Storage(ABC):
     def exchange_stats(self) -> ExchangeStats | None:
         """What the store received from other nodes so far, or ``None`` for a store
         that exchanges nothing (the local directory store)."""
+        return None
+
+    def peer_health(self) -> PeerHealth | None:
+        """The other nodes the store can fetch from now, or ``None`` for a store that
+        exchanges nothing (the local directory store)."""
+        return None
+
+    def redial(self) -> PeerHealth | None:
+        """Connect again to the peers the store's node is configured with (its
+        bootstrap list) that do not answer, and say who answers then; ``None`` for a
+        store that exchanges nothing."""
         return None
 
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing here

@@ -3,7 +3,8 @@
 Each failure a caller may want to handle differently has its own class; all derive
 from :class:`StorageError`. :class:`StorageUnavailable` (and its subclass
 :class:`StorageTimeout`) are the only transient ones: the stores retry them with a
-bounded backoff before raising, the others are raised at once.
+bounded backoff before raising, the others are raised at once. :class:`NoPeers` is
+a :class:`BlobNotFound` whose cause is the node's own isolation, not the blob.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ class BlobNotFound(StorageError, KeyError):
     def __str__(self) -> str:
         # KeyError quotes its argument; keep the message readable.
         return str(self.args[0]) if self.args else "blob not found"
+
+
+class NoPeers(BlobNotFound):
+    """The store's node could not look for a blob on the network: no peer of its answers.
+
+    Not the blob's fault, and it may pass: the node's link to the other nodes is cut,
+    or they are all down. A caller should not hold it against the blob (retry once the
+    node reaches a peer again, see :meth:`~mcfl_chain.storage.base.Storage.redial`).
+    """
 
 
 class CorruptBlob(StorageError):

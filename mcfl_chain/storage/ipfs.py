@@ -6,17 +6,26 @@ and verified locally: a raw CID by hashing the bytes, a dag-pb root by rebuildin
 DAG from the bytes and comparing root CIDs, so a lying or broken node cannot hand us
 other content.
 
-Failures are told apart: a node that cannot be reached (:class:`StorageUnavailable`) or
-does not answer (:class:`StorageTimeout`) is retried with bounded backoff; a node that
-answers that it could not find the blob within its fetch timeout gives
-:class:`BlobNotFound`; any other error answer is permanent (:class:`StorageError`).
+Failures are told apart: a node that cannot be reached (:class:`StorageUnavailable`:
+"your IPFS node is down") or does not answer (:class:`StorageTimeout`) is retried with
+bounded backoff; a node that could not find the blob within its fetch timeout gives
+:class:`NoPeers` when none of its peers answers a ping ("your IPFS node has no peers":
+its link is cut, nobody was asked) and :class:`BlobNotFound` otherwise ("not found on
+the network"); any other error answer is permanent (:class:`StorageError`).
+
+One store may be used from several threads at once (:attr:`IpfsStorage.parallel_reads`
+of them read in parallel): each request borrows an HTTP session of its own.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -27,6 +36,7 @@ from mcfl_chain._utils.errors import short_reason
 from mcfl_chain.storage.base import (
     DEFAULT_MAX_BLOB_BYTES,
     ExchangeStats,
+    PeerHealth,
     RetryPolicy,
     Storage,
 )
@@ -36,6 +46,7 @@ from mcfl_chain.storage.errors import (
     BlobTooLarge,
     CorruptBlob,
     InvalidCID,
+    NoPeers,
     StorageError,
     StorageTimeout,
     StorageUnavailable,
@@ -43,6 +54,7 @@ from mcfl_chain.storage.errors import (
 from mcfl_chain.storage.unixfs import IMPORT_OPTIONS, unixfs_cid_for_bytes
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # ipfshttpclient 0.8.0a2 passes urllib3 an argument it has deprecated: harmless noise.
 warnings.filterwarnings(
@@ -56,6 +68,9 @@ _NOT_FOUND = re.compile(
     r"block was not found",
     re.IGNORECASE,
 )
+# A peer's address as a node's bootstrap list holds it: .../p2p/<peer id>.
+_PEER_ADDRESS = re.compile(r"^/(?:ip4|ip6|dns4|dns6|dns)/[^/]+/tcp/\d{1,5}/(?:p2p|ipfs)/(\w+)$")
+_PEER_ID = re.compile(r"^\w{1,128}$")
 
 
 def parse_api_address(address: str) -> str:
@@ -113,7 +128,16 @@ class IpfsStorage(Storage):
         Backoff for transient failures.
     max_blob_bytes
         Default read bound.
+    ping_timeout
+        Seconds a peer has to answer a ping before it counts as silent
+        (:meth:`peer_health`).
+    dial_timeout
+        Seconds one dial of :meth:`redial` may take.
     """
+
+    #: Reads a caller may run at once: each may wait up to ``fetch_timeout`` on the
+    #: network, so a handful of missing blobs cost one wait, not one each.
+    parallel_reads = 4
 
     def __init__(
         self,
@@ -123,20 +147,50 @@ class IpfsStorage(Storage):
         has_timeout: float = 2.0,
         retry: RetryPolicy | None = None,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        ping_timeout: float = 3.0,
+        dial_timeout: float = 5.0,
     ) -> None:
         if not 0 < fetch_timeout < timeout or not 0 < has_timeout < timeout:
             raise ValueError(
                 f"fetch_timeout ({fetch_timeout}) and has_timeout "
                 f"({has_timeout}) must be positive and below timeout ({timeout})"
             )
+        if not (ping_timeout > 0 and dial_timeout > 0):
+            raise ValueError(
+                f"ping_timeout ({ping_timeout}) and dial_timeout ({dial_timeout}) must be positive"
+            )
         self.address = parse_api_address(address)
         self.timeout = timeout
         self.fetch_timeout = fetch_timeout
         self.has_timeout = has_timeout
+        self.ping_timeout = ping_timeout
+        self.dial_timeout = dial_timeout
         self.retry = retry or RetryPolicy()
         self.max_blob_bytes = max_blob_bytes
+        self._lock = threading.Lock()
+        self._idle: list[ipfshttpclient.Client] = [self._new_client()]
+        self._open: list[ipfshttpclient.Client] = list(self._idle)
+        self._diagnosis = threading.Lock()
+        self._health: tuple[float, PeerHealth] | None = None
+
+    def _new_client(self) -> ipfshttpclient.Client:
         # Client() directly: connect() refuses js-ipfs and Kubo versions newer than 0.8.
-        self._client = ipfshttpclient.Client(self.address, session=True, timeout=timeout)
+        return ipfshttpclient.Client(self.address, session=True, timeout=self.timeout)
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[ipfshttpclient.Client]:
+        """An HTTP session no other thread uses meanwhile (requests' are not shared)."""
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        if client is None:
+            client = self._new_client()
+            with self._lock:
+                self._open.append(client)
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._idle.append(client)
 
     @property
     def spec(self) -> str:
@@ -146,19 +200,23 @@ class IpfsStorage(Storage):
         return f"IPFS node at {self.address} (HTTP RPC API)"
 
     def close(self) -> None:
-        self._client.close()
+        with self._lock:
+            clients, self._open, self._idle = self._open, [], []
+        for client in clients:
+            client.close()
 
     def _call(
         self,
         what: str,
-        request: Callable[[], T],
+        request: Callable[[ipfshttpclient.Client], T],
         on_error: Callable[[ipfs_errors.ErrorResponse], StorageError] | None = None,
     ) -> T:
         """One RPC with retries; the node's errors mapped to storage errors."""
 
         def attempt() -> T:
             try:
-                return request()
+                with self._borrowed() as client:
+                    return request(client)
             except ipfs_errors.TimeoutError as exc:
                 raise StorageTimeout(
                     f"the IPFS node at {self.address} did not answer within "
@@ -166,8 +224,9 @@ class IpfsStorage(Storage):
                 ) from exc
             except ipfs_errors.ConnectionError as exc:
                 raise StorageUnavailable(
-                    f"cannot connect to the IPFS node at {self.address} ({short_reason(exc)}); "
-                    f"start it (`mcfl-chain ipfs up`) or fix --storage"
+                    f"cannot connect to the IPFS node at {self.address} ({short_reason(exc)}): "
+                    f"your IPFS node is down, or listens elsewhere; start it "
+                    f"(`mcfl-chain ipfs up`) or fix --storage"
                 ) from exc
             except ipfs_errors.ErrorResponse as exc:
                 if on_error is not None:
@@ -188,7 +247,7 @@ class IpfsStorage(Storage):
         expected = unixfs_cid_for_bytes(data)
         opts: dict[str, Any] = {**IMPORT_OPTIONS, "cid-base": "base32", "pin": True}
         answered = self._call(
-            f"adding a {len(data)}-byte blob", lambda: self._client.add_bytes(data, opts=opts)
+            f"adding a {len(data)}-byte blob", lambda c: c.add_bytes(data, opts=opts)
         )
         if format_cid(parse_cid(str(answered))) != expected:
             raise StorageError(
@@ -211,19 +270,11 @@ class IpfsStorage(Storage):
 
         def not_found(exc: ipfs_errors.ErrorResponse) -> StorageError:
             if _NOT_FOUND.search(str(exc)):
-                return BlobNotFound(
-                    f"the IPFS node at {self.address} could not find blob "
-                    f"{text} within {self.fetch_timeout:g} s: no reachable peer "
-                    f"has it, or it was never stored"
-                )
+                return self._missing(text)
             return StorageError(f"the IPFS node at {self.address} refused to read {text}: {exc}")
 
         opts = {"length": bound + 1, "timeout": f"{self.fetch_timeout:g}s"}
-        data = bytes(
-            self._call(
-                f"reading {text}", lambda: self._client.cat(text, opts=opts), on_error=not_found
-            )
-        )
+        data = bytes(self._call(f"reading {text}", lambda c: c.cat(text, opts=opts), not_found))
         if len(data) > bound:
             raise BlobTooLarge(
                 f"blob {text} has more than {bound} bytes, the read bound; raise "
@@ -241,6 +292,133 @@ class IpfsStorage(Storage):
                 f"peer served wrong content"
             )
         return data
+
+    def _missing(self, text: str) -> BlobNotFound:
+        """Why the node found no copy of ``text`` in time: nobody to ask (:class:`NoPeers`),
+        or nobody had it (:class:`BlobNotFound`)."""
+        waited = f"within {self.fetch_timeout:g} s"
+        try:
+            health = self._recent_health()
+        except StorageUnavailable:
+            raise  # the node itself went away meanwhile
+        except StorageError:
+            # An offline node lists no peers (it refuses to): it only has its own blobs.
+            return BlobNotFound(
+                f"the IPFS node at {self.address} could not find blob {text} {waited}: "
+                f"it does not hold it and has no peers to ask (offline node)"
+            )
+        if not health.answering:
+            return NoPeers(
+                f"your IPFS node has no peers: the node at {self.address} has "
+                f"{health.describe()}, so it could not ask anyone for blob {text} "
+                f"{waited}; check its network link to the other organisations' nodes and "
+                f"its --peer addresses (`mcfl-chain ipfs status`)"
+            )
+        return BlobNotFound(
+            f"the IPFS node at {self.address} could not find blob {text} {waited}: this CID "
+            f"is not found on the network ({health.describe()}, none had it: it was never "
+            f"stored, or only a node out of reach holds it)"
+        )
+
+    def _recent_health(self) -> PeerHealth:
+        """:meth:`peer_health`, checked once for reads that fail together."""
+        with self._diagnosis:
+            now = time.monotonic()
+            if self._health is not None and now - self._health[0] < 2 * self.ping_timeout:
+                return self._health[1]
+            health = self.peer_health()
+            self._health = (time.monotonic(), health)
+            return health
+
+    def peer_health(self) -> PeerHealth:
+        """The node's connected peers (``swarm/peers``) and those of them that answer a
+        ping within :attr:`ping_timeout` (pinged in parallel).
+
+        Raises
+        ------
+        StorageError
+            The node cannot be reached, or it is offline (no swarm listener: a node of
+            one, which has no peers to lose).
+        """
+        answer = self._call("listing its connected peers", lambda c: _rpc(c, "/swarm/peers"))
+        peers = _object(answer).get("Peers")
+        connected = sorted(
+            {
+                str(p["Peer"])
+                for p in peers or []
+                if isinstance(p, dict) and _PEER_ID.match(str(p.get("Peer", "")))
+            }
+        )
+        if not connected:
+            listening = self._call(
+                "listing its swarm addresses", lambda c: _rpc(c, "/swarm/addrs/local")
+            )
+            if not _object(listening).get("Strings"):
+                raise StorageError(
+                    f"the IPFS node at {self.address} is offline (no swarm listener): it "
+                    f"has no peers to ask"
+                )
+        answers = _in_parallel(self._answers, connected, self.parallel_reads)
+        answering = tuple(p for p, ok in zip(connected, answers, strict=True) if ok)
+        return PeerHealth(tuple(connected), answering)
+
+    def _answers(self, peer: str) -> bool:
+        """Whether ``peer`` answers one ping in time (a pong: success with no text)."""
+        opts = {"count": "1", "timeout": f"{self.ping_timeout:g}s"}
+        try:
+            with self._borrowed() as client:
+                reports = _rpc(client, "/ping", [peer], opts, timeout=self.ping_timeout + 2)
+        except ipfs_errors.Error:
+            return False
+        reports = reports if isinstance(reports, list) else [reports]
+        return any(
+            isinstance(r, dict) and r.get("Success") is True and not r.get("Text") for r in reports
+        )
+
+    def configured_peers(self) -> list[str]:
+        """The peers the node is configured with (its bootstrap list: `ipfs up --peer`),
+        as ``/ip4/HOST/tcp/PORT/p2p/PEER_ID`` multiaddrs; others are left out."""
+        answer = self._call("listing its configured peers", lambda c: _rpc(c, "/bootstrap/list"))
+        listed = _object(answer).get("Peers")
+        return [str(a) for a in listed or [] if _PEER_ADDRESS.match(str(a))]
+
+    def redial(self) -> PeerHealth:
+        """Dial again the configured peers that do not answer, dropping first a
+        connection the node still lists for one (a link cut leaves it open but dead),
+        each dial bounded by :attr:`dial_timeout`; who answers afterwards.
+
+        Raises
+        ------
+        StorageError
+            The node cannot be reached or refuses to list its peers.
+        """
+        before = self.peer_health()
+        silent = set(before.silent)
+        targets = [
+            address
+            for address in self.configured_peers()
+            if address.rsplit("/", 1)[-1] not in before.answering
+        ]
+        opts = {"timeout": f"{self.dial_timeout:g}s"}
+        wait = self.dial_timeout + 2
+
+        def dial(address: str) -> None:
+            with self._borrowed() as client:
+                if address.rsplit("/", 1)[-1] in silent:
+                    try:
+                        _rpc(client, "/swarm/disconnect", [address], opts, wait)
+                    except ipfs_errors.Error:
+                        pass  # already gone
+                try:
+                    _rpc(client, "/swarm/connect", [address], opts, wait)
+                except ipfs_errors.Error:
+                    pass  # still out of reach: peer_health below says so
+
+        _in_parallel(dial, targets, self.parallel_reads)
+        with self._diagnosis:
+            health = self.peer_health()
+            self._health = (time.monotonic(), health)
+        return health
 
     def pin(self, cid: str) -> None:
         """Pin ``cid`` recursively on the node, fetching it from peers if it lacks it.
@@ -265,7 +443,7 @@ class IpfsStorage(Storage):
 
         self._call(
             f"pinning {text}",
-            lambda: self._client.pin.add(text, recursive=True, opts=opts),
+            lambda c: c.pin.add(text, recursive=True, opts=opts),
             on_error=not_found,
         )
 
@@ -280,7 +458,7 @@ class IpfsStorage(Storage):
         try:
             answer = self._call(
                 f"listing the pin of {text}",
-                lambda: self._client.pin.ls(text, type="recursive"),
+                lambda c: c.pin.ls(text, type="recursive"),
                 on_error=unpinned,
             )
         except BlobNotFound:
@@ -299,7 +477,7 @@ class IpfsStorage(Storage):
         try:
             self._call(
                 f"unpinning {text}",
-                lambda: self._client.pin.rm(text, recursive=True),
+                lambda c: c.pin.rm(text, recursive=True),
                 on_error=refused,
             )
         except BlobNotFound:
@@ -314,7 +492,7 @@ class IpfsStorage(Storage):
         StorageError
             The node answered something else than bitswap counters.
         """
-        answer = self._call("reading the bitswap counters", lambda: self._client.bitswap.stat())
+        answer = self._call("reading the bitswap counters", lambda c: c.bitswap.stat())
         try:
             return ExchangeStats(
                 blocks_received=int(answer["BlocksReceived"]),
@@ -339,9 +517,39 @@ class IpfsStorage(Storage):
         try:
             self._call(
                 f"looking up {text}",
-                lambda: self._client.block.stat(text, opts=opts),
+                lambda c: c.block.stat(text, opts=opts),
                 on_error=missing,
             )
         except BlobNotFound:
             return False
         return True
+
+
+def _rpc(
+    client: ipfshttpclient.Client,
+    path: str,
+    args: Sequence[str] = (),
+    opts: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """One request by path: ipfshttpclient's own ``swarm.connect`` sends its address
+    character by character, and it has no ``bootstrap/list``."""
+    kwargs: dict[str, Any] = {"opts": opts or {}, "decoder": "json"}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    return client._client.request(path, list(args), **kwargs)
+
+
+def _object(answer: Any) -> dict[str, Any]:
+    """The one JSON object of an answer (the decoder gives a list of the objects read)."""
+    if isinstance(answer, list) and len(answer) == 1:
+        answer = answer[0]
+    return answer if isinstance(answer, dict) else {}
+
+
+def _in_parallel(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``work`` over ``items`` on at most ``threads`` threads, results in order."""
+    if len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="ipfs") as pool:
+        return list(pool.map(work, items))

@@ -5,19 +5,35 @@ Kept apart from the round logic: a trainer asks for bytes by CID and publishes b
 this service times the storage, counts the traffic, pins the peers' blobs it works on
 for as long as it needs them (so its own node also serves them), and turns a storage
 that is gone into :class:`~mcfl_chain.worker.errors.WorkerHalted`.
+
+Peers' blobs a step needs are read ahead together (:meth:`Blobs.prefetch`), a few at
+once, so that missing ones cost one fetch timeout, not one each. When its IPFS node has
+no peer that answers (:class:`~mcfl_chain.storage.errors.NoPeers`), the trainer says so,
+redials the peers the node is configured with in the background (every
+:data:`REDIAL_INTERVAL` seconds, and says when one answers again), and meanwhile skips
+at once the blobs its node does not hold instead of waiting on each.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mcfl_chain.storage.base import Storage
-from mcfl_chain.storage.errors import StorageError, StorageUnavailable
+from mcfl_chain.storage.errors import NoPeers, StorageError, StorageUnavailable
 from mcfl_chain.worker.errors import WorkerHalted
 from mcfl_chain.worker.timing import RoundClock
 
 log = logging.getLogger("mcfl_chain.worker")
+
+#: Most blobs read ahead in one batch (the others are read when asked for): bounds the
+#: memory a list of CIDs from the chain can make a trainer hold at once.
+MAX_READ_AHEAD = 32
+#: Seconds between two redials while the node has no peer that answers.
+REDIAL_INTERVAL = 10.0
 
 
 @dataclass
@@ -63,19 +79,110 @@ class Blobs:
         self._published: set[str] = set()
         self._needed_now: set[str] = set()
         self._needed_before: set[str] = set()
+        self._read_ahead: dict[str, bytes | StorageError] = {}
+        self.cut_off = False
+        """Whether its node has no peer that answers (set by a read, cleared by the
+        redialling thread once a peer answers again)."""
+        self._redialler: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def prefetch(self, cids: Iterable[str]) -> None:
+        """Read ``cids`` now, up to the store's ``parallel_reads`` at once, for the
+        :meth:`fetch` calls that follow (each read still bounded by the store's fetch
+        timeout and checked against its CID). Does nothing for a store read one blob at
+        a time (the local directory) or for fewer than two blobs."""
+        wanted = [c for c in dict.fromkeys(cids) if self._stale(c)][:MAX_READ_AHEAD]
+        threads = min(self.storage.parallel_reads, len(wanted))
+        if threads < 2:
+            return
+        with self.clock.measure("storage"):
+            with ThreadPoolExecutor(threads, thread_name_prefix="blob-fetch") as pool:
+                results = list(pool.map(self._read, wanted))
+            self._read_ahead.update(zip(wanted, results, strict=True))
+            self._notice(results)
 
     def fetch(self, cid: str) -> bytes:
         """The bytes of ``cid`` (a peer's blob is pinned for this round and the next)."""
         with self.clock.measure("storage"):
-            try:
-                blob = self.storage.get(cid)
-            except StorageUnavailable as exc:
+            got = self._read_ahead.pop(cid, None) if not self._stale(cid) else None
+            if got is None:
+                got = self._read(cid)
+                self._notice([got])
+            if isinstance(got, StorageUnavailable):
                 # Not the blob's fault (WeightsBook would exclude it): our store is gone.
-                raise WorkerHalted(f"storage: {exc}") from exc
+                raise WorkerHalted(f"storage: {got}") from got
+            if isinstance(got, StorageError):
+                raise got
             if cid not in self._published:
-                self.traffic.fetched(len(blob))
+                self.traffic.fetched(len(got))
                 self._keep(cid)
-            return blob
+            return got
+
+    def _stale(self, cid: str) -> bool:
+        """Whether ``cid`` has to be read (again): not read ahead, or read while the
+        node had no peer, which it has again."""
+        got = self._read_ahead.get(cid)
+        return got is None or (isinstance(got, NoPeers) and not self.cut_off)
+
+    def _read(self, cid: str) -> bytes | StorageError:
+        """One verified read; its failure returned, not raised (reads run in threads)."""
+        try:
+            if self.cut_off and not self.storage.has(cid):
+                # Nobody to ask: waiting the whole fetch timeout would change nothing.
+                return NoPeers(
+                    f"your IPFS node has no peers (none answered at the last redial): "
+                    f"blob {cid}, which it does not hold, was not fetched"
+                )
+            return self.storage.get(cid)
+        except StorageError as exc:
+            return exc
+
+    def _notice(self, results: list[bytes | StorageError]) -> None:
+        """Say so when a read found that the node has no peer, and start redialling."""
+        lost = next((r for r in results if isinstance(r, NoPeers)), None)
+        if lost is None or self.cut_off:
+            return
+        log.warning("storage: %s; redialling the peers it is configured with", lost)
+        self.cut_off = True
+        if self._redialler is None or not self._redialler.is_alive():
+            self._redialler = threading.Thread(
+                target=self._redial_until_back, name="ipfs-redial", daemon=True
+            )
+            self._redialler.start()
+
+    def _redial_until_back(self) -> None:
+        """In the background, so that the trainer goes on meanwhile: redial now, then
+        every :data:`REDIAL_INTERVAL` seconds, until a peer answers or :meth:`close`."""
+        first = True
+        while True:
+            try:
+                health = self.storage.redial()
+            except StorageError as exc:
+                health = None
+                if first:
+                    log.warning("storage: cannot redial the peers of its node: %s", exc)
+            if health is not None and health.answering:
+                log.info(
+                    "storage: your IPFS node reaches its peers again: %s (redialled)",
+                    health.describe(),
+                )
+                self.cut_off = False
+                return
+            if first and health is not None:
+                log.warning(
+                    "storage: your IPFS node has no peers after redialling (%s): blobs it "
+                    "does not hold are skipped at once until a peer answers (redialled "
+                    "every %g s)",
+                    health.describe(),
+                    REDIAL_INTERVAL,
+                )
+            first = False
+            if self._closed.wait(REDIAL_INTERVAL):
+                return
+
+    def close(self) -> None:
+        """Stop redialling (the trainer is done with its storage)."""
+        self._closed.set()
 
     def put(self, blob: bytes) -> str:
         """Store ``blob`` (pinned: a trainer keeps what it published); its CID."""
@@ -111,19 +218,20 @@ class Blobs:
             except StorageError as exc:
                 log.warning("storage: cannot unpin %s: %s", cid, exc)
         self._needed_before, self._needed_now = self._needed_now, set()
+        self._read_ahead.clear()
 
     def log_round(self, round_: int, traffic: dict[str, int]) -> None:
         """One log line: what the round stored and fetched, and what the node counts."""
-        exchanged = ""
+        exchanged = "; your IPFS node has no peers" if self.cut_off else ""
         try:
             stats = self.storage.exchange_stats()
         except StorageError as exc:
             stats = None
-            exchanged = f"; bitswap counters unreadable: {exc}"
+            exchanged += f"; bitswap counters unreadable: {exc}"
         if stats is not None:
             # js-ipfs recomputes these counters once the exchange has been quiet for a
             # second: they may trail this round's fetches.
-            exchanged = (
+            exchanged += (
                 f"; the node counts {stats.blocks_received} block(s) "
                 f"({size_text(stats.bytes_received)}) received over bitswap from "
                 f"{stats.peers} peer(s) so far"

@@ -39,7 +39,13 @@ from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.dag.events import apply_events
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.storage import IpfsStorage, RetryPolicy, Storage, open_storage
-from mcfl_chain.storage.errors import BlobNotFound, CorruptBlob, InvalidCID, StorageError
+from mcfl_chain.storage.errors import (
+    BlobNotFound,
+    CorruptBlob,
+    InvalidCID,
+    NoPeers,
+    StorageError,
+)
 from mcfl_chain.worker.state import StateError, WorkerState, lock_state_dir
 
 log = logging.getLogger("mcfl_chain.worker")
@@ -110,6 +116,12 @@ def load_deployment(source: str | Path, storage: str, give_up_after: float) -> D
         blob = store.get(cid, max_bytes=MAX_DEPLOYMENT_BYTES)
     except InvalidCID as exc:
         raise WorkerSetupError(f"--deployment {text}: {cid!r} is not a CID ({exc})") from exc
+    except NoPeers as exc:
+        raise WorkerSetupError(
+            f"cannot fetch the deployment {text}: {exc}; the CID may well be right: start "
+            f"the node with the other organisations' addresses (`mcfl-chain ipfs up --peer "
+            f"...`) or connect it (`mcfl-chain ipfs connect`)"
+        ) from exc
     except BlobNotFound as exc:
         raise WorkerSetupError(
             f"the deployment {text} is not in storage {storage}: publish it there "

@@ -234,7 +234,7 @@ class Worker:
             self._select_x, self._select_y = data.test_x, data.test_y
         self.clock = RoundClock()
         self.blobs = Blobs(storage, self.clock)
-        self.book = WeightsBook(self.blobs.fetch, options.arch, dag)
+        self.book = WeightsBook(self.blobs.fetch, options.arch, dag, prefetch=self.blobs.prefetch)
         rule = strategy.aggregation_rule
         if rule is not None and self.book.rule.code != 0:
             # A robust rule replaces the whole aggregation: it would average FACADE's
@@ -734,6 +734,7 @@ class Worker:
             models = mine or models
         usable: list[ModelRecord] = []
         weights: list[StateDict] = []
+        self.book.prefetch_models(m.model_id for m in models)
         for model in models:
             try:
                 weights.append(self.strategy.personalise(self.book.model(model.model_id)))

@@ -12,7 +12,7 @@ from mcfl_chain.dag.weights import SharedLRU, WeightsBook, check_published_weigh
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.storage.cid import cid_for_bytes
-from mcfl_chain.storage.errors import BlobNotFound
+from mcfl_chain.storage.errors import BlobNotFound, NoPeers
 
 ARCH = "lenet-light"
 
@@ -96,6 +96,35 @@ def test_rejected_updates_are_remembered_not_fetched_again():
     assert good == good2 == {} and set(bad) == set(bad2) == {1}
     assert "unreachable CID" in bad[1]
     assert len(fetched) == 1
+
+
+def test_updates_missed_for_want_of_peers_are_read_ahead_together_and_fetched_again():
+    # Prepare: two updates whose blobs exist, a reader whose node has no peer at first,
+    # and a read-ahead hook that records what it is asked for.
+    book, fetched = _book_with_updates(2, cache_size=4)
+    inner, cut, batches = book._fetch, [True], []
+
+    def fetch(cid: str) -> bytes:
+        if cut[0]:
+            raise NoPeers(f"your IPFS node has no peers: {cid} not fetched")
+        return inner(cid)
+
+    book._fetch = fetch
+    book._prefetch = lambda cids: batches.append(list(cids))
+    cids = [book._dag.updates[uid].cid for uid in (1, 2)]
+
+    # Execute: read while cut off, then once the node reaches a peer again.
+    good, bad = book.usable_updates([1, 2])
+    cut[0] = False
+    good_after, bad_after = book.usable_updates([1, 2])
+    book.usable_updates([1, 2])
+
+    # Assert: the cut cost both updates this time only (the reason is the reader's own,
+    # not the blobs'); both were read ahead in one batch each time they were missing.
+    assert good == {} and "has no peers" in bad[1] and set(bad) == {1, 2}
+    assert set(good_after) == {1, 2} and bad_after == {}
+    assert fetched == cids
+    assert batches == [cids, cids]
 
 
 def test_a_merge_is_the_fedavg_of_all_its_updates_whatever_their_parent():

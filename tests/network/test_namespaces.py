@@ -12,10 +12,15 @@ trainers' nodes as peers, API on the namespace's own loopback) and ``mcfl-chain 
 joining with ``--deployment ipfs://CID``: the deployment, the genesis weights and every
 peer's update reach it through its own node over bitswap. There is no directory the
 trainers share. Needs root (network namespaces); fails with the reason otherwise.
+
+A second test breaks things on the way: one organisation's IPFS node loses its peers
+for a round (its swarm packets dropped, its chain link up), then every worker is paused
+while the chain's clock moves past two phase deadlines.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -182,37 +187,52 @@ def _ipfs_up(lab: Lab, member: str, peers: list[str]) -> str:
     return printed[0]
 
 
-def test_three_organisations_in_their_own_namespaces_train_over_the_bridge(lab: Lab):
-    # Prepare: the chain node in its namespace, listening on its namespace address only.
+def _network(lab: Lab, phase_duration: int) -> tuple[str, str]:
+    """The chain node and each organisation's IPFS node up, the network deployed from t1
+    and published on t1's node only: (its ipfs://CID, the --storage every member uses)."""
+    # The chain node in its namespace, listening on its namespace address only, mining a
+    # block every 2 s as DEPLOY.md's private chain does.
     anvil = [str(find_anvil()), "--host", lab.address("chain"), "--port", str(RPC_PORT)]
-    lab.start("chain", "anvil", [*anvil, "--chain-id", "4245", "--accounts", "6"])
+    anvil += ["--chain-id", "4245", "--accounts", "6", "--block-time", "2"]
+    lab.start("chain", "anvil", anvil)
     _wait_for_line(lab.folder / "anvil.log", r"Listening on", timeout=60)
     # Each organisation's IPFS node: t2 peers with t1, t3 with both.
     addresses: dict[str, str] = {}
     for member in TRAINERS:
         addresses[member] = _ipfs_up(lab, member, list(addresses.values()))
     storage = f"ipfs:/ip4/127.0.0.1/tcp/{API_PORT}"  # each namespace's own loopback
-    # The network is deployed from t1 and published on t1's node only.
     deployed = lab.cli(
         "t1", "deploy", "--rpc", lab.rpc, "--storage", storage, "--publish", storage,
         "--out", str(lab.folder / "deployment.json"), "--task-from", TASK,
-        "--min-trainers", "3", "--phase-duration", "120",
+        "--min-trainers", "3", "--phase-duration", str(phase_duration),
         env=_env(**{PRIVATE_KEY_ENV: dev_account(0).key.hex()}),
     )  # fmt: skip
     assert deployed.returncode == 0, deployed.stderr[-3000:]
     uri = deployed.stdout.strip()
     assert uri.startswith("ipfs://")
+    return uri, storage
 
-    # Execute: one worker per organisation, its key in its environment, its own share
-    # of the patients, its own node as its only store.
+
+def _start_workers(lab: Lab, uri: str, storage: str, rounds: int) -> list[subprocess.Popen[bytes]]:
+    """One worker per organisation, its key in its environment, its own share of the
+    patients, its own node as its only store."""
     workers = []
     for i, member in enumerate(TRAINERS):
         argv = [sys.executable, "-m", "mcfl_chain", "worker", "--rpc", lab.rpc,
                 "--deployment", uri, "--storage", storage, "--task", TASK,
-                "--rounds", str(ROUNDS), "--lr", "0.01", "--state-dir",
+                "--rounds", str(rounds), "--lr", "0.01", "--state-dir",
                 str(lab.folder / member / "state"), "--wait-log-interval", "10"]  # fmt: skip
         env = _env(**{PRIVATE_KEY_ENV: dev_account(i + 1).key.hex()}, MCFL_EXAMPLE_PART=f"{i}/3")
         workers.append(lab.start(member, member, argv, env))
+    return workers
+
+
+def test_three_organisations_in_their_own_namespaces_train_over_the_bridge(lab: Lab):
+    # Prepare
+    uri, storage = _network(lab, phase_duration=120)
+
+    # Execute
+    workers = _start_workers(lab, uri, storage, ROUNDS)
     deadline = time.monotonic() + 900
     for proc in workers:
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -258,3 +278,152 @@ def test_three_organisations_in_their_own_namespaces_train_over_the_bridge(lab: 
         }
     host = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
     assert f" {lab.subnet}." not in host
+
+
+# A chain probe run in the chain's namespace (nothing outside reaches it): the round
+# state, the phase changes with their block times, the votes and the reverted
+# transactions; with a third argument, the chain's clock is first moved by that many s.
+_PROBE = """
+import json, sys
+from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.deployment import Deployment
+chain = ChainClient.read_only(Deployment.load(sys.argv[1]), rpc_url=sys.argv[2])
+w3 = chain.w3
+if len(sys.argv) > 3:
+    w3.provider.make_request("evm_increaseTime", [int(sys.argv[3])])
+head = chain.block_number()
+events = chain.events(0, head)
+time_of = {}
+def at(n):
+    if n not in time_of:
+        time_of[n] = int(w3.eth.get_block(n)["timestamp"])
+    return time_of[n]
+status = chain.status()
+print(json.dumps({
+    "now": [status.round, int(status.phase)],
+    "phases": [[e.args["round"], e.args["phase"], at(e.block_number)]
+               for e in events if e.name == "PhaseChanged"],
+    "votes": [[e.args["round"], e.args["phase"], e.args["trainerId"], e.args["counted"]]
+              for e in events if e.name == "TrainerVoted"],
+    "proposed": [[e.args["round"], e.args["trainerId"]]
+                 for e in events if e.name == "UpdateProposed"],
+    "reverted": sum(
+        1 for n in range(chain.deployment.deployment_block, head + 1)
+        for tx in w3.eth.get_block(n)["transactions"]
+        if w3.eth.get_transaction_receipt(tx)["status"] != 1),
+}))
+"""
+
+
+def _probe(lab: Lab, advance: int | None = None) -> dict:
+    argv = [sys.executable, "-c", _PROBE, str(lab.folder / "deployment.json"), lab.rpc]
+    probed = lab.run("chain", *argv, *([str(advance)] if advance else []), timeout=120)
+    assert probed.returncode == 0, probed.stderr[-2000:]
+    return json.loads(probed.stdout)
+
+
+def _cut_swarm(lab: Lab, member: str, cut: bool) -> None:
+    """Drop every packet the member's namespace sends from or to the swarm port (its IPFS
+    node's links to the others), leaving its chain link alone; or lift that.
+
+    What this kernel offers without drop actions: an HTB root whose default class lets
+    everything through, and a class whose queue holds no packet, where a u32 filter
+    sends the swarm's packets.
+    """
+    tc = ["tc", "-n", lab.ns(member)]
+    if not cut:
+        subprocess.run([*tc, "qdisc", "del", "dev", "eth0", "root"], check=True)
+        return
+    for argv in (
+        ["qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"],
+        ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit"],
+        ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:2", "htb", "rate", "8bit"],
+        ["qdisc", "add", "dev", "eth0", "parent", "1:2", "handle", "2:", "pfifo", "limit", "0"],
+        *(
+            [
+                "filter",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "u32",
+                "match",
+                "ip",
+                side,
+                str(SWARM_PORT),
+                "0xffff",
+                "flowid",
+                "1:2",
+            ]  # fmt: skip
+            for side in ("dport", "sport")
+        ),
+    ):
+        subprocess.run([*tc, *argv], check=True, capture_output=True)
+
+
+def test_an_organisation_cut_from_its_peers_then_everyone_paused_past_two_deadlines(lab: Lab):
+    # Prepare: three organisations play five rounds with a 120 s phase deadline.
+    duration = 120
+    uri, storage = _network(lab, phase_duration=duration)
+    workers = _start_workers(lab, uri, storage, rounds=5)
+    t1_log = lab.folder / "t1.log"
+
+    # Execute, 1: once t1 works on round 1, its IPFS node's packets are dropped (its
+    # chain link stays up) until it has said so and the round after has begun.
+    _wait_for_line(t1_log, r"round 1: ", timeout=600)
+    _cut_swarm(lab, "t1", cut=True)
+    try:
+        said = _wait_for_line(t1_log, r"your IPFS node has no peers: ", timeout=4 * duration)
+        before = said[: said.index("your IPFS node has no peers: ")]
+        cut_round = int(re.findall(r"round (\d+): ", before)[-1])
+        _wait_for_line(t1_log, rf"round {cut_round + 1}: ", timeout=2 * duration)
+    finally:
+        _cut_swarm(lab, "t1", cut=False)
+    _wait_for_line(t1_log, r"your IPFS node reaches its peers again", timeout=2 * duration)
+    # 2: every worker is paused (SIGSTOP) in round 3, while the chain's clock moves past
+    # two phase deadlines; then all of them go on (SIGCONT).
+    _wait_for_line(lab.folder / "t3.log", r"round 3: ", timeout=4 * duration)
+    for proc in workers:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        paused_in = _probe(lab, advance=2 * duration + 1)["now"]
+    finally:
+        for proc in workers:
+            os.killpg(proc.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 900
+    for proc in workers:
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    logs = {m: (lab.folder / f"{m}.log").read_text(errors="replace") for m in TRAINERS}
+    chain = _probe(lab)
+
+    # Assert: all played to the end (one that the first one back beat into the overdue
+    # phase has one round fewer: it sat out the phase it was paused in).
+    for proc, member in zip(workers, TRAINERS, strict=True):
+        assert proc.returncode == 0, logs[member][-3000:]
+        assert re.search(r"played [45] round\(s\)", logs[member]), logs[member][-3000:]
+    # (Resumed together, the two others may each have sent a vote that the first one
+    # back's, ending the overdue phase, beat into the same block: at most those revert.)
+    assert chain["reverted"] <= 2, chain["reverted"]
+    # The cut: t1 said its node has no peers (not that a CID is wrong), redialled, and
+    # said when its peers answered again; every round the cut spanned ended within one
+    # phase deadline, each phase by the votes of all three.
+    warned = re.search(r"storage: your IPFS node has no peers: .*redialling", logs["t1"])
+    assert warned, logs["t1"][-3000:]
+    assert "your IPFS node reaches its peers again" in logs["t1"]
+    starts = {(r, p): t for r, p, t in chain["phases"]}
+    for round_ in range(1, cut_round + 1):
+        took = starts[(round_ + 1, 0)] - starts[(round_, 0)]
+        assert took < duration, f"round {round_} took {took} s with t1 cut off"
+        for phase in (0, 1):
+            counted = {t for r, p, t, c in chain["votes"] if (r, p) == (round_, phase) and c}
+            assert len(counted) == 3, (round_, phase, chain["votes"])
+    # The pause: in the phase after the overdue one all three voted, counted, and all
+    # three proposed in the round after the one they were paused in.
+    paused_round, paused_phase = paused_in
+    after = (paused_round + paused_phase, 1 - paused_phase)
+    back = {t for r, p, t, c in chain["votes"] if (r, p) == after and c}
+    assert len(back) == 3, (paused_in, chain["votes"])
+    assert len({t for r, t in chain["proposed"] if r == paused_round + 1}) == 3

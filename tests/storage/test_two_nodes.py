@@ -7,8 +7,10 @@ its peer. A blob put on A is fetched from B over bitswap and verified against it
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +26,9 @@ from mcfl_chain.storage import (
     BlobNotFound,
     ExchangeStats,
     IpfsStorage,
+    NoPeers,
     RetryPolicy,
+    StorageUnavailable,
     unixfs_cid_for_bytes,
 )
 from mcfl_chain.storage.daemon import (
@@ -40,6 +44,8 @@ from mcfl_chain.storage.daemon import (
     storage_spec,
     swarm_addresses,
 )
+from mcfl_chain.worker.blobs import Blobs
+from mcfl_chain.worker.timing import RoundClock
 
 pytestmark = pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning")
 
@@ -51,12 +57,14 @@ class Node:
     repo: Path
     state: ServiceState
 
-    def store(self, fetch_timeout: float = 20.0) -> IpfsStorage:
+    def store(self, fetch_timeout: float = 20.0, has_timeout: float = 2.0) -> IpfsStorage:
         return IpfsStorage(
             storage_spec(self.state).removeprefix("ipfs:"),
             timeout=fetch_timeout + 10,
             fetch_timeout=fetch_timeout,
+            has_timeout=has_timeout,
             retry=RetryPolicy(attempts=2, initial_delay=0.1),
+            ping_timeout=1.5,
         )
 
 
@@ -173,6 +181,14 @@ def test_b_counts_what_bitswap_brought_and_releases_a_pin(nodes: tuple[Node, Nod
     assert pinned and released and still_on_a
 
 
+def _until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout:g} s")
+        time.sleep(0.2)
+
+
 def _wait_for_peer(state: ServiceState, timeout: float) -> float:
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
@@ -230,6 +246,95 @@ def test_pinning_a_blob_no_node_has_is_not_found(nodes: tuple[Node, Node]) -> No
     # Execute / Assert
     with b.store(fetch_timeout=1.0) as on_b, pytest.raises(BlobNotFound, match="could not pin"):
         on_b.pin(cid)
+
+
+def test_missing_blobs_are_not_found_on_the_network_in_one_parallel_wait(
+    nodes: tuple[Node, Node], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Prepare: four CIDs no node holds; B's peer A answers.
+    a, b = nodes
+    missing = [unixfs_cid_for_bytes(b"nobody stored " + os.urandom(8)) for _ in range(4)]
+
+    # Execute: a trainer reads them ahead (its node waits 2 s for each), then asks.
+    with b.store(fetch_timeout=2.0) as on_b:
+        blobs = Blobs(on_b, RoundClock())
+        started = time.perf_counter()
+        blobs.prefetch(missing)
+        seconds = time.perf_counter() - started
+        with pytest.raises(BlobNotFound) as raised:
+            blobs.fetch(missing[0])
+
+    # Assert: one wait for the four, not four in turn; the message blames the CID, not
+    # the node's links; nothing said about peers being lost.
+    assert seconds < 6, f"four missing blobs took {seconds:.1f} s"
+    assert not isinstance(raised.value, NoPeers)
+    assert "this CID is not found on the network (1 of 1 connected peer(s) answer" in str(
+        raised.value
+    )
+    assert not blobs.cut_off and "no peers" not in caplog.text
+
+
+def test_a_node_that_is_down_is_told_apart(tmp_path: Path) -> None:
+    # Prepare: an API address where no node listens.
+    store = IpfsStorage(
+        f"/ip4/127.0.0.1/tcp/{free_port()}", retry=RetryPolicy(attempts=2, initial_delay=0.05)
+    )
+
+    # Execute / Assert
+    with store, pytest.raises(StorageUnavailable, match="your IPFS node is down"):
+        store.get(unixfs_cid_for_bytes(b"anything"))
+
+
+def test_a_node_whose_peers_went_silent_says_it_has_none_and_gets_them_back(
+    nodes: tuple[Node, Node], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Prepare: three blobs only A holds; then A freezes (SIGSTOP), as when B's link to
+    # it is cut: B still lists the connection, but nothing comes through it.
+    a, b = nodes
+    runner = CliRunner(mix_stderr=False)
+    contents = [os.urandom(20_000) for _ in range(3)]
+    caplog.set_level(logging.INFO, logger="mcfl_chain.worker")
+    with a.store() as on_a, b.store(fetch_timeout=3.0, has_timeout=1.0) as on_b:
+        cids = [on_a.put(c) for c in contents]
+        blobs = Blobs(on_b, RoundClock())
+        os.kill(a.state.pid, signal.SIGSTOP)
+        try:
+            # Execute: what `ipfs status` says, a plain read, a trainer's read-ahead
+            # (which starts redialling A in the background), and a read while cut off.
+            status = runner.invoke(ipfs, ["status", "--repo", str(b.repo)])
+            listed = connected_peers(b.state)
+            with pytest.raises(NoPeers) as plain:
+                on_b.get(cids[0])
+            blobs.prefetch(cids[:2])
+            cut_off = blobs.cut_off
+            started = time.perf_counter()
+            with pytest.raises(NoPeers, match="was not fetched"):
+                blobs.fetch(cids[2])
+            skipped_in = time.perf_counter() - started
+            _until(lambda: "no peers after redialling" in caplog.text, 60, "a failed redial")
+        finally:
+            os.kill(a.state.pid, signal.SIGCONT)
+        # ... and once A is back: the next redial reaches it, and the blobs come.
+        _until(lambda: not blobs.cut_off, 60, "the redial reaching A")
+        fetched = [blobs.fetch(cid) for cid in cids]
+        blobs.close()
+        status_after = runner.invoke(ipfs, ["status", "--repo", str(b.repo)])
+
+    # Assert: the frozen peer was still listed, but status counted it silent and warned;
+    # the reads blamed the node's links, not the CID; the trainer said so, redialled,
+    # skipped the next read at once, and said when A answered again.
+    assert listed == [peer_id(a.repo)]
+    assert "connected peers: 0 (1 more listed but silent" in status.stdout, status.output
+    assert "your IPFS node has no peers" in status.stderr
+    assert "your IPFS node has no peers: " in str(plain.value)
+    assert "0 of 1 connected peer(s) answer (1 silent" in str(plain.value)
+    assert cut_off and skipped_in < 3.0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("your IPFS node has no peers: " in w and "redialling" in w for w in warnings)
+    assert any("no peers after redialling" in w for w in warnings)
+    assert "your IPFS node reaches its peers again: 1 of 1 connected peer(s) answer" in caplog.text
+    assert fetched == contents
+    assert "connected peers: 1\n" in status_after.stdout, status_after.output
 
 
 def test_cli_up_prints_the_peer_address_and_peers_a_second_node(tmp_path: Path) -> None:
