@@ -33,17 +33,30 @@
         https://eips.ethereum.org/EIPS/eip-721
 """
 
+from ethereum.ercs import IERC165
+from ethereum.ercs import IERC721
 from .interfaces import ITrainers
 from .interfaces import IUpdates
-from .modules import erc721_base
+from .modules import erc721
 from .modules import protocol
 from .modules import render
 
-initializes: erc721_base
+implements: IERC165
+implements: IERC721
+
+initializes: erc721
 exports: (
-    erc721_base.setApprovalForAll,
-    erc721_base.isApprovedForAll,
-    erc721_base.supportsInterface,
+    erc721.balanceOf,
+    erc721.ownerOf,
+    erc721.getApproved,
+    erc721.approve,
+    erc721.setApprovalForAll,
+    erc721.isApprovedForAll,
+    erc721.transferFrom,
+    erc721.safeTransferFrom,
+    erc721.supportsInterface,
+    erc721.name,
+    erc721.symbol,
 )
 
 
@@ -115,14 +128,13 @@ _VOTES_SHIFT: constant(uint256) = 136
 _VOTERS_SHIFT: constant(uint256) = 168
 _FIRST_SHIFT: constant(uint256) = 200
 
-# @dev `_models[id]` packs a model's token data in one slot:
+# @dev `erc721._tokens[uint256(id)]` packs a model's token data in one slot:
 #      owner (bits 0-159) | round (160-191) | index (192-223) | popularity (224-255).
 #      The index is the model's creation number, which Updates stores instead
 #      of the 32-byte parent id to keep a proposal in one slot. Parents, update
 #      ids and weights CIDs are in the `ModelCreated` event only: no rule
 #      needs them on chain, and their three slots would cost a trainer of a
 #      forking round (two new models) some 130,000 gas more.
-_ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _M_ROUND_SHIFT: constant(uint256) = 160
 _M_INDEX_SHIFT: constant(uint256) = 192
 _M_POPULARITY_SHIFT: constant(uint256) = 224
@@ -148,7 +160,6 @@ task: public(String[MAX_TASK_LENGTH])
 updates: public(address)
 
 _state: uint256
-_models: HashMap[bytes32, uint256]
 
 # @dev A model's aggregation rule, stored only when it is not the default
 #      (rule 0, parameter 0), so FedAvg models cost no more than before:
@@ -162,7 +173,6 @@ _genesisDagPb: bool
 
 # @dev Number of models (the root included): the next creation index.
 totalSupply: public(uint256)
-_balances: HashMap[address, uint256]
 
 # @dev Per trainer id, the last phase it voted in, as `phaseNumber << 1 | counted`
 #      with `phaseNumber = 2 * round + phase + 1`. One reused slot per trainer,
@@ -199,12 +209,13 @@ def __init__(trainers_: address, genesis_cid: Bytes[render.CID_LENGTH],
     minTrainers = min_trainers
     phaseDuration = phase_duration
     self.task = task_descriptor
-    self._models[empty(bytes32)] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
+    erc721.__init__("MCFL Model", "MCFLM", "Models: no model has this id", False)
+    erc721._tokens[0] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
     self._genesisDigest = digest
     self._genesisDagPb = dag_pb
     self.totalSupply = 1
-    self._balances[msg.sender] = 1
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=0)
+    erc721._balances[msg.sender] = 1
+    log erc721.Transfer(sender=empty(address), receiver=msg.sender, tokenId=0)
 
 
 @external
@@ -296,7 +307,7 @@ def submitProposals(proposals: DynArray[protocol.Proposal, protocol.MAX_PROPOSAL
     if len(proposals) != 0:
         indices: DynArray[uint256, protocol.MAX_PROPOSALS] = []
         for proposal: protocol.Proposal in proposals:
-            packed: uint256 = self._models[proposal.parent]
+            packed: uint256 = erc721._tokens[convert(proposal.parent, uint256)]
             assert packed != 0, "Models: the parent model does not exist"
             indices.append((packed >> _M_INDEX_SHIFT) & _MASK32)
         extcall IUpdates(self.updates).recordProposals(
@@ -375,12 +386,12 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
         else:
             model_id = keccak256(abi_encode(group, ids))
         model_id = protocol._rule_model_id(model_id, aggregation.rule, aggregation.ruleParameter)
-        packed: uint256 = self._models[model_id]
+        packed: uint256 = erc721._tokens[convert(model_id, uint256)]
         popularity: uint256 = 1
         if packed == 0:
             indices: DynArray[uint256, protocol.MAX_PARENTS] = []
             for parent: bytes32 in group:
-                parent_packed: uint256 = self._models[parent]
+                parent_packed: uint256 = erc721._tokens[convert(parent, uint256)]
                 assert parent_packed != 0, "Models: the parent model does not exist"
                 indices.append((parent_packed >> _M_INDEX_SHIFT) & _MASK32)
             # checkUpdates reverts with the reason of the first failing rule.
@@ -396,7 +407,8 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
                              weightsCid=aggregation.weightsCid)
         else:
             popularity = (packed >> _M_POPULARITY_SHIFT) + 1
-            self._models[model_id] = (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
+            erc721._tokens[convert(model_id, uint256)] = \
+                (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
                 | (popularity << _M_POPULARITY_SHIFT)
         log ModelAppended(round=current, modelId=model_id, trainerId=trainer_id,
                           popularity=popularity)
@@ -608,7 +620,7 @@ def modelExists(modelId: bytes32) -> bool:
     @param modelId A model id.
     @return True for the root and every created model.
     """
-    return self._models[modelId] != 0
+    return erc721._tokens[convert(modelId, uint256)] != 0
 
 
 @external
@@ -655,97 +667,6 @@ def genesisCid() -> Bytes[render.CID_LENGTH]:
 
 
 @external
-@pure
-def name() -> String[32]:
-    """
-    @notice ERC-721 metadata: the collection name.
-    @return "MCFL Model".
-    """
-    return "MCFL Model"
-
-
-@external
-@pure
-def symbol() -> String[8]:
-    """
-    @notice ERC-721 metadata: the collection symbol.
-    @return "MCFLM".
-    """
-    return "MCFLM"
-
-
-@external
-@view
-def balanceOf(owner: address) -> uint256:
-    """
-    @notice Number of model tokens held by `owner`.
-    @param owner The address to count for; must not be the zero address.
-    @return The count.
-    """
-    assert owner != empty(address), "ERC721: the zero address owns no token"
-    return self._balances[owner]
-
-
-@external
-@view
-def ownerOf(tokenId: uint256) -> address:
-    """
-    @notice Holder of model token `tokenId` (`uint256(modelId)`).
-    @param tokenId A model token id.
-    @return The holder; reverts when the model does not exist.
-    """
-    return convert(self._packed(convert(tokenId, bytes32)) & _ADDRESS_MASK, address)
-
-
-@external
-@view
-def getApproved(tokenId: uint256) -> address:
-    """
-    @notice The address approved to move model token `tokenId`.
-    @param tokenId A model token id that exists.
-    @return The approved address, or the zero address.
-    """
-    self._packed(convert(tokenId, bytes32))
-    return erc721_base._get_approved(tokenId)
-
-
-@external
-def approve(spender: address, tokenId: uint256):
-    """
-    @notice Approve `spender` to move model token `tokenId`.
-    @param spender The address to approve (zero address: revoke).
-    @param tokenId A model token owned by the caller or one of its operators.
-    """
-    owner: address = convert(self._packed(convert(tokenId, bytes32)) & _ADDRESS_MASK, address)
-    erc721_base._approve(owner, spender, tokenId)
-
-
-@external
-def transferFrom(sender: address, receiver: address, tokenId: uint256):
-    """
-    @notice Move model token `tokenId`; the model's place in the DAG does not change.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The model token id.
-    """
-    self._transfer(sender, receiver, tokenId)
-
-
-@external
-def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
-                     data: Bytes[erc721_base.MAX_DATA] = b""):
-    """
-    @notice `transferFrom`, then check that a contract receiver accepts ERC-721 tokens.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The model token id.
-    @param data Passed to the receiver's `onERC721Received`.
-    """
-    self._transfer(sender, receiver, tokenId)
-    erc721_base._check_receiver(sender, receiver, tokenId, data)
-
-
-@external
 @view
 def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     """
@@ -770,7 +691,7 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
         '},{"trait_type":"popularity","value":', uint2str(packed >> _M_POPULARITY_SHIFT),
         '},{"trait_type":"index","value":', uint2str((packed >> _M_INDEX_SHIFT) & _MASK32),
         '},{"trait_type":"holder","value":"',
-        render._hex_address(convert(packed & _ADDRESS_MASK, address)), '"}', extra, ']}'
+        render._hex_address(convert(packed & erc721.ADDRESS_MASK, address)), '"}', extra, ']}'
     ))
 
 
@@ -896,11 +817,11 @@ def _mint(model_id: bytes32, current: uint256) -> uint256:
     """
     index: uint256 = self.totalSupply
     self.totalSupply = index + 1
-    self._models[model_id] = convert(msg.sender, uint256) | (current << _M_ROUND_SHIFT) \
-        | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
-    self._balances[msg.sender] += 1
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender,
-                             tokenId=convert(model_id, uint256))
+    erc721._tokens[convert(model_id, uint256)] = convert(msg.sender, uint256) \
+        | (current << _M_ROUND_SHIFT) | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
+    erc721._balances[msg.sender] += 1
+    log erc721.Transfer(sender=empty(address), receiver=msg.sender,
+                        tokenId=convert(model_id, uint256))
     return index
 
 
@@ -913,9 +834,7 @@ def _phase_number(state: uint256) -> uint256:
 @internal
 @view
 def _packed(model_id: bytes32) -> uint256:
-    packed: uint256 = self._models[model_id]
-    assert packed != 0, "Models: no model has this id"
-    return packed
+    return erc721._packed(convert(model_id, uint256))
 
 
 @internal
@@ -937,15 +856,3 @@ def _check_printable(text: String[MAX_TASK_LENGTH]):
         c: uint256 = convert(convert(slice(raw, i, 1), bytes1), uint256)
         assert c >= 32 and c < 127 and c != 34 and c != 92, \
             "Models: the task descriptor must be printable ASCII without quotes or backslashes"
-
-
-@internal
-def _transfer(sender: address, receiver: address, token_id: uint256):
-    model_id: bytes32 = convert(token_id, bytes32)
-    packed: uint256 = self._packed(model_id)
-    erc721_base._authorize_transfer(convert(packed & _ADDRESS_MASK, address), sender,
-                                    receiver, token_id)
-    self._models[model_id] = (packed & ~_ADDRESS_MASK) | convert(receiver, uint256)
-    self._balances[sender] -= 1
-    self._balances[receiver] += 1
-    log erc721_base.Transfer(sender=sender, receiver=receiver, tokenId=token_id)

@@ -561,3 +561,22 @@ def test_model_safe_transfer_and_interfaces(project, network, deployer, people):
     assert models.ownerOf(0) == people[0]
     assert (models.name(), models.symbol()) == ("MCFL Model", "MCFLM")
     assert models.supportsInterface("0x80ac58cd") and not models.supportsInterface("0x12345678")
+
+
+def test_erc721_calls_declared_payable_take_no_payment(running, people, deployer):
+    # IERC721 declares approve, transferFrom and safeTransferFrom payable; the
+    # three collections take no payment, so a call with value reverts.
+    trainers, models, updates = running
+    ids = propose_all(models, trainers, people[:1], ROOT_MODEL_ID, "paid")
+    owner = people[0]
+    for collection, token in ((trainers, 1), (updates, ids[0])):
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.approve(people[8], token, sender=owner, value=1)
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.transferFrom(owner, people[9], token, sender=owner, value=1)
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.safeTransferFrom(owner, people[9], token, sender=owner, value=1)
+        collection.transferFrom(owner, people[9], token, sender=owner)
+        assert collection.ownerOf(token) == people[9]
+    with ape.reverts("ERC721: this call takes no payment"):
+        models.transferFrom(deployer, people[9], 0, sender=deployer, value=1)
