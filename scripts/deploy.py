@@ -18,7 +18,12 @@ from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deploy import check_parameters
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import (
+    ALL_TRAINERS_BPS,
+    DEFAULT_MAX_SAMPLES,
+    REGISTRATION_POLICIES,
+    Deployment,
+)
 
 ZERO_ADDRESS = "0x" + "00" * 20
 
@@ -112,7 +117,10 @@ def cli(
         raise click.ClickException(str(exc)) from exc
     first_block = chain.blocks.head.number + 1
     trainers = account.deploy(project.Trainers, policy, admin or ZERO_ADDRESS, deposit, cooldown)
-    models = account.deploy(project.Models, trainers, genesis, task, min_trainers, phase_duration)
+    # Every trainer in every round (cohortBps 10,000): this script deploys no cohorts.
+    models = account.deploy(
+        project.Models, trainers, genesis, task, min_trainers, phase_duration, ALL_TRAINERS_BPS
+    )
     updates = account.deploy(project.Updates, models, max_samples)
     trainers.setModels(models, sender=account)
     models.setUpdates(updates, sender=account)

@@ -11,7 +11,13 @@ from mcfl_chain.chain._rpc import redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import (
+    ALL_TRAINERS_BPS,
+    DEFAULT_MAX_SAMPLES,
+    MIN_COHORT_BPS,
+    REGISTRATION_POLICIES,
+    Deployment,
+)
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
@@ -41,6 +47,7 @@ def deploy_network(
     deposit: int = 0,
     cooldown: int = 0,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    cohort_bps: int = ALL_TRAINERS_BPS,
     fees: FeePolicy | None = None,
 ) -> Deployment:
     """Deploy the three contracts, link them, and describe the result.
@@ -77,6 +84,10 @@ def deploy_network(
     max_samples
         Cap on the sample count an update may declare (1 to 2**32 - 1), so that
         no trainer outweighs the others in FedAvg by declaring a huge count.
+    cohort_bps
+        Basis points of the trainers drawn for each round: 10,000 (default) has every
+        trainer take part in every round; 100 to 9,999 draws a cohort a round, for
+        networks larger than an aggregation (docs/PROTOCOL.md §4, "Cohorts").
     fees
         Fee cap and tip of the deployment's transactions (default: no cap, 1 wei tip).
 
@@ -100,6 +111,7 @@ def deploy_network(
         deposit=deposit,
         cooldown=cooldown,
         max_samples=max_samples,
+        cohort_bps=cohort_bps,
     )
     if admin is not None:
         admin = Web3.to_checksum_address(admin)
@@ -116,7 +128,7 @@ def deploy_network(
 
     zero = "0x" + "00" * 20
     trainers = create("Trainers", policy, admin or zero, deposit, cooldown)
-    models = create("Models", trainers, cid, task, min_trainers, phase_duration)
+    models = create("Models", trainers, cid, task, min_trainers, phase_duration, cohort_bps)
     updates = create("Updates", models, max_samples)
     for name, address, setter, target in (
         ("Trainers", trainers, "setModels", models),
@@ -142,6 +154,7 @@ def deploy_network(
         deposit=deposit,
         cooldown=cooldown,
         max_samples=max_samples,
+        cohort_bps=cohort_bps,
     )
 
 
@@ -155,6 +168,7 @@ def check_parameters(
     deposit: int = 0,
     cooldown: int = 0,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    cohort_bps: int = ALL_TRAINERS_BPS,
 ) -> int:
     """Check the deployment parameters as the constructors would; the policy's code.
 
@@ -175,6 +189,12 @@ def check_parameters(
         raise ValueError(f"the task descriptor must have 1 to 128 characters, got {task!r}")
     if not 1 <= max_samples <= MAX_SAMPLES_BOUND:
         raise ValueError(f"max_samples must be between 1 and 2**32 - 1, got {max_samples}")
+    if not MIN_COHORT_BPS <= cohort_bps <= ALL_TRAINERS_BPS:
+        raise ValueError(
+            f"cohort_bps must be between {MIN_COHORT_BPS} and {ALL_TRAINERS_BPS} basis "
+            f"points of the trainers drawn for each round ({ALL_TRAINERS_BPS}: all of "
+            f"them), got {cohort_bps}"
+        )
     if admin is not None and not Web3.is_address(admin):
         raise ValueError(f"the admin {admin!r} is not an address")
     return _check_policy(registration, admin, deposit, cooldown)

@@ -23,7 +23,7 @@ from mcfl_chain._utils.process import (
     start_service,
     stop_service,
 )
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
+from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS, DEFAULT_MAX_SAMPLES, Deployment
 
 ANVIL_PACKAGE = "@foundry-rs/anvil@1.7.1"
 DEFAULT_PORT = 8545
@@ -102,6 +102,7 @@ def start_devnet(
     deposit: int = 0,
     cooldown: int = 0,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    cohort_bps: int = ALL_TRAINERS_BPS,
 ) -> tuple[ServiceState, Deployment]:
     """Start Anvil on 127.0.0.1:``port``, deploy the contracts, write the deployment file.
 
@@ -135,6 +136,9 @@ def start_devnet(
         Wei per registration and seconds before an exited trainer's refund (DEPOSIT).
     max_samples
         Largest sample count one update may declare.
+    cohort_bps
+        Basis points of the trainers drawn for each round (10,000: every trainer in
+        every round; docs/PROTOCOL.md §4, "Cohorts").
 
     Returns
     -------
@@ -212,6 +216,7 @@ def start_devnet(
             deposit=deposit,
             cooldown=cooldown,
             max_samples=max_samples,
+            cohort_bps=cohort_bps,
         )
         if admin is not None and allowed:
             keeper = ChainClient(deployment, admin, w3=w3)

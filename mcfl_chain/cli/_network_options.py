@@ -42,6 +42,23 @@ def deposit_option(
 
 
 DEPOSIT = deposit_option()
+
+
+def cohort_option(default: float | None = 1.0) -> Callable[[F], F]:
+    """``--cohort``, a share of the trainers; ``default`` None leaves it to a scenario file."""
+    return click.option(
+        "--cohort",
+        type=click.FloatRange(min=0.01, max=1.0),
+        default=default,
+        show_default=default is not None,
+        help="Share of the trainers drawn for each round (like Flower's fraction_fit): only "
+        "they train, propose and aggregate in it, and no phase waits for the others; for "
+        "networks larger than an aggregation (docs/PROTOCOL.md §4, Cohorts)."
+        + ("" if default is not None else "  [default: 1, every trainer in every round]"),
+    )
+
+
+COHORT = cohort_option()
 COOLDOWN = click.option(
     "--cooldown",
     type=click.IntRange(min=0),

@@ -11,7 +11,12 @@ from mcfl_chain.chain._rpc import DEFAULT_GIVE_UP_AFTER, redact_url
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.deploy import deploy_network
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import (
+    DEFAULT_MAX_SAMPLES,
+    REGISTRATION_POLICIES,
+    Deployment,
+    cohort_bps,
+)
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 from mcfl_chain.chain.errors import ChainUnusable
 from mcfl_chain.cli import _network_options as options
@@ -95,6 +100,7 @@ DEFAULT_TASK = "lenet5:fashion-mnist"
 @options.DEPOSIT
 @options.COOLDOWN
 @options.max_samples_option(default=None)
+@options.COHORT
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -147,6 +153,7 @@ def deploy(
     deposit: int,
     cooldown: int,
     max_samples: int | None,
+    cohort: float,
     out: Path,
     publish: str | None,
     max_fee_gwei: float | None,
@@ -192,6 +199,7 @@ def deploy(
             deposit=deposit,
             cooldown=cooldown,
             max_samples=max_samples,
+            cohort_bps=cohort_bps(cohort),
             fees=fees,
         )
         if allowed:

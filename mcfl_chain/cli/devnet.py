@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mcfl_chain._utils.process import ServiceError
-from mcfl_chain.chain.deployment import REGISTRATION_POLICIES
+from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, cohort_bps
 from mcfl_chain.chain.devnet import (
     DEFAULT_PHASE_DURATION,
     DEFAULT_PORT,
@@ -100,6 +100,7 @@ def devnet() -> None:
 @options.DEPOSIT
 @options.COOLDOWN
 @options.MAX_SAMPLES
+@options.COHORT
 @click.option(
     "--block-time",
     type=click.FloatRange(min=0, min_open=True),
@@ -128,6 +129,7 @@ def up(
     deposit: int,
     cooldown: int,
     max_samples: int,
+    cohort: float,
     block_time: float | None,
     accounts: int,
 ) -> None:
@@ -164,6 +166,7 @@ def up(
             deposit=deposit,
             cooldown=cooldown,
             max_samples=max_samples,
+            cohort_bps=cohort_bps(cohort),
         )
     except (ServiceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -200,6 +200,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="Wei a registration takes under --registration deposit.  [default: 10**18, 1 ETH]",
 )
 @network_options.max_samples_option(default=None)
+@network_options.cohort_option(default=None)
 @click.option(
     "--storage",
     type=click.Choice(["local", "ipfs"]),

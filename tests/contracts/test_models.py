@@ -8,6 +8,7 @@ from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id
 
 from .conftest import (
     AGGREGATE,
+    ALL,
     CID_LENGTH_REASON,
     CID_SHAPE_REASON,
     DURATION,
@@ -33,6 +34,7 @@ VOTED_THIS_ROUND = "Trainers: this trainer voted in this round; it may exit from
 PRINTABLE_REASON = (
     "Models: the task descriptor must be printable ASCII without quotes or backslashes"
 )
+COHORT_REASON = "Models: cohortBps must be between 100 and 10000"
 
 
 def _past_deadline(models, chain):
@@ -70,24 +72,26 @@ def test_bounds_are_readable(network):
 @pytest.mark.parametrize(
     "args, reason",
     [
-        (("bad", TASK, 1, 60), CID_LENGTH_REASON),
-        (("dagcbor", TASK, 1, 60), CID_SHAPE_REASON),
-        (("ok", "", 1, 60), "Models: the task descriptor must not be empty"),
-        (("ok", 'lenet:"x"', 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:a\\b", 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:\n", 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:é", 1, 60), PRINTABLE_REASON),
-        (("ok", TASK, 0, 60), "Models: minTrainers must be between 1 and 2**32 - 1"),
+        (("bad", TASK, 1, 60, ALL), CID_LENGTH_REASON),
+        (("dagcbor", TASK, 1, 60, ALL), CID_SHAPE_REASON),
+        (("ok", "", 1, 60, ALL), "Models: the task descriptor must not be empty"),
+        (("ok", 'lenet:"x"', 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:a\\b", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:\n", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:é", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", TASK, 0, 60, ALL), "Models: minTrainers must be between 1 and 2**32 - 1"),
         (
-            ("ok", TASK, 1, 0),
+            ("ok", TASK, 1, 0, ALL),
             "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
             "(deadlines are mandatory)",
         ),
         (
-            ("ok", TASK, 1, 2**32),
+            ("ok", TASK, 1, 2**32, ALL),
             "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
             "(deadlines are mandatory)",
         ),
+        (("ok", TASK, 1, 60, 99), COHORT_REASON),
+        (("ok", TASK, 1, 60, 10_001), COHORT_REASON),
     ],
 )
 def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
@@ -103,13 +107,13 @@ def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
 
 def test_constructor_refuses_a_trainers_address_without_code(project, deployer, people):
     with ape.reverts("Models: the Trainers address is not a contract"):
-        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 60, sender=deployer)
+        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 60, ALL, sender=deployer)
 
 
 def test_dag_pb_genesis_cid_round_trips(project, deployer):
     trainers = project.Trainers.deploy(0, ZERO, 0, 0, sender=deployer)
     cid = cid_bin("g", "dag-pb")
-    models = project.Models.deploy(trainers, cid, TASK, 1, 60, sender=deployer)
+    models = project.Models.deploy(trainers, cid, TASK, 1, 60, ALL, sender=deployer)
     assert models.genesisCid() == cid
     traits = {a["trait_type"]: a["value"] for a in read_data_url(models.tokenURI(0))["attributes"]}
     assert traits["weights CID"] == cid_str("g", "dag-pb")
