@@ -17,10 +17,12 @@ voted, proposed and owned tokens before, as after a few rounds):
     word stored), against FedAvg's 10 (nothing stored).
 (d) cohort rounds (PROTOCOL §4, "Cohorts"): 40 trainers (``--cohort-trainers``), a
     quarter drawn for each round (``--cohort``); the drawn ones propose on the last
-    model and all aggregate the same list of the round's updates, as in (a). Rounds 2
-    to 4 are measured: gas per drawn trainer (propose + aggregate, with the draw of
-    its next round) against the thesis' (a), and the whole round's gas (empty calls
-    ending a phase without members included) over every trainer of the network. The
+    model and all aggregate the same list of the round's updates, as in (a). Rounds 8
+    to 12 are measured, in steady state as (a) (by then nearly every trainer has played
+    once, so its vote stamp and token balances are written): gas per drawn trainer
+    (propose + aggregate, with the draw of its next round) against the thesis' (a), and
+    the whole round's gas (empty calls ending a phase without members included) over
+    every trainer of the network. The
     draw's seed comes from the deployment's block, so these figures move a little from
     run to run: they are printed and checked against the 0.5 goal, not snapshotted.
 
@@ -374,12 +376,21 @@ class CohortGas:
 
     @property
     def ratio(self) -> float:
-        """A drawn trainer's round against the thesis' (a), where every trainer plays."""
+        """Gas per trainer and round against the thesis' (a), where every trainer plays
+        every round: the goal's measure (at most 0.5)."""
+        return self.per_trainer_round / THESIS_CONSENSUS
+
+    @property
+    def drawn_ratio(self) -> float:
+        """A drawn trainer's own round against the thesis' (a)."""
         return self.per_drawn_trainer / THESIS_CONSENSUS
 
 
 def measure_cohort_rounds(
-    w3: Web3, trainers: int = 40, cohort_bps: int = 2_500, measured: Sequence[int] = (2, 3, 4)
+    w3: Web3,
+    trainers: int = 40,
+    cohort_bps: int = 2_500,
+    measured: Sequence[int] = (8, 9, 10, 11, 12),
 ) -> CohortGas:
     """Round (d): a cohort network's rounds up to ``max(measured)``, played by the drawn
     trainers (one update each on the last model, all aggregating the round's list)."""
@@ -580,10 +591,10 @@ def main(write_snapshot: bool, cohort_trainers: int, cohort: float) -> None:
     assert c is not None
     console.print(
         f"(d) cohort network: {c.trainers} trainers, {c.cohort_bps / 100:g} % drawn a round; "
-        f"rounds 2-4: {c.drawn} drawn trainer-rounds, {c.per_drawn_trainer:,} gas per drawn "
-        f"trainer and round (thesis (a): {THESIS_CONSENSUS:,}, ratio {c.ratio:.3f}); "
+        f"rounds 8-12: {c.drawn} drawn trainer-rounds, {c.per_drawn_trainer:,} gas per drawn "
+        f"trainer and round (thesis (a): {THESIS_CONSENSUS:,}, ratio {c.drawn_ratio:.3f}); "
         f"{c.per_trainer_round:,} gas per trainer and round over all {c.trainers} "
-        f"(ratio {c.per_trainer_round / THESIS_CONSENSUS:.3f})"
+        f"(ratio {c.ratio:.3f})"
     )
     if write_snapshot:
         SNAPSHOT.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
