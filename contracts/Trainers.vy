@@ -30,19 +30,8 @@ implements: IERC165
 implements: IERC721
 
 initializes: erc721
-exports: (
-    erc721.balanceOf,
-    erc721.ownerOf,
-    erc721.getApproved,
-    erc721.approve,
-    erc721.setApprovalForAll,
-    erc721.isApprovedForAll,
-    erc721.transferFrom,
-    erc721.safeTransferFrom,
-    erc721.supportsInterface,
-    erc721.name,
-    erc721.symbol,
-)
+# Every ERC-721 function (the module's whole external interface).
+exports: erc721.__interface__
 
 
 event AllowlistChanged:
