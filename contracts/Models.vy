@@ -30,21 +30,30 @@
         organisation back within a phase of the others is waited for. `join`
         is a bare vote in whichever phase is open when it is mined: a trainer
         out of the quorum gets back in without racing the phase's end.
+        Cohorts (a network deployed with `cohortBps` below 10,000): each round
+        only the trainers drawn for it train, propose, aggregate and vote; a
+        round's quorum is the trainers drawn for it, so no phase waits for the
+        others. A trainer is drawn for round r when a 16-bit word of
+        `keccak256(abi.encode(cohortSeed, trainerId, r >> 4))` is below
+        `cohortBps` of 65,536, a draw everyone recomputes and nobody can
+        re-roll; it learns its next round when it votes in its own.
         https://eips.ethereum.org/EIPS/eip-721
 """
 
+from ethereum.ercs import IERC165
+from ethereum.ercs import IERC721
 from .interfaces import ITrainers
 from .interfaces import IUpdates
-from .modules import erc721_base
+from .modules import erc721
 from .modules import protocol
 from .modules import render
 
-initializes: erc721_base
-exports: (
-    erc721_base.setApprovalForAll,
-    erc721_base.isApprovedForAll,
-    erc721_base.supportsInterface,
-)
+implements: IERC165
+implements: IERC721
+
+initializes: erc721
+# Every ERC-721 function (the module's whole external interface).
+exports: erc721.__interface__
 
 
 event PhaseChanged:
@@ -82,6 +91,11 @@ event ModelAppended:
     trainerId: indexed(uint256)
     popularity: uint256
 
+event TrainerDrawn:
+    round: indexed(uint256)
+    trainerId: indexed(uint256)
+    drawnRound: uint256
+
 
 PROPOSE: public(constant(uint256)) = 0
 AGGREGATE: public(constant(uint256)) = 1
@@ -96,6 +110,15 @@ MAX_CALL_UPDATES: public(constant(uint256)) = protocol.MAX_CALL_UPDATES
 MAX_RULE: public(constant(uint256)) = protocol.MAX_RULE
 CID_LENGTH: public(constant(uint256)) = render.CID_LENGTH
 MAX_TASK_LENGTH: public(constant(uint256)) = 128
+
+# @dev Cohorts: `cohortBps` of ALL_TRAINERS (10,000 basis points) draws every
+#      trainer for every round, the protocol without cohorts. At least
+#      MIN_COHORT_BPS (1 %), so that a trainer's next round is found within
+#      MAX_DRAW_ROUNDS (missed with probability 0.99**4096 < 1e-17; it is then
+#      drawn for the last round looked at).
+ALL_TRAINERS: constant(uint256) = 10_000
+MIN_COHORT_BPS: constant(uint256) = 100
+MAX_DRAW_ROUNDS: constant(uint256) = 4096
 
 # @dev `_state` packs the whole round state machine in one slot, so a vote
 #      reads and writes a single word:
@@ -115,17 +138,20 @@ _VOTES_SHIFT: constant(uint256) = 136
 _VOTERS_SHIFT: constant(uint256) = 168
 _FIRST_SHIFT: constant(uint256) = 200
 
-# @dev `_models[id]` packs a model's token data in one slot:
+# @dev `erc721._tokens[uint256(id)]` packs a model's token data in one slot:
 #      owner (bits 0-159) | round (160-191) | index (192-223) | popularity (224-255).
 #      The index is the model's creation number, which Updates stores instead
 #      of the 32-byte parent id to keep a proposal in one slot. Parents, update
 #      ids and weights CIDs are in the `ModelCreated` event only: no rule
 #      needs them on chain, and their three slots would cost a trainer of a
 #      forking round (two new models) some 130,000 gas more.
-_ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _M_ROUND_SHIFT: constant(uint256) = 160
 _M_INDEX_SHIFT: constant(uint256) = 192
 _M_POPULARITY_SHIFT: constant(uint256) = 224
+
+# @dev `_voteStamp[id]` of a cohort network also holds, in bits 64-95, the
+#      round the trainer is drawn for, plus one (0: never drawn).
+_DRAWN_SHIFT: constant(uint256) = 64
 
 
 DEPLOYER: immutable(address)
@@ -140,6 +166,11 @@ minTrainers: public(immutable(uint256))
 #      Always set: without a deadline one silent member stalls the network.
 phaseDuration: public(immutable(uint256))
 
+# @dev Basis points of the trainers drawn for each round (10,000: all of them)
+#      and the seed of the draw, fixed at deployment.
+cohortBps: public(immutable(uint256))
+cohortSeed: public(immutable(bytes32))
+
 # @dev Task descriptor, e.g. "lenet:fashion-mnist": trainers that cannot run
 #      it refuse the network.
 task: public(String[MAX_TASK_LENGTH])
@@ -148,7 +179,6 @@ task: public(String[MAX_TASK_LENGTH])
 updates: public(address)
 
 _state: uint256
-_models: HashMap[bytes32, uint256]
 
 # @dev A model's aggregation rule, stored only when it is not the default
 #      (rule 0, parameter 0), so FedAvg models cost no more than before:
@@ -162,7 +192,6 @@ _genesisDagPb: bool
 
 # @dev Number of models (the root included): the next creation index.
 totalSupply: public(uint256)
-_balances: HashMap[address, uint256]
 
 # @dev Per trainer id, the last phase it voted in, as `phaseNumber << 1 | counted`
 #      with `phaseNumber = 2 * round + phase + 1`. One reused slot per trainer,
@@ -170,11 +199,19 @@ _balances: HashMap[address, uint256]
 #      whether the trainer voted in the previous phase, i.e. is a quorum member.
 _voteStamp: HashMap[uint256, uint256]
 
+# @dev Cohort networks: per round, the live trainers drawn for it (its
+#      PROPOSE phase's quorum), eight rounds to a slot (32 bits each, round r
+#      at bits 32 * (r % 8) of slot r / 8), so that most draws rewrite a slot
+#      rather than fill a fresh one (5,000 gas instead of 22,100). Every live
+#      trainer with a draw ahead is counted in exactly one round: draws happen
+#      at its own votes and `join`, and `trainerExited` takes it back out.
+_drawnCounts: HashMap[uint256, uint256]
+
 
 @deploy
 def __init__(trainers_: address, genesis_cid: Bytes[render.CID_LENGTH],
              task_descriptor: String[MAX_TASK_LENGTH], min_trainers: uint256,
-             phase_duration: uint256):
+             phase_duration: uint256, cohort_bps: uint256):
     """
     @notice Deploy the model DAG with its root model (id 0) minted to the deployer.
     @param trainers_ Address of the Trainers contract.
@@ -183,12 +220,16 @@ def __init__(trainers_: address, genesis_cid: Bytes[render.CID_LENGTH],
            printable ASCII characters without quotes or backslashes.
     @param min_trainers Registered trainers needed before round 0 opens (>= 1).
     @param phase_duration Seconds after which any vote ends a phase (1 to 2**32 - 1).
+    @param cohort_bps Basis points of the trainers drawn for each round: 10,000
+           (every trainer, every round) or 100 to 9,999 (a cohort a round).
     """
     assert trainers_.is_contract, "Models: the Trainers address is not a contract"
     assert min_trainers >= 1 and min_trainers <= _MASK32, \
         "Models: minTrainers must be between 1 and 2**32 - 1"
     assert phase_duration >= 1 and phase_duration <= _MASK32, \
         "Models: phaseDuration must be between 1 and 2**32 - 1 seconds (deadlines are mandatory)"
+    assert cohort_bps >= MIN_COHORT_BPS and cohort_bps <= ALL_TRAINERS, \
+        "Models: cohortBps must be between 100 and 10000"
     assert len(task_descriptor) > 0, "Models: the task descriptor must not be empty"
     self._check_printable(task_descriptor)
     dag_pb: bool = False
@@ -198,13 +239,18 @@ def __init__(trainers_: address, genesis_cid: Bytes[render.CID_LENGTH],
     trainers = trainers_
     minTrainers = min_trainers
     phaseDuration = phase_duration
+    cohortBps = cohort_bps
+    # The previous block's hash: fixed before this deployment, unknown to
+    # trainers until it is mined (they register afterwards).
+    cohortSeed = keccak256(abi_encode(blockhash(block.number - 1), self))
     self.task = task_descriptor
-    self._models[empty(bytes32)] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
+    erc721.__init__("MCFL Model", "MCFLM", "Models: no model has this id", False)
+    erc721._tokens[0] = convert(msg.sender, uint256) | (1 << _M_POPULARITY_SHIFT)
     self._genesisDigest = digest
     self._genesisDagPb = dag_pb
     self.totalSupply = 1
-    self._balances[msg.sender] = 1
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=0)
+    erc721._balances[msg.sender] = 1
+    log erc721.Transfer(sender=empty(address), receiver=msg.sender, tokenId=0)
 
 
 @external
@@ -235,11 +281,17 @@ def trainerRegistered(trainerId: uint256, liveTrainers: uint256) -> bool:
     assert msg.sender == trainers, "Models: only the Trainers contract may report registrations"
     if self._state & _STARTED_BIT != 0:
         return True
+    if cohortBps < ALL_TRAINERS:
+        # Drawn now for its first round (round 0 on): later registrants `join`.
+        self._voteStamp[trainerId] = self._draw(trainerId, 0) << _DRAWN_SHIFT
     if liveTrainers < minTrainers:
         return False
+    quorum: uint256 = liveTrainers
+    if cohortBps < ALL_TRAINERS:
+        quorum = self._drawn_for(0)
     self._state = _STARTED_BIT | (block.timestamp << _START_SHIFT) \
-        | (liveTrainers << _QUORUM_SHIFT) | (trainerId << _FIRST_SHIFT)
-    log PhaseChanged(round=0, phase=PROPOSE, quorum=liveTrainers)
+        | (quorum << _QUORUM_SHIFT) | (trainerId << _FIRST_SHIFT)
+    log PhaseChanged(round=0, phase=PROPOSE, quorum=quorum)
     return True
 
 
@@ -262,10 +314,15 @@ def trainerExited(trainerId: uint256) -> bool:
     """
     assert msg.sender == trainers, "Models: only the Trainers contract may report exits"
     state: uint256 = self._state
+    stamp: uint256 = self._voteStamp[trainerId]
+    if cohortBps < ALL_TRAINERS:
+        # A draw still ahead: that round no longer waits for this trainer.
+        drawn: uint256 = stamp >> _DRAWN_SHIFT
+        if drawn != 0 and (state & _STARTED_BIT == 0 or drawn > (state & _MASK32) + 1):
+            self._drawnCounts[(drawn - 1) >> 3] -= 1 << (((drawn - 1) & 7) * 32)
     if state & _STARTED_BIT == 0:
         return True
-    stamp: uint256 = self._voteStamp[trainerId]
-    if stamp >> 1 > (state & _MASK32) * 2:
+    if (stamp >> 1) & _MASK32 > (state & _MASK32) * 2:
         return False
     if not self._is_member(state, trainerId, stamp):
         return True
@@ -292,17 +349,19 @@ def submitProposals(proposals: DynArray[protocol.Proposal, protocol.MAX_PROPOSAL
     """
     trainer_id: uint256 = self._trainer_id(msg.sender)
     state: uint256 = self._state
-    previous: uint256 = self._admit(state, trainer_id, PROPOSE, len(proposals) != 0)
+    previous: uint256 = 0
+    record: bool = False
+    previous, record = self._admit(state, trainer_id, PROPOSE, len(proposals) != 0)
     if len(proposals) != 0:
         indices: DynArray[uint256, protocol.MAX_PROPOSALS] = []
         for proposal: protocol.Proposal in proposals:
-            packed: uint256 = self._models[proposal.parent]
+            packed: uint256 = erc721._tokens[convert(proposal.parent, uint256)]
             assert packed != 0, "Models: the parent model does not exist"
             indices.append((packed >> _M_INDEX_SHIFT) & _MASK32)
         extcall IUpdates(self.updates).recordProposals(
             msg.sender, trainer_id, state & _MASK32, proposals, indices
         )
-    self._count_vote(state, trainer_id, previous)
+    self._count_vote(state, trainer_id, previous, record)
 
 
 @external
@@ -334,7 +393,9 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
     """
     trainer_id: uint256 = self._trainer_id(msg.sender)
     state: uint256 = self._state
-    previous: uint256 = self._admit(state, trainer_id, AGGREGATE, len(aggregations) != 0)
+    previous: uint256 = 0
+    record: bool = False
+    previous, record = self._admit(state, trainer_id, AGGREGATE, len(aggregations) != 0)
     current: uint256 = state & _MASK32
     for k: uint256 in range(len(parents), bound=protocol.MAX_PARENTS):
         for m: uint256 in range(k, bound=protocol.MAX_PARENTS):
@@ -375,12 +436,12 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
         else:
             model_id = keccak256(abi_encode(group, ids))
         model_id = protocol._rule_model_id(model_id, aggregation.rule, aggregation.ruleParameter)
-        packed: uint256 = self._models[model_id]
+        packed: uint256 = erc721._tokens[convert(model_id, uint256)]
         popularity: uint256 = 1
         if packed == 0:
             indices: DynArray[uint256, protocol.MAX_PARENTS] = []
             for parent: bytes32 in group:
-                parent_packed: uint256 = self._models[parent]
+                parent_packed: uint256 = erc721._tokens[convert(parent, uint256)]
                 assert parent_packed != 0, "Models: the parent model does not exist"
                 indices.append((parent_packed >> _M_INDEX_SHIFT) & _MASK32)
             # checkUpdates reverts with the reason of the first failing rule.
@@ -396,13 +457,14 @@ def submitAggregations(aggregations: DynArray[protocol.Aggregation, protocol.MAX
                              weightsCid=aggregation.weightsCid)
         else:
             popularity = (packed >> _M_POPULARITY_SHIFT) + 1
-            self._models[model_id] = (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
+            erc721._tokens[convert(model_id, uint256)] = \
+                (packed & ((1 << _M_POPULARITY_SHIFT) - 1)) \
                 | (popularity << _M_POPULARITY_SHIFT)
         log ModelAppended(round=current, modelId=model_id, trainerId=trainer_id,
                           popularity=popularity)
     assert next_parent == len(parents) and next_update == len(updateIds), \
         "Models: the aggregations must use every parent and update id of the call"
-    self._count_vote(state, trainer_id, previous)
+    self._count_vote(state, trainer_id, previous, record)
 
 
 @external
@@ -418,11 +480,29 @@ def join():
          before the caller votes in it or its deadline passes. Same rules as an
          empty submission otherwise: registered, rounds started, one vote per
          phase (after the deadline a repeated call ends the phase).
+         In a cohort network, `join` by a trainer of this round's cohort is
+         its bare vote as above; by any other trainer it is no vote: it draws
+         the trainer's next round (from the next round on), where it is a
+         member, unless a draw of it is still ahead (no re-roll).
     """
     trainer_id: uint256 = self._trainer_id(msg.sender)
     state: uint256 = self._state
-    previous: uint256 = self._admit(state, trainer_id, (state >> _PHASE_SHIFT) & 1, False)
-    self._count_vote(state, trainer_id, previous)
+    if cohortBps < ALL_TRAINERS and state & _STARTED_BIT != 0:
+        stamp: uint256 = self._voteStamp[trainer_id]
+        if (stamp >> 1) & _MASK32 != self._phase_number(state) \
+                and not self._is_member(state, trainer_id, stamp):
+            current: uint256 = state & _MASK32
+            assert stamp >> _DRAWN_SHIFT <= current + 1, \
+                "Models: the trainer is drawn for a later round; no new draw before it"
+            drawn: uint256 = self._draw(trainer_id, current + 1)
+            self._voteStamp[trainer_id] = (stamp & ((1 << _DRAWN_SHIFT) - 1)) \
+                | (drawn << _DRAWN_SHIFT)
+            log TrainerDrawn(round=current, trainerId=trainer_id, drawnRound=drawn - 1)
+            return
+    previous: uint256 = 0
+    record: bool = False
+    previous, record = self._admit(state, trainer_id, (state >> _PHASE_SHIFT) & 1, False)
+    self._count_vote(state, trainer_id, previous, record)
 
 
 @external
@@ -465,6 +545,39 @@ def ruleOf(modelId: bytes32) -> (uint256, uint256):
     """
     self._packed(modelId)
     return (self._rules[modelId], self._ruleParameters[modelId])
+
+
+@external
+@view
+def drawnFor(roundNumber: uint256) -> uint256:
+    """
+    @notice Live trainers drawn for round `roundNumber` (cohort networks; 0 without
+            cohorts): the quorum its PROPOSE phase opens with, once it opens.
+    @param roundNumber A round.
+    @return The count.
+    """
+    return self._drawn_for(roundNumber)
+
+
+@external
+@view
+def drawnRoundOf(trainerId: uint256) -> (bool, uint256):
+    """
+    @notice The round trainer `trainerId` is drawn for next: it proposes and
+            votes there, and in no round before it.
+    @dev Without cohorts every trainer takes part in every round: (True, the
+         current round). With cohorts: (False, 0) before a first draw (a
+         trainer registered after round 0 opened draws with `join`); a round
+         already past means it missed it and may `join` again.
+    @param trainerId A trainer id.
+    @return (whether it has a draw, that round).
+    """
+    if not cohortBps < ALL_TRAINERS:
+        return (True, self._state & _MASK32)
+    drawn: uint256 = self._voteStamp[trainerId] >> _DRAWN_SHIFT
+    if drawn == 0:
+        return (False, 0)
+    return (True, drawn - 1)
 
 
 @external
@@ -575,7 +688,7 @@ def statusOf(trainer: address) -> (bool, uint256, uint256, bool, bool, uint256, 
         trainer_id: uint256 = staticcall ITrainers(trainers).trainerId(trainer)
         if trainer_id != 0:
             stamp: uint256 = self._voteStamp[trainer_id]
-            voted = stamp >> 1 == self._phase_number(state)
+            voted = (stamp >> 1) & _MASK32 == self._phase_number(state)
             if voted:
                 member = stamp & 1 != 0
             else:
@@ -597,7 +710,7 @@ def hasVoted(trainer: address) -> bool:
     state: uint256 = self._state
     if trainer_id == 0 or state & _STARTED_BIT == 0:
         return False
-    return self._voteStamp[trainer_id] >> 1 == self._phase_number(state)
+    return (self._voteStamp[trainer_id] >> 1) & _MASK32 == self._phase_number(state)
 
 
 @external
@@ -608,7 +721,7 @@ def modelExists(modelId: bytes32) -> bool:
     @param modelId A model id.
     @return True for the root and every created model.
     """
-    return self._models[modelId] != 0
+    return erc721._tokens[convert(modelId, uint256)] != 0
 
 
 @external
@@ -655,97 +768,6 @@ def genesisCid() -> Bytes[render.CID_LENGTH]:
 
 
 @external
-@pure
-def name() -> String[32]:
-    """
-    @notice ERC-721 metadata: the collection name.
-    @return "MCFL Model".
-    """
-    return "MCFL Model"
-
-
-@external
-@pure
-def symbol() -> String[8]:
-    """
-    @notice ERC-721 metadata: the collection symbol.
-    @return "MCFLM".
-    """
-    return "MCFLM"
-
-
-@external
-@view
-def balanceOf(owner: address) -> uint256:
-    """
-    @notice Number of model tokens held by `owner`.
-    @param owner The address to count for; must not be the zero address.
-    @return The count.
-    """
-    assert owner != empty(address), "ERC721: the zero address owns no token"
-    return self._balances[owner]
-
-
-@external
-@view
-def ownerOf(tokenId: uint256) -> address:
-    """
-    @notice Holder of model token `tokenId` (`uint256(modelId)`).
-    @param tokenId A model token id.
-    @return The holder; reverts when the model does not exist.
-    """
-    return convert(self._packed(convert(tokenId, bytes32)) & _ADDRESS_MASK, address)
-
-
-@external
-@view
-def getApproved(tokenId: uint256) -> address:
-    """
-    @notice The address approved to move model token `tokenId`.
-    @param tokenId A model token id that exists.
-    @return The approved address, or the zero address.
-    """
-    self._packed(convert(tokenId, bytes32))
-    return erc721_base._get_approved(tokenId)
-
-
-@external
-def approve(spender: address, tokenId: uint256):
-    """
-    @notice Approve `spender` to move model token `tokenId`.
-    @param spender The address to approve (zero address: revoke).
-    @param tokenId A model token owned by the caller or one of its operators.
-    """
-    owner: address = convert(self._packed(convert(tokenId, bytes32)) & _ADDRESS_MASK, address)
-    erc721_base._approve(owner, spender, tokenId)
-
-
-@external
-def transferFrom(sender: address, receiver: address, tokenId: uint256):
-    """
-    @notice Move model token `tokenId`; the model's place in the DAG does not change.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The model token id.
-    """
-    self._transfer(sender, receiver, tokenId)
-
-
-@external
-def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
-                     data: Bytes[erc721_base.MAX_DATA] = b""):
-    """
-    @notice `transferFrom`, then check that a contract receiver accepts ERC-721 tokens.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The model token id.
-    @param data Passed to the receiver's `onERC721Received`.
-    """
-    self._transfer(sender, receiver, tokenId)
-    erc721_base._check_receiver(sender, receiver, tokenId, data)
-
-
-@external
 @view
 def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     """
@@ -770,7 +792,7 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
         '},{"trait_type":"popularity","value":', uint2str(packed >> _M_POPULARITY_SHIFT),
         '},{"trait_type":"index","value":', uint2str((packed >> _M_INDEX_SHIFT) & _MASK32),
         '},{"trait_type":"holder","value":"',
-        render._hex_address(convert(packed & _ADDRESS_MASK, address)), '"}', extra, ']}'
+        render._hex_address(convert(packed & erc721.ADDRESS_MASK, address)), '"}', extra, ']}'
     ))
 
 
@@ -785,10 +807,14 @@ def _trainer_id(caller: address) -> uint256:
 @internal
 @view
 def _admit(state: uint256, trainer_id: uint256, expected_phase: uint256,
-           submitting: bool) -> uint256:
+           submitting: bool) -> (uint256, bool):
     """
     @dev Checks that `trainer_id` may vote in `expected_phase` now, with
-         submissions or not, and returns its previous vote stamp.
+         submissions or not, and returns its previous vote stamp and whether
+         the call is a vote to record. In a cohort network a trainer out of
+         the phase's cohort does not vote: it may only end a phase that is
+         over (its deadline passed, or every member voted: a phase without
+         members) with an empty call, so that no phase ever needs a member to end.
     """
     assert state & _STARTED_BIT != 0, \
         "Models: rounds have not started: fewer than minTrainers trainers are registered"
@@ -799,22 +825,32 @@ def _admit(state: uint256, trainer_id: uint256, expected_phase: uint256,
         assert (state >> _PHASE_SHIFT) & 1 == AGGREGATE, \
             "Models: aggregations are only submitted in the AGGREGATE phase"
     previous: uint256 = self._voteStamp[trainer_id]
-    if previous >> 1 == self._phase_number(state):
+    if (previous >> 1) & _MASK32 == self._phase_number(state):
         assert block.timestamp >= ((state >> _START_SHIFT) & _MASK64) + phaseDuration, \
             "Models: this trainer already voted in this phase"
         assert not submitting, \
             "Models: submissions travel with the trainer's first vote of the phase; " \
             "after the deadline only an empty call may end the phase"
-    return previous
+    elif cohortBps < ALL_TRAINERS and not self._is_member(state, trainer_id, previous):
+        over: bool = (state >> _VOTES_SHIFT) & _MASK32 >= (state >> _QUORUM_SHIFT) & _MASK32 \
+            or block.timestamp >= ((state >> _START_SHIFT) & _MASK64) + phaseDuration
+        assert not submitting and over, \
+            "Models: not in this round's cohort; an empty call may only end a phase " \
+            "that is over"
+        return (previous, False)
+    return (previous, True)
 
 
 @internal
-def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
+def _count_vote(state: uint256, trainer_id: uint256, previous: uint256, record: bool):
     """
     @dev Records the vote `_admit` allowed, then ends the phase when every
          member voted or the deadline passed. The next quorum is the voters of
          this phase (never 0, since the vote that ends a phase is one of them)
          plus, unless this phase is itself a carry-over, its silent members.
+         `record` False: not a vote (a trainer out of the cohort ending a phase
+         that is over). In a cohort network a vote of a trainer drawn for
+         this round draws its next round.
     """
     current: uint256 = state & _MASK32
     current_phase: uint256 = (state >> _PHASE_SHIFT) & 1
@@ -822,9 +858,15 @@ def _count_vote(state: uint256, trainer_id: uint256, previous: uint256):
     votes: uint256 = (state >> _VOTES_SHIFT) & _MASK32
     voters: uint256 = (state >> _VOTERS_SHIFT) & _MASK32
     phase_number: uint256 = self._phase_number(state)
-    if previous >> 1 != phase_number:
+    if record and (previous >> 1) & _MASK32 != phase_number:
         counted: bool = self._is_member(state, trainer_id, previous)
-        self._voteStamp[trainer_id] = (phase_number << 1) | convert(counted, uint256)
+        stamp: uint256 = (phase_number << 1) | convert(counted, uint256)
+        if cohortBps < ALL_TRAINERS:
+            drawn: uint256 = previous >> _DRAWN_SHIFT
+            if drawn == current + 1:
+                drawn = self._draw(trainer_id, current + 1)
+            stamp |= drawn << _DRAWN_SHIFT
+        self._voteStamp[trainer_id] = stamp
         voters += 1
         if counted:
             votes += 1
@@ -856,7 +898,10 @@ def _next_phase(state: uint256, voters: uint256, silent: uint256):
     next_phase: uint256 = 1 - current_phase
     quorum: uint256 = voters + silent
     carry: uint256 = 0
-    if silent != 0:
+    if cohortBps < ALL_TRAINERS and next_phase == PROPOSE:
+        # A round's members are the trainers drawn for it, nobody else.
+        quorum = self._drawn_for(next_round)
+    elif silent != 0:
         carry = _CARRY_BIT
     self._state = next_round | (next_phase << _PHASE_SHIFT) | _STARTED_BIT | carry \
         | (block.timestamp << _START_SHIFT) | (quorum << _QUORUM_SHIFT) \
@@ -875,8 +920,19 @@ def _is_member(state: uint256, trainer_id: uint256, stamp: uint256) -> bool:
          recorded then; burnt ids can no longer vote). In a carry-over phase
          the members of the previous phase that did not vote in it are members
          too: their stamp is two phases old (round 0's first members: none).
+         In a cohort network the members of a PROPOSE phase are the trainers
+         drawn for its round; of an AGGREGATE phase, its PROPOSE phase's
+         voters, and when that phase ended at its deadline, the drawn ones
+         that were silent in it.
     """
     phase_number: uint256 = self._phase_number(state)
+    if cohortBps < ALL_TRAINERS:
+        drawn_now: bool = stamp >> _DRAWN_SHIFT == (state & _MASK32) + 1
+        if (state >> _PHASE_SHIFT) & 1 == PROPOSE:
+            return drawn_now
+        if (stamp >> 1) & _MASK32 == phase_number - 1:
+            return True
+        return drawn_now and state & _CARRY_BIT != 0
     if phase_number == 1:
         return trainer_id <= (state >> _FIRST_SHIFT) & _MASK32
     last: uint256 = stamp >> 1
@@ -890,17 +946,46 @@ def _is_member(state: uint256, trainer_id: uint256, stamp: uint256) -> bool:
 
 
 @internal
+def _draw(trainer_id: uint256, first: uint256) -> uint256:
+    """
+    @dev Draws the first round from `first` on that `trainer_id` is drawn for
+         (at most MAX_DRAW_ROUNDS ahead), counts it in `drawnFor` and returns
+         it plus one, as the vote stamp holds it. One hash serves 16 rounds:
+         round r is drawn when the (r % 16)-th 16-bit word (from the least
+         significant) of `keccak256(abi.encode(cohortSeed, trainerId, r >> 4))`
+         is below `cohortBps * 65536 // 10000` (mcfl_chain/dag/cohort.py).
+    """
+    threshold: uint256 = cohortBps * 65536 // ALL_TRAINERS
+    r: uint256 = first
+    word: uint256 = convert(keccak256(abi_encode(cohortSeed, trainer_id, r >> 4)), uint256)
+    for i: uint256 in range(MAX_DRAW_ROUNDS):
+        if (word >> ((r & 15) * 16)) & 65535 < threshold or i == MAX_DRAW_ROUNDS - 1:
+            break
+        r += 1
+        if r & 15 == 0:
+            word = convert(keccak256(abi_encode(cohortSeed, trainer_id, r >> 4)), uint256)
+    self._drawnCounts[r >> 3] += 1 << ((r & 7) * 32)
+    return r + 1
+
+
+@internal
+@view
+def _drawn_for(r: uint256) -> uint256:
+    return (self._drawnCounts[r >> 3] >> ((r & 7) * 32)) & _MASK32
+
+
+@internal
 def _mint(model_id: bytes32, current: uint256) -> uint256:
     """
     @dev Records a new model, minted to the caller, and returns its creation index.
     """
     index: uint256 = self.totalSupply
     self.totalSupply = index + 1
-    self._models[model_id] = convert(msg.sender, uint256) | (current << _M_ROUND_SHIFT) \
-        | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
-    self._balances[msg.sender] += 1
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender,
-                             tokenId=convert(model_id, uint256))
+    erc721._tokens[convert(model_id, uint256)] = convert(msg.sender, uint256) \
+        | (current << _M_ROUND_SHIFT) | (index << _M_INDEX_SHIFT) | (1 << _M_POPULARITY_SHIFT)
+    erc721._balances[msg.sender] += 1
+    log erc721.Transfer(sender=empty(address), receiver=msg.sender,
+                        tokenId=convert(model_id, uint256))
     return index
 
 
@@ -913,9 +998,7 @@ def _phase_number(state: uint256) -> uint256:
 @internal
 @view
 def _packed(model_id: bytes32) -> uint256:
-    packed: uint256 = self._models[model_id]
-    assert packed != 0, "Models: no model has this id"
-    return packed
+    return erc721._packed(convert(model_id, uint256))
 
 
 @internal
@@ -937,15 +1020,3 @@ def _check_printable(text: String[MAX_TASK_LENGTH]):
         c: uint256 = convert(convert(slice(raw, i, 1), bytes1), uint256)
         assert c >= 32 and c < 127 and c != 34 and c != 92, \
             "Models: the task descriptor must be printable ASCII without quotes or backslashes"
-
-
-@internal
-def _transfer(sender: address, receiver: address, token_id: uint256):
-    model_id: bytes32 = convert(token_id, bytes32)
-    packed: uint256 = self._packed(model_id)
-    erc721_base._authorize_transfer(convert(packed & _ADDRESS_MASK, address), sender,
-                                    receiver, token_id)
-    self._models[model_id] = (packed & ~_ADDRESS_MASK) | convert(receiver, uint256)
-    self._balances[sender] -= 1
-    self._balances[receiver] += 1
-    log erc721_base.Transfer(sender=sender, receiver=receiver, tokenId=token_id)

@@ -20,16 +20,18 @@
         https://eips.ethereum.org/EIPS/eip-721
 """
 
+from ethereum.ercs import IERC165
+from ethereum.ercs import IERC721
 from .interfaces import IModels
-from .modules import erc721_base
+from .modules import erc721
 from .modules import render
 
-initializes: erc721_base
-exports: (
-    erc721_base.setApprovalForAll,
-    erc721_base.isApprovedForAll,
-    erc721_base.supportsInterface,
-)
+implements: IERC165
+implements: IERC721
+
+initializes: erc721
+# Every ERC-721 function (the module's whole external interface).
+exports: erc721.__interface__
 
 
 event AllowlistChanged:
@@ -99,9 +101,8 @@ totalSupply: public(uint256)
 # @dev The last trainer id minted; ids are never reused.
 lastTrainerId: public(uint256)
 
-# @dev Trainer id held by each address (0: none) and holder of each id.
-_trainerIdOf: HashMap[address, uint256]
-_holderOf: HashMap[uint256, address]
+# @dev The trainer id held by each address (0: none) is `erc721._tokenOf`, the
+#      holder of each id `erc721._tokens` (one token per address).
 
 _refunds: HashMap[address, uint256]
 
@@ -139,6 +140,7 @@ def __init__(registration_policy: uint256, allowlist_admin: address, deposit_wei
     else:
         assert deposit_wei == 0 and cooldown_seconds == 0, \
             "Trainers: only the DEPOSIT policy takes a deposit and has a cooldown"
+    erc721.__init__("MCFL Trainer", "MCFLT", "Trainers: no trainer token has this id", True)
     DEPLOYER = msg.sender
     policy = registration_policy
     deposit = deposit_wei
@@ -177,7 +179,7 @@ def register() -> uint256:
     @return The caller's trainer id.
     """
     assert self.models != empty(address), "Trainers: not linked to a Models contract yet"
-    assert self._trainerIdOf[msg.sender] == 0, "Trainers: this address is already registered"
+    assert erc721._tokenOf[msg.sender] == 0, "Trainers: this address is already registered"
     if policy == ALLOWLIST:
         admission: uint256 = self._admissions[msg.sender]
         assert admission != _USED, \
@@ -193,9 +195,9 @@ def register() -> uint256:
     self.lastTrainerId = trainer_id
     live: uint256 = self.totalSupply + 1
     self.totalSupply = live
-    self._trainerIdOf[msg.sender] = trainer_id
-    self._holderOf[trainer_id] = msg.sender
-    log erc721_base.Transfer(sender=empty(address), receiver=msg.sender, tokenId=trainer_id)
+    erc721._tokenOf[msg.sender] = trainer_id
+    erc721._tokens[trainer_id] = convert(msg.sender, uint256)
+    log erc721.Transfer(sender=empty(address), receiver=msg.sender, tokenId=trainer_id)
     if not self._roundsStarted:
         self._roundsStarted = extcall IModels(self.models).trainerRegistered(trainer_id, live)
     return trainer_id
@@ -215,14 +217,14 @@ def exit():
          the phase when every other member voted), so a departure costs no
          deadline. Under ALLOWLIST the admission stays used.
     """
-    trainer_id: uint256 = self._trainerIdOf[msg.sender]
+    trainer_id: uint256 = erc721._tokenOf[msg.sender]
     assert trainer_id != 0, "Trainers: the caller holds no trainer token"
     assert extcall IModels(self.models).trainerExited(trainer_id), \
         "Trainers: this trainer voted in this round; it may exit from the next round on"
-    self._trainerIdOf[msg.sender] = 0
-    self._holderOf[trainer_id] = empty(address)
+    erc721._tokenOf[msg.sender] = 0
+    erc721._tokens[trainer_id] = 0
     self.totalSupply -= 1
-    log erc721_base.Transfer(sender=msg.sender, receiver=empty(address), tokenId=trainer_id)
+    log erc721.Transfer(sender=msg.sender, receiver=empty(address), tokenId=trainer_id)
     refund: uint256 = 0
     available_at: uint256 = 0
     if policy == DEPOSIT:
@@ -327,7 +329,7 @@ def isRegistered(trainer: address) -> bool:
     @param trainer The address to look up.
     @return True when registered.
     """
-    return self._trainerIdOf[trainer] != 0
+    return erc721._tokenOf[trainer] != 0
 
 
 @external
@@ -338,99 +340,7 @@ def trainerId(trainer: address) -> uint256:
     @param trainer The address to look up.
     @return The trainer id (token id) or 0.
     """
-    return self._trainerIdOf[trainer]
-
-
-@external
-@pure
-def name() -> String[32]:
-    """
-    @notice ERC-721 metadata: the collection name.
-    @return "MCFL Trainer".
-    """
-    return "MCFL Trainer"
-
-
-@external
-@pure
-def symbol() -> String[8]:
-    """
-    @notice ERC-721 metadata: the collection symbol.
-    @return "MCFLT".
-    """
-    return "MCFLT"
-
-
-@external
-@view
-def balanceOf(owner: address) -> uint256:
-    """
-    @notice Number of trainer tokens held by `owner`: 0 or 1.
-    @param owner The address to count for; must not be the zero address.
-    @return 1 when `owner` is registered, else 0.
-    """
-    assert owner != empty(address), "ERC721: the zero address owns no token"
-    if self._trainerIdOf[owner] != 0:
-        return 1
-    return 0
-
-
-@external
-@view
-def ownerOf(tokenId: uint256) -> address:
-    """
-    @notice The holder of trainer token `tokenId`.
-    @param tokenId A trainer id.
-    @return Its holder; reverts when the id was never minted or was burnt.
-    """
-    return self._holder(tokenId)
-
-
-@external
-@view
-def getApproved(tokenId: uint256) -> address:
-    """
-    @notice The address approved to move trainer token `tokenId`.
-    @param tokenId A trainer id that exists.
-    @return The approved address, or the zero address.
-    """
-    self._holder(tokenId)
-    return erc721_base._get_approved(tokenId)
-
-
-@external
-def approve(spender: address, tokenId: uint256):
-    """
-    @notice Approve `spender` to move trainer token `tokenId`.
-    @param spender The address to approve (zero address: revoke).
-    @param tokenId A trainer id owned by the caller or one of its operators.
-    """
-    erc721_base._approve(self._holder(tokenId), spender, tokenId)
-
-
-@external
-def transferFrom(sender: address, receiver: address, tokenId: uint256):
-    """
-    @notice Move trainer token `tokenId` (key rotation) to an address without one.
-    @param sender Current holder.
-    @param receiver New holder; must hold no trainer token.
-    @param tokenId The trainer id.
-    """
-    self._transfer(sender, receiver, tokenId)
-
-
-@external
-def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
-                     data: Bytes[erc721_base.MAX_DATA] = b""):
-    """
-    @notice `transferFrom`, then check that a contract receiver accepts ERC-721 tokens.
-    @param sender Current holder.
-    @param receiver New holder; must hold no trainer token.
-    @param tokenId The trainer id.
-    @param data Passed to the receiver's `onERC721Received`.
-    """
-    self._transfer(sender, receiver, tokenId)
-    erc721_base._check_receiver(sender, receiver, tokenId, data)
+    return erc721._tokenOf[trainer]
 
 
 @external
@@ -441,7 +351,7 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     @param tokenId A trainer id that exists.
     @return `data:application/json;base64,` followed by the JSON document.
     """
-    holder: address = self._holder(tokenId)
+    holder: address = convert(erc721._packed(tokenId) & erc721.ADDRESS_MASK, address)
     number: String[78] = uint2str(tokenId)
     return render._json_data_url(concat(
         '{"name":"MCFL trainer #', number,
@@ -450,22 +360,3 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
         '"attributes":[{"trait_type":"trainer id","value":', number,
         '},{"trait_type":"holder","value":"', render._hex_address(holder), '"}]}'
     ))
-
-
-@internal
-@view
-def _holder(token_id: uint256) -> address:
-    holder: address = self._holderOf[token_id]
-    assert holder != empty(address), "Trainers: no trainer token has this id"
-    return holder
-
-
-@internal
-def _transfer(sender: address, receiver: address, token_id: uint256):
-    erc721_base._authorize_transfer(self._holder(token_id), sender, receiver, token_id)
-    assert self._trainerIdOf[receiver] == 0, \
-        "Trainers: the receiver already holds a trainer token (one per address)"
-    self._trainerIdOf[sender] = 0
-    self._trainerIdOf[receiver] = token_id
-    self._holderOf[token_id] = receiver
-    log erc721_base.Transfer(sender=sender, receiver=receiver, tokenId=token_id)

@@ -13,16 +13,18 @@
         https://eips.ethereum.org/EIPS/eip-721
 """
 
-from .modules import erc721_base
+from ethereum.ercs import IERC165
+from ethereum.ercs import IERC721
+from .modules import erc721
 from .modules import protocol
 from .modules import render
 
-initializes: erc721_base
-exports: (
-    erc721_base.setApprovalForAll,
-    erc721_base.isApprovedForAll,
-    erc721_base.supportsInterface,
-)
+implements: IERC165
+implements: IERC721
+
+initializes: erc721
+# Every ERC-721 function (the module's whole external interface).
+exports: erc721.__interface__
 
 
 event UpdateProposed:
@@ -39,13 +41,12 @@ event UpdateProposed:
 MAX_SAMPLES_BOUND: public(constant(uint256)) = (1 << 32) - 1
 CID_LENGTH: public(constant(uint256)) = render.CID_LENGTH
 
-# @dev `_updates[id]` packs a proposal in one slot, so proposing writes one new
+# @dev `erc721._tokens[id]` packs a proposal in one slot, so proposing writes one new
 #      word and a new model's check reads one word per update:
 #      owner (bits 0-159) | round (160-191) | parent's creation index in Models
 #      (192-223) | numSamples (224-255). The weights CID is in the
 #      `UpdateProposed` event only: a second slot per update would cost every
 #      proposal 22,100 gas, a fifth of a trainer's round, for a value no rule reads.
-_ADDRESS_MASK: constant(uint256) = (1 << 160) - 1
 _MASK32: constant(uint256) = (1 << 32) - 1
 _ROUND_SHIFT: constant(uint256) = 160
 _PARENT_SHIFT: constant(uint256) = 192
@@ -60,9 +61,6 @@ models: public(immutable(address))
 #      count could outweigh every other update of an aggregation.
 maxSamples: public(immutable(uint256))
 
-_updates: HashMap[uint256, uint256]
-_balances: HashMap[address, uint256]
-
 
 @deploy
 def __init__(models_: address, max_samples: uint256):
@@ -74,6 +72,7 @@ def __init__(models_: address, max_samples: uint256):
     assert models_.is_contract, "Updates: the Models address is not a contract"
     assert max_samples >= 1 and max_samples <= MAX_SAMPLES_BOUND, \
         "Updates: maxSamples must be between 1 and 2**32 - 1"
+    erc721.__init__("MCFL Update", "MCFLU", "Updates: no update has this id", False)
     models = models_
     maxSamples = max_samples
 
@@ -102,14 +101,14 @@ def recordProposals(proposer: address, trainerId: uint256, round: uint256,
         render._parse_cid(cid)
         parent: bytes32 = proposals[i].parent
         update_id: uint256 = protocol._update_id(trainerId, parent, round)
-        assert self._updates[update_id] == 0, \
+        assert erc721._tokens[update_id] == 0, \
             "Updates: the trainer already proposed an update of this parent in this round"
-        self._updates[update_id] = convert(proposer, uint256) | (round << _ROUND_SHIFT) \
+        erc721._tokens[update_id] = convert(proposer, uint256) | (round << _ROUND_SHIFT) \
             | (parentIndices[i] << _PARENT_SHIFT) | (num_samples << _SAMPLES_SHIFT)
-        log erc721_base.Transfer(sender=empty(address), receiver=proposer, tokenId=update_id)
+        log erc721.Transfer(sender=empty(address), receiver=proposer, tokenId=update_id)
         log UpdateProposed(updateId=update_id, parent=parent, trainerId=trainerId, round=round,
                            proposer=proposer, cid=cid, numSamples=num_samples)
-    self._balances[proposer] += len(proposals)
+    erc721._balances[proposer] += len(proposals)
 
 
 @external
@@ -133,7 +132,7 @@ def checkUpdates(updateIds: DynArray[uint256, protocol.MAX_UPDATES],
         update_id: uint256 = updateIds[i]
         assert i == 0 or update_id > previous, "Updates: update ids must be strictly ascending"
         previous = update_id
-        packed: uint256 = self._updates[update_id]
+        packed: uint256 = erc721._tokens[update_id]
         assert packed != 0, "Updates: an update id in the list does not exist"
         assert (packed >> _ROUND_SHIFT) & _MASK32 == round, \
             "Updates: an update in the list was not proposed in the current round"
@@ -168,7 +167,7 @@ def exists(updateId: uint256) -> bool:
     @param updateId An update id.
     @return True when it exists.
     """
-    return self._updates[updateId] != 0
+    return erc721._tokens[updateId] != 0
 
 
 @external
@@ -181,7 +180,7 @@ def parentIndexOf(updateId: uint256) -> uint256:
     @param updateId An existing update id.
     @return The parent's creation index.
     """
-    return (self._packed(updateId) >> _PARENT_SHIFT) & _MASK32
+    return (erc721._packed(updateId) >> _PARENT_SHIFT) & _MASK32
 
 
 @external
@@ -192,7 +191,7 @@ def roundOf(updateId: uint256) -> uint256:
     @param updateId An existing update id.
     @return The round.
     """
-    return (self._packed(updateId) >> _ROUND_SHIFT) & _MASK32
+    return (erc721._packed(updateId) >> _ROUND_SHIFT) & _MASK32
 
 
 @external
@@ -203,98 +202,7 @@ def numSamplesOf(updateId: uint256) -> uint256:
     @param updateId An existing update id.
     @return The sample count.
     """
-    return self._packed(updateId) >> _SAMPLES_SHIFT
-
-
-@external
-@pure
-def name() -> String[32]:
-    """
-    @notice ERC-721 metadata: the collection name.
-    @return "MCFL Update".
-    """
-    return "MCFL Update"
-
-
-@external
-@pure
-def symbol() -> String[8]:
-    """
-    @notice ERC-721 metadata: the collection symbol.
-    @return "MCFLU".
-    """
-    return "MCFLU"
-
-
-@external
-@view
-def balanceOf(owner: address) -> uint256:
-    """
-    @notice Number of update tokens held by `owner`.
-    @param owner The address to count for; must not be the zero address.
-    @return The count.
-    """
-    assert owner != empty(address), "ERC721: the zero address owns no token"
-    return self._balances[owner]
-
-
-@external
-@view
-def ownerOf(tokenId: uint256) -> address:
-    """
-    @notice Holder of update token `tokenId`.
-    @param tokenId An update id.
-    @return The holder; reverts when the update does not exist.
-    """
-    return convert(self._packed(tokenId) & _ADDRESS_MASK, address)
-
-
-@external
-@view
-def getApproved(tokenId: uint256) -> address:
-    """
-    @notice The address approved to move update token `tokenId`.
-    @param tokenId An update id that exists.
-    @return The approved address, or the zero address.
-    """
-    self._packed(tokenId)
-    return erc721_base._get_approved(tokenId)
-
-
-@external
-def approve(spender: address, tokenId: uint256):
-    """
-    @notice Approve `spender` to move update token `tokenId`.
-    @param spender The address to approve (zero address: revoke).
-    @param tokenId An update owned by the caller or one of its operators.
-    """
-    erc721_base._approve(convert(self._packed(tokenId) & _ADDRESS_MASK, address), spender, tokenId)
-
-
-@external
-def transferFrom(sender: address, receiver: address, tokenId: uint256):
-    """
-    @notice Move update token `tokenId`. Its proposing trainer stays the one
-            whose id it was derived from: aggregation rules ignore the holder.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The update id.
-    """
-    self._transfer(sender, receiver, tokenId)
-
-
-@external
-def safeTransferFrom(sender: address, receiver: address, tokenId: uint256,
-                     data: Bytes[erc721_base.MAX_DATA] = b""):
-    """
-    @notice `transferFrom`, then check that a contract receiver accepts ERC-721 tokens.
-    @param sender Current holder.
-    @param receiver New holder.
-    @param tokenId The update id.
-    @param data Passed to the receiver's `onERC721Received`.
-    """
-    self._transfer(sender, receiver, tokenId)
-    erc721_base._check_receiver(sender, receiver, tokenId, data)
+    return erc721._packed(updateId) >> _SAMPLES_SHIFT
 
 
 @external
@@ -305,7 +213,7 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
     @param tokenId An update id.
     @return `data:application/json;base64,` followed by the JSON document.
     """
-    packed: uint256 = self._packed(tokenId)
+    packed: uint256 = erc721._packed(tokenId)
     return render._json_data_url(concat(
         '{"name":"MCFL update ', render._hex32(convert(tokenId, bytes32)),
         '","description":"Weights a trainer of a MultiConfederated Learning network ',
@@ -315,24 +223,5 @@ def tokenURI(tokenId: uint256) -> String[render.MAX_URI]:
         '},{"trait_type":"parent index","value":', uint2str((packed >> _PARENT_SHIFT) & _MASK32),
         '},{"trait_type":"samples","value":', uint2str(packed >> _SAMPLES_SHIFT),
         '},{"trait_type":"holder","value":"',
-        render._hex_address(convert(packed & _ADDRESS_MASK, address)), '"}]}'
+        render._hex_address(convert(packed & erc721.ADDRESS_MASK, address)), '"}]}'
     ))
-
-
-@internal
-@view
-def _packed(update_id: uint256) -> uint256:
-    packed: uint256 = self._updates[update_id]
-    assert packed != 0, "Updates: no update has this id"
-    return packed
-
-
-@internal
-def _transfer(sender: address, receiver: address, token_id: uint256):
-    packed: uint256 = self._packed(token_id)
-    erc721_base._authorize_transfer(convert(packed & _ADDRESS_MASK, address), sender,
-                                    receiver, token_id)
-    self._updates[token_id] = (packed & ~_ADDRESS_MASK) | convert(receiver, uint256)
-    self._balances[sender] -= 1
-    self._balances[receiver] += 1
-    log erc721_base.Transfer(sender=sender, receiver=receiver, tokenId=token_id)

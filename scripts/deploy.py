@@ -19,7 +19,7 @@ from ape.cli import ConnectedProviderCommand, account_option
 
 from mcfl_chain.chain.cids import cid_to_bytes
 from mcfl_chain.chain.deploy import check_parameters, check_settings
-from mcfl_chain.chain.deployment import Deployment
+from mcfl_chain.chain.deployment import Deployment, cohort_bps
 from mcfl_chain.cli._network_options import OUT, network_settings
 
 ZERO_ADDRESS = "0x" + "00" * 20
@@ -60,8 +60,16 @@ def cli(
     trainers = account.deploy(
         project.Trainers, policy, admin or ZERO_ADDRESS, values["deposit"], values["cooldown"]
     )
+    # The contracts take the cohort's share in basis points, and so does the file.
+    bps = cohort_bps(values.pop("cohort"))
     models = account.deploy(
-        project.Models, trainers, genesis, task, values["min_trainers"], values["phase_duration"]
+        project.Models,
+        trainers,
+        genesis,
+        task,
+        values["min_trainers"],
+        values["phase_duration"],
+        bps,
     )
     updates = account.deploy(project.Updates, models, values["max_samples"])
     trainers.setModels(models, sender=account)
@@ -79,6 +87,7 @@ def cli(
         genesis_cid=genesis_cid,
         task=task,
         admin=str(trainers.admin()) if admin else None,
+        cohort_bps=bps,
         **values,
     )
     click.echo(f"deployment written to {deployment.save(out)}")

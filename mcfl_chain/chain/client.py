@@ -325,6 +325,7 @@ class ChainClient:
         self.models = self._contract("Models")
         self.updates = self._contract("Updates")
         self._max_samples: int | None = None
+        self._cohort_bps: int | None = None
         self._limits: ProtocolLimits | None = None
         self._topics: dict[bytes, EventDecoder] = {}
         for name, source in EVENT_SOURCES.items():
@@ -703,6 +704,21 @@ class ChainClient:
             self._max_samples = int(self._view(self.updates.functions.maxSamples()))
         return self._max_samples
 
+    def cohort_bps(self) -> int:
+        """Basis points of the trainers drawn for each round (``Models.cohortBps``; read
+        once): 10,000 when every trainer takes part in every round."""
+        if self._cohort_bps is None:
+            self._cohort_bps = int(self._view(self.models.functions.cohortBps()))
+        return self._cohort_bps
+
+    def drawn_round(self) -> int | None:
+        """The round this account's trainer is drawn for next (``Models.drawnRoundOf``):
+        in a cohort network it proposes there and in no round before it; None before
+        its first draw (it draws with :meth:`join`). Without cohorts, the current round.
+        """
+        drawn, round_ = self._view(self.models.functions.drawnRoundOf(self.trainer_id()))
+        return int(round_) if drawn else None
+
     def limits(self) -> ProtocolLimits:
         """The bounds of the two submissions, read from the contracts once."""
         if self._limits is None:
@@ -916,7 +932,8 @@ class ChainClient:
         """The network's settings as its contracts hold them, under the names of the
         deployment file's fields (``task``, ``genesis_cid``, ``min_trainers``,
         ``phase_duration``, ``registration``, ``deposit``, ``cooldown``,
-        ``max_samples``), and ``links``: whether the three contracts point at each other.
+        ``max_samples``, ``cohort_bps``), and ``links``: whether the three contracts
+        point at each other.
         """
         trainers, models, updates = (self.trainers, self.models, self.updates)
         policy = int(self._view(trainers.functions.policy()))
@@ -936,6 +953,7 @@ class ChainClient:
             "deposit": self.deposit(),
             "cooldown": int(self._view(trainers.functions.cooldown())),
             "max_samples": self.max_samples(),
+            "cohort_bps": self.cohort_bps(),
             "links": bool(links),
         }
 

@@ -12,7 +12,14 @@ from mcfl_chain.chain._rpc import redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.cids import cid_to_bytes
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import (
+    ALL_TRAINERS_BPS,
+    DEFAULT_MAX_SAMPLES,
+    MIN_COHORT_BPS,
+    REGISTRATION_POLICIES,
+    Deployment,
+    cohort_bps,
+)
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION
 
 __all__ = [
@@ -84,6 +91,18 @@ NETWORK_SETTINGS = (
         "Largest sample count one update may declare (caps a trainer's FedAvg weight).",
         minimum=1,
         maximum=UINT32_MAX,
+    ),
+    OptionSpec(
+        "cohort",
+        float,
+        1.0,
+        "Share of the trainers drawn for each round (like Flower's fraction_fit): only "
+        "they train, propose and aggregate in it, and no phase waits for the others; for "
+        "networks larger than an aggregation (docs/PROTOCOL.md §4, Cohorts). 1: every "
+        "trainer in every round.",
+        minimum=MIN_COHORT_BPS / ALL_TRAINERS_BPS,
+        maximum=1.0,
+        why="the contracts draw in basis points, from 1 % to all of the trainers",
     ),
 )
 """The parameters a deployment records on chain, declared once: `deploy`, `devnet up`
@@ -181,7 +200,11 @@ def deploy_network(
 
     zero = "0x" + "00" * 20
     trainers = create("Trainers", policy, admin or zero, values["deposit"], values["cooldown"])
-    models = create("Models", trainers, cid, task, values["min_trainers"], values["phase_duration"])
+    # The contracts take the cohort's share in basis points, and so does the file.
+    bps = cohort_bps(values.pop("cohort"))
+    models = create(
+        "Models", trainers, cid, task, values["min_trainers"], values["phase_duration"], bps
+    )
     updates = create("Updates", models, values["max_samples"])
     for name, address, setter, target in (
         ("Trainers", trainers, "setModels", models),
@@ -201,6 +224,7 @@ def deploy_network(
         genesis_cid=genesis_cid,
         task=task,
         admin=admin,
+        cohort_bps=bps,
         **values,
     )
 

@@ -17,6 +17,18 @@ CONTRACT_KEYS = ("Trainers", "Models", "Updates")
 REGISTRATION_POLICIES = {"open": 0, "allowlist": 1, "deposit": 2}
 """Registration policies of the Trainers contract, by name, and their on-chain code."""
 
+ALL_TRAINERS_BPS = 10_000
+"""``cohort_bps`` of a network without cohorts: every trainer takes part in every round."""
+
+MIN_COHORT_BPS = 100
+"""Smallest cohort a network may draw each round, in basis points (1 %)."""
+
+
+def cohort_bps(share: float) -> int:
+    """A share of the trainers (0.25) as the basis points the contracts take (2,500)."""
+    return round(share * ALL_TRAINERS_BPS)
+
+
 DEFAULT_MAX_SAMPLES = 1_000_000
 """Default cap on an update's declared sample count: above any dataset of the thesis
 (MNIST has 60,000 training samples) while bounding one trainer's FedAvg weight."""
@@ -56,9 +68,14 @@ class Deployment:
         Seconds between a trainer's exit and its refund under "deposit" (0 otherwise).
     max_samples
         Largest sample count an update may declare (``Updates.maxSamples``).
+    cohort_bps
+        Basis points of the trainers drawn for each round (``Models.cohortBps``):
+        10,000, every trainer in every round, or 100 to 9,999 (docs/PROTOCOL.md §4,
+        "Cohorts").
 
-    Files written before the last five fields existed load with their defaults
-    (an open network with the default sample cap), which is what those networks were.
+    Files written before the last six fields existed load with their defaults
+    (an open network with the default sample cap and no cohorts), which is what those
+    networks were.
     """
 
     chain_id: int
@@ -75,6 +92,7 @@ class Deployment:
     deposit: int = 0
     cooldown: int = 0
     max_samples: int = DEFAULT_MAX_SAMPLES
+    cohort_bps: int = ALL_TRAINERS_BPS
 
     @property
     def network(self) -> str:

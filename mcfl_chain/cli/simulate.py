@@ -155,6 +155,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="Wei a registration takes under --registration deposit.  [default: 10**18, 1 ETH]",
 )
 @network_options.setting("max_samples", unset=True)
+@network_options.setting("cohort", unset=True)
 @click.option(
     "--storage",
     type=click.Choice(["local", "ipfs"]),

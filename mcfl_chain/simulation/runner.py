@@ -37,7 +37,13 @@ from mcfl_chain.adversaries import (
 )
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.client import ChainClient
-from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES, Deployment
+from mcfl_chain.chain.deployment import (
+    ALL_TRAINERS_BPS,
+    DEFAULT_MAX_SAMPLES,
+    MIN_COHORT_BPS,
+    Deployment,
+    cohort_bps,
+)
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.chain.errors import ChainError
 from mcfl_chain.compute.device import resolve_device
@@ -154,6 +160,10 @@ class SimulationConfig(FileConfig):
     """The network's cap on the sample count one update may declare (the contracts'
     ``maxSamples``; None: theirs by default, 1,000,000). A cap near the honest trainers'
     counts bounds what a sample inflator gains."""
+    cohort: float = 1.0
+    """Share of the trainers drawn for each round (the contracts' ``cohortBps`` / 10,000):
+    1, every trainer takes part in every round; 0.01 to 0.9999 draws a cohort a round,
+    which networks larger than an aggregation need (docs/PROTOCOL.md §4, "Cohorts")."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Self:
@@ -342,6 +352,16 @@ class SimulationConfig(FileConfig):
         except ValueError as exc:
             raise SimulationError(f"scenario {self.name!r}: adversaries: {exc}") from exc
         self._validate_registration()
+        share = self.cohort
+        if (
+            isinstance(share, bool)
+            or not isinstance(share, (int, float))
+            or not (MIN_COHORT_BPS <= cohort_bps(share) <= ALL_TRAINERS_BPS)
+        ):
+            raise ValueError(
+                f"scenario {self.name!r}: cohort must be a share of the trainers between "
+                f"0.01 and 1 (1: every trainer in every round), not {self.cohort!r}"
+            )
         if self.max_samples is not None and (
             isinstance(self.max_samples, bool)
             or not isinstance(self.max_samples, int)
@@ -477,6 +497,7 @@ class Network:
             ),
             deposit=cfg.deposit_wei,
             max_samples=cfg.max_samples or DEFAULT_MAX_SAMPLES,
+            cohort=cfg.cohort,
         )
         # The devnet's own file goes when it stops; the run keeps a copy for the record.
         self.deployment.save(self.run_dir / "deployment.json")

@@ -224,6 +224,7 @@ _SETTINGS = {
     "deposit": "deposit",
     "cooldown": "cooldown",
     "max_samples": "max samples",
+    "cohort_bps": "cohort (basis points)",
 }
 """Deployment fields checked against the contracts, and how messages name them."""
 

@@ -44,6 +44,13 @@ which counts in whatever phase it lands in, so the next phase waits for it (PROT
 §4, the rejoin rule). Every submission is dry-run against the latest block first: a
 transaction the chain says would revert is not sent.
 
+In a cohort network (``Models.cohortBps`` below 10,000) a trainer takes part only in
+the rounds it is drawn for (PROTOCOL §4, "Cohorts"): out of the round's cohort it
+neither trains nor proposes, and waits; with no draw ahead (a newcomer, or one that
+missed its round) it draws its next round with ``join``. It still ends a phase that is
+over (past its deadline, or without members), in turn, so that no phase needs a member
+to end.
+
 A chain node or a store that stays unreachable past the retries, or a state directory
 that cannot be written, stops the worker with :class:`WorkerHalted`: one line naming
 the service.
@@ -91,6 +98,7 @@ from mcfl_chain.chain.client import (
     ProposalArg,
     TrainerStatus,
 )
+from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS
 from mcfl_chain.chain.errors import ChainUnusable, ProtocolLimitError
 from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.dag.events import apply_events, event_record
@@ -254,6 +262,7 @@ class Worker:
         self._stop = threading.Event()
         self._first_part: int | None = None
         self._raced = False
+        self._cohorts: bool | None = None
         """Its last proposals came too late: out of the quorum, it joins instead."""
         self._looked = False
         """Whether it looked at the chain's round yet (``state.first_round``)."""
@@ -375,7 +384,7 @@ class Worker:
                 # A member from its first look counts its rounds from there even if it
                 # misses every deadline; one out of the quorum from its admission.
                 self._looked = True
-                if status.member:
+                if status.member or self._in_cohorts():
                     self.state.first_round = status.round
                     self.state.save()
             if status.started and self._budget_spent(status.round):
@@ -385,7 +394,8 @@ class Worker:
                     o = self.options
                     log.warning("%s", nothing_left(status.round, o.rounds, o.last_round, first))
                 break
-            if status.started and not status.voted:
+            sitting_out = status.started and not status.voted and self._sits_out(status)
+            if status.started and not status.voted and not sitting_out:
                 if acted == (status.round, status.phase):
                     # The transaction did not go through and the phase did not move: say
                     # so and retry calmly rather than spin.
@@ -400,7 +410,9 @@ class Worker:
                     self.sync()
                 if status.member:
                     self._raced = False
-                if not status.member and (status.phase is Phase.AGGREGATE or self._raced):
+                if not status.member and (
+                    status.phase is Phase.AGGREGATE or self._raced or self._in_cohorts()
+                ):
                     self._join(status)
                 elif status.phase is Phase.PROPOSE:
                     self._propose_phase(status.round)
@@ -413,7 +425,15 @@ class Worker:
                 # were killed for memory by round 18. One collection per phase returns
                 # it (milliseconds once the start-up objects are frozen: cli.worker).
                 gc.collect()
-            elif status.started and time.time() >= max(status.deadline, self._next_advance):
+            elif (
+                status.started
+                and time.time() >= self._next_advance
+                # past the deadline, or a cohort's phase without members left to vote
+                and (
+                    time.time() >= status.deadline
+                    or (sitting_out and status.votes >= status.quorum)
+                )
+            ):
                 self._end_after_deadline(status.round, status.phase)
             else:
                 with self.clock.measure("waiting"):
@@ -424,6 +444,20 @@ class Worker:
             with self.clock.measure("chain"):
                 status = self.chain.status()
         return self.rounds_done
+
+    def _in_cohorts(self) -> bool:
+        """Whether the network draws a cohort each round (read once)."""
+        if self._cohorts is None:
+            self._cohorts = self.chain.cohort_bps() < ALL_TRAINERS_BPS
+        return self._cohorts
+
+    def _sits_out(self, status: TrainerStatus) -> bool:
+        """Out of this round's cohort with its own round still ahead: nothing to train,
+        propose or vote now (PROTOCOL §4, "Cohorts"); the chain refuses it anyway."""
+        if status.member or not self._in_cohorts():
+            return False
+        drawn = self.chain.drawn_round()
+        return drawn is not None and drawn > status.round
 
     def _still_in(self, round_: int, phase: Phase) -> bool:
         """Whether the chain is still in (round, phase): checked right before a
@@ -462,7 +496,9 @@ class Worker:
         its first proposals, stops with the network that started with it (a member
         when it first looked that never got a vote in counts from that round); one out
         of the quorum counts from its admission (watching rounds is not playing them).
-        ``--last-round`` is absolute.
+        ``--last-round`` is absolute. In a cohort network it counts the network's rounds
+        from the first one it saw, drawn for it or not, so that every trainer of a run
+        stops with the network.
         """
         last = self.options.last_round
         if last is not None and round_ > last:
@@ -470,7 +506,7 @@ class Worker:
         budget = self.options.rounds
         if budget is None:
             return False
-        first = self._first_round_taken_part()
+        first = None if self._in_cohorts() else self._first_round_taken_part()
         if first is None:
             first = self.state.first_round
         return first is not None and round_ >= first + budget
@@ -683,6 +719,9 @@ class Worker:
                 landed[0],
                 landed[1].name.lower(),
             )
+        elif self._in_cohorts() and (drawn := self.chain.drawn_round()) is not None:
+            log.info("%s: out of this round's cohort: drawn for round %d", where, drawn)
+            return  # no vote, no round of its own to report
         if status.phase is Phase.AGGREGATE:
             self._report(status.round)
 

@@ -17,6 +17,8 @@ MIN_TRAINERS = 3
 DURATION = 600
 MAX_SAMPLES = 1_000_000
 OPEN, ALLOWLIST, DEPOSIT = 0, 1, 2
+ALL = 10_000
+"""cohortBps of a network without cohorts: every trainer in every round."""
 PROPOSE, AGGREGATE = 0, 1
 ZERO = "0x0000000000000000000000000000000000000000"
 
@@ -63,11 +65,18 @@ def deploy(
     cooldown=0,
     max_samples=MAX_SAMPLES,
     task=TASK,
+    cohort_bps=ALL,
 ):
     """Deploy (Trainers, Models, Updates), linked unless ``link`` is False."""
     trainers = project.Trainers.deploy(policy, admin, deposit, cooldown, sender=deployer)
     models = project.Models.deploy(
-        trainers, cid_to_bytes(GENESIS), task, min_trainers, phase_duration, sender=deployer
+        trainers,
+        cid_to_bytes(GENESIS),
+        task,
+        min_trainers,
+        phase_duration,
+        cohort_bps,
+        sender=deployer,
     )
     updates = project.Updates.deploy(models, max_samples, sender=deployer)
     if link:

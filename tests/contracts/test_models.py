@@ -8,6 +8,7 @@ from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id
 
 from .conftest import (
     AGGREGATE,
+    ALL,
     CID_LENGTH_REASON,
     CID_SHAPE_REASON,
     DURATION,
@@ -33,6 +34,7 @@ VOTED_THIS_ROUND = "Trainers: this trainer voted in this round; it may exit from
 PRINTABLE_REASON = (
     "Models: the task descriptor must be printable ASCII without quotes or backslashes"
 )
+COHORT_REASON = "Models: cohortBps must be between 100 and 10000"
 
 
 def _past_deadline(models, chain):
@@ -70,24 +72,26 @@ def test_bounds_are_readable(network):
 @pytest.mark.parametrize(
     "args, reason",
     [
-        (("bad", TASK, 1, 60), CID_LENGTH_REASON),
-        (("dagcbor", TASK, 1, 60), CID_SHAPE_REASON),
-        (("ok", "", 1, 60), "Models: the task descriptor must not be empty"),
-        (("ok", 'lenet:"x"', 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:a\\b", 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:\n", 1, 60), PRINTABLE_REASON),
-        (("ok", "lenet:é", 1, 60), PRINTABLE_REASON),
-        (("ok", TASK, 0, 60), "Models: minTrainers must be between 1 and 2**32 - 1"),
+        (("bad", TASK, 1, 60, ALL), CID_LENGTH_REASON),
+        (("dagcbor", TASK, 1, 60, ALL), CID_SHAPE_REASON),
+        (("ok", "", 1, 60, ALL), "Models: the task descriptor must not be empty"),
+        (("ok", 'lenet:"x"', 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:a\\b", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:\n", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", "lenet:é", 1, 60, ALL), PRINTABLE_REASON),
+        (("ok", TASK, 0, 60, ALL), "Models: minTrainers must be between 1 and 2**32 - 1"),
         (
-            ("ok", TASK, 1, 0),
+            ("ok", TASK, 1, 0, ALL),
             "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
             "(deadlines are mandatory)",
         ),
         (
-            ("ok", TASK, 1, 2**32),
+            ("ok", TASK, 1, 2**32, ALL),
             "Models: phaseDuration must be between 1 and 2**32 - 1 seconds "
             "(deadlines are mandatory)",
         ),
+        (("ok", TASK, 1, 60, 99), COHORT_REASON),
+        (("ok", TASK, 1, 60, 10_001), COHORT_REASON),
     ],
 )
 def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
@@ -103,13 +107,13 @@ def test_constructor_refuses_bad_parameters(project, deployer, args, reason):
 
 def test_constructor_refuses_a_trainers_address_without_code(project, deployer, people):
     with ape.reverts("Models: the Trainers address is not a contract"):
-        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 60, sender=deployer)
+        project.Models.deploy(people[0], cid_bin("g"), TASK, 1, 60, ALL, sender=deployer)
 
 
 def test_dag_pb_genesis_cid_round_trips(project, deployer):
     trainers = project.Trainers.deploy(0, ZERO, 0, 0, sender=deployer)
     cid = cid_bin("g", "dag-pb")
-    models = project.Models.deploy(trainers, cid, TASK, 1, 60, sender=deployer)
+    models = project.Models.deploy(trainers, cid, TASK, 1, 60, ALL, sender=deployer)
     assert models.genesisCid() == cid
     traits = {a["trait_type"]: a["value"] for a in read_data_url(models.tokenURI(0))["attributes"]}
     assert traits["weights CID"] == cid_str("g", "dag-pb")
@@ -561,3 +565,22 @@ def test_model_safe_transfer_and_interfaces(project, network, deployer, people):
     assert models.ownerOf(0) == people[0]
     assert (models.name(), models.symbol()) == ("MCFL Model", "MCFLM")
     assert models.supportsInterface("0x80ac58cd") and not models.supportsInterface("0x12345678")
+
+
+def test_erc721_calls_declared_payable_take_no_payment(running, people, deployer):
+    # IERC721 declares approve, transferFrom and safeTransferFrom payable; the
+    # three collections take no payment, so a call with value reverts.
+    trainers, models, updates = running
+    ids = propose_all(models, trainers, people[:1], ROOT_MODEL_ID, "paid")
+    owner = people[0]
+    for collection, token in ((trainers, 1), (updates, ids[0])):
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.approve(people[8], token, sender=owner, value=1)
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.transferFrom(owner, people[9], token, sender=owner, value=1)
+        with ape.reverts("ERC721: this call takes no payment"):
+            collection.safeTransferFrom(owner, people[9], token, sender=owner, value=1)
+        collection.transferFrom(owner, people[9], token, sender=owner)
+        assert collection.ownerOf(token) == people[9]
+    with ape.reverts("ERC721: this call takes no payment"):
+        models.transferFrom(deployer, people[9], 0, sender=deployer, value=1)

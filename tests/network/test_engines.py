@@ -17,8 +17,11 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.cli import main
+from mcfl_chain.dag.cohort import drawn_in
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 
 pytestmark = pytest.mark.slow
@@ -38,10 +41,14 @@ def _config(**overrides: Any) -> SimulationConfig:
     return SimulationConfig(**{**base, **overrides})
 
 
-def _run_and_check(config: SimulationConfig, run_dir: Path) -> dict[str, Any]:
-    """Run ``config``, then `dag --check` against its chain; returns the DAG document."""
+def _run_and_check(config: SimulationConfig, run_dir: Path, on_chain: Any = None) -> dict[str, Any]:
+    """Run ``config``, then `dag --check` against its chain (and ``on_chain(client)``
+    before the chain stops); returns the DAG document."""
     run_simulation(config, run_dir, Console(quiet=True), keep_running=True)
     try:
+        if on_chain is not None:
+            deployment = Deployment.load(run_dir / "devnet" / "deployment.json")
+            on_chain(ChainClient.read_only(deployment))
         result = CliRunner(mix_stderr=False).invoke(
             main,
             [
@@ -120,3 +127,24 @@ def test_the_batched_engine_trains_in_batches_and_repeats_bit_for_bit(tmp_path: 
     assert 1 <= len(hosts) <= 3
     assert all("batched training:" in log.read_text() for log in hosts)
     assert "Traceback" not in (run / "trainers" / "000" / "worker.log").read_text()
+
+
+def test_a_cohort_network_plays_its_drawn_trainers_only(tmp_path: Path) -> None:
+    # Execute: six trainers, half of them drawn for each round (stand-in training)
+    seen: dict[str, Any] = {}
+
+    def read(client: ChainClient) -> None:
+        seen["seed"] = bytes(client.models.functions.cohortSeed().call())
+        seen["bps"] = client.cohort_bps()
+
+    config = _config(engine="batched", training="stand-in", n_trainers=6, cohort=0.5)
+    dag = _run_and_check(config, tmp_path / "cohort", read)
+
+    # Assert: a cohort network, whose every update came from a trainer drawn for its
+    # round (the chain refuses the others; the workers did not try), and rounds played
+    assert seen["bps"] == 5_000
+    updates = [(u["trainer_id"], u["round"]) for u in dag["updates"]]
+    assert updates and all(drawn_in(seen["seed"], t, r, 5_000) for t, r in updates)
+    assert max(r for _, r in updates) >= 1
+    log = (tmp_path / "cohort" / "trainers" / "000" / "worker.log").read_text()
+    assert "Traceback" not in log

@@ -200,6 +200,13 @@ class ScriptedChain:
     def max_samples(self) -> int:
         return self.cap
 
+    def cohort_bps(self) -> int:
+        """Every trainer in every round: no cohorts (PROTOCOL §4)."""
+        return 10_000
+
+    def drawn_round(self) -> int:
+        return self.statuses().round
+
     def limits(self) -> SimpleNamespace:
         return SimpleNamespace(max_proposals=16, max_aggregations=16)
 
