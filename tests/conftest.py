@@ -48,6 +48,25 @@ class FakeClock:
         self.now += seconds
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Under pytest-xdist every worker loads ape's project manifest (.build/__local__.json)
+    # when it starts, and one that finds it stale compiles and rewrites it, unlocked,
+    # while the others read it. The controller compiles first, so workers only read.
+    if getattr(config.option, "tx", None) and not hasattr(config, "workerinput"):
+        from ape import project
+
+        project.load_contracts()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # On pytest-xdist workers the end-to-end tests (`slow`) come first: the scheduler
+    # (--dist worksteal) hands tests out in this order and lets an idle worker take half
+    # of the busiest one's queue, so the long tests start early and the short ones fill
+    # the gaps at the end. Alone, the suite keeps pytest's order.
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def restore_architectures():
     """Undo the registrations of tasks' models a test makes (the registry is global)."""
