@@ -2,6 +2,7 @@
 ``FakeClock``, ``tiny_disk``; the ``restore_architectures`` fixture."""
 
 import contextlib
+import itertools
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -59,12 +60,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # On pytest-xdist workers the end-to-end tests (`slow`) come first: the scheduler
-    # (--dist worksteal) hands tests out in this order and lets an idle worker take half
-    # of the busiest one's queue, so the long tests start early and the short ones fill
-    # the gaps at the end. Alone, the suite keeps pytest's order.
-    if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # On pytest-xdist workers, spread the end-to-end tests (`slow`) over the workers and
+    # start them first. --dist worksteal first gives each of the W workers a contiguous
+    # block (the k-th of the idle ones len(pending) // (W - k) tests), then lets an idle
+    # worker take the second half of the busiest one's queue: so each block is its share
+    # of the slow tests, then short tests that can be taken from its end. (With all slow
+    # tests first, one worker ran them all in turn.) Alone, pytest's order is kept.
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers < 2:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        share = slow[k::workers]
+        ordered += share + list(itertools.islice(fast, max(0, size - len(share))))
+    ordered += list(fast)
+    assert len(ordered) == len(items)
+    items[:] = ordered
 
 
 @pytest.fixture
