@@ -14,6 +14,7 @@ TEST_ARGS ?=
 # pytest-xdist workers. Most of the suite waits on chains, daemons and worker processes
 # rather than computing, so more workers than this machine's 2 cores pay.
 TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 
 .PHONY: setup python node system test check lint demo clean
 setup: python node system
@@ -52,11 +53,11 @@ system:
 	fi
 
 test: setup
-	@rc=0; $(BIN)/ape test tests -n $(TEST_WORKERS) $(TEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/ape test tests $(XDIST) $(TEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
 
 check: setup
-	@rc=0; $(BIN)/ape test tests -m "not slow" -n $(TEST_WORKERS) $(TEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/ape test tests -m "not slow" $(XDIST) $(TEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
 
 lint: python

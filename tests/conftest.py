@@ -65,9 +65,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # block (the k-th of the idle ones len(pending) // (W - k) tests), then lets an idle
     # worker take the second half of the busiest one's queue: so each block is its share
     # of the slow tests, then short tests that can be taken from its end. (With all slow
-    # tests first, one worker ran them all in turn.) Alone, pytest's order is kept.
+    # tests first, one worker ran them all in turn.) Otherwise pytest's order is kept.
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    if workers < 2:
+    if workers < 2 or config.getoption("dist", "no") != "worksteal":
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     fast = iter([item for item in items if not item.get_closest_marker("slow")])
