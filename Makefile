@@ -1,6 +1,7 @@
 # mcfl-chain — everything installs into this folder (.venv, node_modules); nothing by hand.
 #   make demo   set up, start a devnet and storage, run a small MCFL network, print where results are
-#   make test   set up and run the whole suite with `ape test`
+#   make test   set up and run the whole suite with `ape test`, on parallel workers
+#   make check  the inner loop: the suite less its end-to-end networks (`slow`), in ~2 min
 #   make lint   ruff (lint + format check) and mypy over the package
 SHELL := /bin/bash
 VENV  ?= .venv
@@ -10,8 +11,12 @@ export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 export PYTHONWARNINGS := ignore::UserWarning
 PIP   := $(BIN)/pip install --quiet -c constraints.txt
 TEST_ARGS ?=
+# pytest-xdist workers. Most of the suite waits on chains, daemons and worker processes
+# rather than computing, so more workers than this machine's 2 cores pay.
+TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 
-.PHONY: setup python node system test lint demo clean
+.PHONY: setup python node system test check lint demo clean
 setup: python node system
 
 python: $(VENV)/.installed
@@ -48,7 +53,11 @@ system:
 	fi
 
 test: setup
-	@rc=0; $(BIN)/ape test tests $(TEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/ape test tests $(XDIST) $(TEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
+
+check: setup
+	@rc=0; $(BIN)/ape test tests -m "not slow" $(XDIST) $(TEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
 
 lint: python

@@ -2,6 +2,7 @@
 ``FakeClock``, ``tiny_disk``; the ``restore_architectures`` fixture."""
 
 import contextlib
+import itertools
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -46,6 +47,40 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
         self.now += seconds
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under pytest-xdist every worker loads ape's project manifest (.build/__local__.json)
+    # when it starts, and one that finds it stale compiles and rewrites it, unlocked,
+    # while the others read it. The controller compiles first, so workers only read.
+    if getattr(config.option, "tx", None) and not hasattr(config, "workerinput"):
+        from ape import project
+
+        project.load_contracts()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # On pytest-xdist workers, spread the end-to-end tests (`slow`) over the workers and
+    # start them first. --dist worksteal first gives each of the W workers a contiguous
+    # block (the k-th of the idle ones len(pending) // (W - k) tests), then lets an idle
+    # worker take the second half of the busiest one's queue: so each block is its share
+    # of the slow tests, then short tests that can be taken from its end. (With all slow
+    # tests first, one worker ran them all in turn.) Otherwise pytest's order is kept.
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers < 2 or config.getoption("dist", "no") != "worksteal":
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        share = slow[k::workers]
+        ordered += share + list(itertools.islice(fast, max(0, size - len(share))))
+    ordered += list(fast)
+    assert len(ordered) == len(items)
+    items[:] = ordered
 
 
 @pytest.fixture

@@ -480,32 +480,47 @@ def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
 
 def test_deadlines_leave_no_reverted_transaction_and_waiting_trainers_say_for_whom(tmp_path):
     # Prepare: 3 workers and a registered trainer that never acts, so round 0's first
-    # phase ends by its deadline (8 s); trainer 2 trains so long (1,000 epochs, about
-    # 25 s on an idle core: 200 epochs once took 5 s and beat the deadline) that its
-    # proposals are ready only after it.
-    net = Network(small(rounds=1, phase_duration=8), tmp_path, Console(quiet=True))
+    # phase ends by its deadline. Trainer 2 is held by the test (SIGSTOP) once it trains
+    # and let go only when the chain shows that phase ended, so its proposals are ready
+    # after the deadline whatever the machine's speed. Its epochs only make it train long
+    # enough to be caught training (200: about 5 s on an idle core).
+    net = Network(small(rounds=1, phase_duration=20), tmp_path, Console(quiet=True))
     net.start(min_trainers=4)
     try:
         silent = ChainClient(net.deployment, account_index=4)
         silent.register()
         chain = ChainClient.read_only(net.deployment)
-        # Execute
         talk = ["--wait-log-interval", "1"]
-        net.spawn_workers({0: talk, 1: talk, 2: [*talk, "--epochs", "1000"]})
+        net.spawn_workers({0: talk, 1: talk, 2: [*talk, "--epochs", "200"]})
+        held = net.procs[2]
+        _wait_for(
+            lambda: (
+                (tmp_path / "trainers" / "002" / "worker.log").exists()
+                and any(
+                    "round 0: " in line and "candidates, training" in line
+                    for line in log_of(tmp_path, 2).splitlines()
+                )
+            ),
+            what="trainer 2 training for round 0",
+        )
+        # Execute: hold it until the first phase ends without it, then let it finish.
+        os.kill(held.pid, signal.SIGSTOP)
+        try:
+            assert not proposed_in(chain, address_of(net, 2), 0), "held too late"
+            _wait_for(
+                lambda: chain.status().phase is Phase.AGGREGATE or chain.status().round >= 1,
+                what="round 0's first phase ended by its deadline",
+            )
+        finally:
+            os.kill(held.pid, signal.SIGCONT)
         net.wait()
         # Assert: the round ended (its first phase by the deadline, without trainer 2's
         # proposals), and not one transaction reverted.
         assert chain.round_state()[1] == 1
         first_phase = [e for e in _events(chain, "TrainerVoted") if e.args["phase"] == 0]
         assert len(first_phase) == 2 and first_phase[-1].args["votes"] == 2
-        w3 = chain.w3
-        reverted = [
-            tx.hex()
-            for n in range(net.deployment.deployment_block, w3.eth.block_number + 1)
-            for tx in w3.eth.get_block(n)["transactions"]
-            if w3.eth.get_transaction_receipt(tx)["status"] != 1
-        ]
-        assert reverted == []
+        assert not proposed_in(chain, address_of(net, 2), 0)
+        assert reverted_transactions(chain, net) == []
         assert "not proposing them" in log_of(tmp_path, 2)
         # The waiting trainers said whom they waited for, and that a deadline ends it.
         waits = [line for line in log_of(tmp_path, 0).splitlines() if "waited" in line]
