@@ -22,7 +22,7 @@ from mcfl_chain.algorithms.fedavg import fedavg
 from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.weights import WeightsBook
-from mcfl_chain.simulation.campaign import PlannedRun, execute, method_config, oracle_parts, slug
+from mcfl_chain.simulation.campaign import PlannedRun, make_run, method_config, oracle_parts, slug
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 from mcfl_chain.storage import open_storage
 
@@ -222,7 +222,7 @@ def test_the_oracle_runs_fedavg_inside_each_true_group(tmp_path):
     )
     assert [indices for _, indices in run.parts] == [(0, 2), (1, 3)]
     # Execute
-    summary = execute(run, tmp_path, Console(quiet=True))
+    summary = make_run(run, tmp_path, Console(quiet=True))
     # Assert: one network per group; each model is FedAvg of its group's updates only
     for label, indices in run.parts:
         part = tmp_path / "parts" / slug(label)
