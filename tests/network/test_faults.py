@@ -234,9 +234,10 @@ def test_organisations_stopped_past_a_deadline_are_all_back_in_the_next_phase(tm
 def test_a_late_joiner_slower_than_the_members_phases_gets_in_and_plays_its_rounds(tmp_path):
     # Prepare: two workers (they play until stopped) and a hand-driven trainer H open the
     # network; H votes (bare) in round 0, so round 1's PROPOSE phase waits for it. A third
-    # trainer, J, registered during round 0, starts in that phase with --rounds 1 and
-    # 100 times the members' epochs: its training outlasts several of their rounds (a
-    # second or two each), and fits in a phase (180 s) even on a loaded machine.
+    # trainer, J, registered during round 0, starts in that phase with --rounds 1. The
+    # test holds J (SIGSTOP) once it trains, until the members have left round 1: its
+    # training outlasts their phase by a condition, not by how slow 2 cores are. (J's
+    # 20 epochs take a few seconds, far longer than the test takes to stop it.)
     config = small(rounds=1000, phase_duration=180)
     net = Network(config, tmp_path, Console(quiet=True))
     net.start(min_trainers=3)
@@ -251,10 +252,10 @@ def test_a_late_joiner_slower_than_the_members_phases_gets_in_and_plays_its_roun
         _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 0 aggregate")
         hand.submit_aggregations([])
         _wait_for(lambda: chain.status().round >= 1, what="round 1")
-        joiner = net.spawn(2, ["--rounds", "1", "--epochs", "200"])
+        joiner = net.spawn(2, ["--rounds", "1", "--epochs", "20"])
         net.procs.append(joiner)
-        # Execute: once J trains (its CPU time grows) and both workers proposed, H votes
-        # and the members play on at their pace; H leaves in round 2.
+        # Execute: J is held as soon as it trains; once both workers proposed, H votes and
+        # the members play on at their pace; H leaves in round 2, and J goes on.
         _wait_for(
             lambda: (
                 (tmp_path / "trainers" / "002" / "worker.log").exists()
@@ -265,19 +266,20 @@ def test_a_late_joiner_slower_than_the_members_phases_gets_in_and_plays_its_roun
             ),
             what="J choosing its round-1 models",
         )
-        busy = psutil.Process(joiner.pid)
-        started = busy.cpu_times().user
-        _wait_for(lambda: busy.cpu_times().user > started + 1.0, what="J busy training")
-        _wait_for(
-            lambda: all(proposed_in(chain, address_of(net, i), 1) for i in range(2)),
-            what="both workers' round-1 proposals",
-        )
-        hand.submit_proposals([])
-        _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 1 aggregate")
-        hand.submit_aggregations([])
-        _wait_for(lambda: chain.status().round >= 2, what="round 2")
-        left = chain.trainers.functions.exit().transact({"from": hand.address})
-        assert chain.w3.eth.wait_for_transaction_receipt(left)["status"] == 1
+        os.kill(joiner.pid, signal.SIGSTOP)
+        try:
+            _wait_for(
+                lambda: all(proposed_in(chain, address_of(net, i), 1) for i in range(2)),
+                what="both workers' round-1 proposals",
+            )
+            hand.submit_proposals([])
+            _wait_for(lambda: chain.status().phase is Phase.AGGREGATE, what="round 1 aggregate")
+            hand.submit_aggregations([])
+            _wait_for(lambda: chain.status().round >= 2, what="round 2")
+            left = chain.trainers.functions.exit().transact({"from": hand.address})
+            assert chain.w3.eth.wait_for_transaction_receipt(left)["status"] == 1
+        finally:
+            os.kill(joiner.pid, signal.SIGCONT)
         code = joiner.wait(timeout=240)
         # Assert: J exited 0 having played its round, a member from the phase after its
         # first vote (the one that came too late for round 1 was never sent) and
