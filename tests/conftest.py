@@ -8,10 +8,19 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Four xdist workers share this machine's 2 cores: torch's default of one thread per
+# core makes their threads spin against each other (3x the CPU for the same training
+# here). One thread per test process and per process a test starts; tests about
+# threads set their own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from mcfl_chain.storage.cid import cid_for_bytes
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from mcfl_chain.storage.cid import cid_for_bytes  # noqa: E402
+
+torch.set_num_threads(1)
 
 # Chain calls take milliseconds each and vary with load: no per-example deadline.
 settings.register_profile(
@@ -59,6 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
         project.load_contracts()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    # pytest-xdist sets a worker's own --dist to "no": the controller passes its value.
+    node.workerinput["dist"] = node.config.getoption("dist")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # On pytest-xdist workers, spread the end-to-end tests (`slow`) over the workers and
     # start them first. --dist worksteal first gives each of the W workers a contiguous
@@ -66,8 +81,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # worker take the second half of the busiest one's queue: so each block is its share
     # of the slow tests, then short tests that can be taken from its end. (With all slow
     # tests first, one worker ran them all in turn.) Otherwise pytest's order is kept.
-    workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    if workers < 2 or config.getoption("dist", "no") != "worksteal":
+    workerinput = getattr(config, "workerinput", {})
+    workers = workerinput.get("workercount", 0)
+    if workers < 2 or workerinput.get("dist") != "worksteal":
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     fast = iter([item for item in items if not item.get_closest_marker("slow")])

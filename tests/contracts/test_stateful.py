@@ -460,6 +460,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.position = (self.round, self.phase)
 
 
+@pytest.mark.slow  # minutes of calls: `make check` leaves it to `make test`
 @pytest.mark.parametrize("policy", [OPEN, ALLOWLIST], ids=["open", "allowlist"])
 def test_protocol_state_machine(project, deployer, people, chain, policy):
     # Prepare: one deployment; each example restores its snapshot
