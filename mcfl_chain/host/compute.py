@@ -9,8 +9,8 @@ no new request came for ``linger`` seconds, then trains all of them at once with
 instead of a Python loop per trainer) and hands each thread its own result. A request
 that cannot be batched (a loss penalty other than a quadratic one, a task that trains
 with its own code) runs alone, as :class:`~mcfl_chain.compute.local.LocalCompute` would.
-Quadratic penalties (FedProx's, Ditto's, FedFMC's EWC: :mod:`mcfl_chain.algorithms.
-proximal`) and every optimiser preset are batched.
+Quadratic penalties (FedProx's, Ditto's, FedFMC's EWC:
+:mod:`mcfl_chain.algorithms.proximal`) and every optimiser preset are batched.
 
 What a trainer gets is what training alone gives, to float rounding: the batch order,
 the loss and the optimiser are the same (:mod:`mcfl_chain.compute.batched`). Scoring runs per
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -134,7 +134,12 @@ class BatchingCompute:
                 batched.append(i)
         if batched:
             jobs = [
-                TrainJob(start=starts[i], data=data, penalty=penalties[i], **settings)  # type: ignore[arg-type]
+                TrainJob(
+                    start=starts[i],
+                    data=data,
+                    penalty=cast(Quadratic | None, penalties[i]),  # checked above
+                    **settings,
+                )
                 for i in batched
             ]
             for i, weights in zip(batched, self._wait_for(_Request(arch, jobs)), strict=True):
