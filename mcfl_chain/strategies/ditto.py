@@ -13,7 +13,7 @@ Each round a trainer
    (:meth:`DittoStrategy.deployed`).
 
 λ interpolates between local training (λ = 0) and FedAvg (λ → ∞); the paper tunes it per
-data set over {0.01, 0.1, 1, 2}. The penalty is a quadratic one
+data set. The penalty is a quadratic one
 (:func:`~mcfl_chain.algorithms.proximal.proximal_penalty`), so the batched compute
 trains the personal models of all its trainers at once, as it does their updates.
 
@@ -59,7 +59,7 @@ class DittoStrategy(FedAvgStrategy):
         float,
         0.1,
         "Ditto: λ, the weight of (λ/2)·‖v − w_global‖² in the personal model's local loss "
-        "(0: local training; large: FedAvg; the paper tunes it over 0.01-2).",
+        "(0: local training; large: FedAvg; the paper tunes it per data set).",
         minimum=0,
     )
     personal_epochs = StrategyOption(

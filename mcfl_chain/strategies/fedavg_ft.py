@@ -7,10 +7,10 @@ model, every update aggregated, one chain of global models, trained from the glo
 model every round. The fine-tuned copy is made for the trainer's report alone
 (:meth:`FedAvgFTStrategy.deployed`, through the context's ``train`` view): its selection
 and test figures are the fine-tuned model's, which never goes on chain and is never
-trained from again (next round starts from the global model once more). This is how
-the personalisation literature evaluates "FedAvg + fine-tuning" (e.g. Wang et al. 2019,
-"Federated Evaluation of On-device Personalization"; the Ditto paper's FedAvg-FT
-baseline): a global model adapted to each client at evaluation time.
+trained from again (next round starts from the global model once more). This is the
+usual "FedAvg + fine-tuning" baseline of the personalisation literature (e.g. Wang et
+al. 2019, "Federated Evaluation of On-device Personalization"): a global model adapted
+to each client at evaluation time.
 
 A defence runs on every update of the parent, as for FedAvg.
 """
