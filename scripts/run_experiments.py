@@ -71,8 +71,10 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
     "--methods",
     multiple=True,
     type=click.Choice(campaign.ALL_METHODS),
-    help="Run only these methods (repeatable); facade runs only when named.  [default: mcfl "
-    "fedavg local ifca oracle, and the ablations unless --no-ablation]",
+    help="Run only these methods (repeatable); "
+    + ", ".join(campaign.ON_REQUEST)
+    + " run only when named.  [default: mcfl fedavg local ifca oracle, and the ablations "
+    "unless --no-ablation]",
 )
 @click.option(
     "--seeds",

@@ -18,6 +18,7 @@ from mcfl_chain.algorithms.robust import defence_names
 from mcfl_chain.cli import _network_options as network_options
 from mcfl_chain.cli._options import declared_option
 from mcfl_chain.compute.device import DEVICES
+from mcfl_chain.learning.optimisers import OPTIMISER_NAMES, OPTIMISERS
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
@@ -107,6 +108,13 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option("--rounds", type=click.IntRange(min=1), help="Rounds.  [default: 5]")
 @click.option("--epochs", type=click.IntRange(min=1), help="Local epochs per round.  [default: 2]")
 @click.option(
+    "--optimiser",
+    type=click.Choice(OPTIMISER_NAMES),
+    help="Optimiser preset of local training, restarted every round: "
+    + "; ".join(f"{o.name}: {o.help}" for o in OPTIMISERS.values())
+    + ".  [default: sgd]",
+)
+@click.option(
     "--samples",
     type=click.IntRange(min=10),
     help="Samples per trainer (train+val+test).  [default: 1200]",
@@ -118,8 +126,10 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="mcfl (the paper, as its authors ran it), fedavg (the decentralized baseline), "
     "local (no collaboration), ifca (k models, lowest loss), facade (one core and k "
     "heads, each trainer its lowest-loss head; the network trains --model's "
-    "-heads<k> version) or fedfmc (fork into groups, then merge them into one model "
-    "with EWC).  [default: mcfl]",
+    "-heads<k> version), fedfmc (fork into groups, then merge them into one model "
+    "with EWC), fedprox (FedAvg with a proximal term), ditto (FedAvg's global model "
+    "and a personal model per trainer, reported) or fedavg-ft (FedAvg fine-tuned "
+    "locally before it is reported).  [default: mcfl]",
 )
 @_strategy_options
 @click.option(

@@ -18,10 +18,15 @@ of :func:`~mcfl_chain.learning.training.train` on a model loaded with ``job.star
   (its parameters and momentum buffers are kept by ``torch.where``);
 - the same loss: cross-entropy for classifiers, the MSE of the input's reconstruction for
   autoencoders, each the mean over the batch;
-- the same update as ``torch.optim.SGD``: ``g += weight_decay·p``; ``buf = momentum·buf +
-  g`` (``buf = g`` on the first step); ``p -= lr·buf``; a parameter the forward pass never
-  reaches (the heads a multi-head model does not use) gets no gradient there and is left
-  as it was, here too;
+- the same update as the job's optimiser preset (:mod:`mcfl_chain.learning.optimisers`:
+  ``torch.optim.SGD``, or the authors' Adam with its per-epoch StepLR), in its functional
+  form, each model with its own step count; a parameter the forward pass never reaches
+  (the heads a multi-head model does not use) gets no gradient there and is left as it
+  was, here too;
+- the same penalty: a job's quadratic penalty (a strategy's regulariser:
+  :mod:`mcfl_chain.algorithms.proximal`, any object with ``anchor`` and ``coefficients``)
+  adds its gradient ``2c(θ − a)`` to the loss's, as backpropagating it would, and the
+  parameters it names are updated even where the forward pass does not reach them;
 - the same report: sample count, epochs, mean loss of the last epoch, and the validation
   score as :func:`~mcfl_chain.learning.training.evaluate` computes it; ``seconds`` is the
   wall time of the whole call's batched loops, the same for all its jobs.
@@ -49,7 +54,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import nn
@@ -63,6 +68,7 @@ from mcfl_chain.learning.models import (
     get_architecture,
     model_kind,
 )
+from mcfl_chain.learning.optimisers import Settings, get_optimiser
 from mcfl_chain.learning.scenario import TrainerData
 from mcfl_chain.learning.training import Evaluation, TrainReport
 
@@ -81,6 +87,21 @@ EVAL_ROWS = 4096
 bound only, like ``evaluate``'s ``batch_size``)."""
 
 
+@runtime_checkable
+class Quadratic(Protocol):
+    """A loss penalty ``Σₙ Σᵢ cₙ,ᵢ (θₙ,ᵢ − aₙ,ᵢ)²`` over the parameters ``coefficients``
+    names (:class:`~mcfl_chain.algorithms.proximal.QuadraticPenalty`), which the batched
+    compute applies itself; called on a model, the penalty as a differentiable scalar."""
+
+    @property
+    def anchor(self) -> Mapping[str, torch.Tensor]: ...
+
+    @property
+    def coefficients(self) -> Mapping[str, torch.Tensor | float]: ...
+
+    def __call__(self, model: nn.Module) -> torch.Tensor: ...
+
+
 @dataclass(frozen=True)
 class TrainJob:
     """One model to train: what :func:`~mcfl_chain.learning.training.train` would be given.
@@ -91,8 +112,10 @@ class TrainJob:
         The state dict to start from (CPU tensors), with the architecture's keys.
     data : TrainerData
         Trains on ``train_x``/``train_y``; scored afterwards on ``val_x``/``val_y``.
-    epochs, batch_size, lr, momentum, weight_decay, seed
+    epochs, batch_size, lr, momentum, weight_decay, seed, optimiser
         As for :func:`~mcfl_chain.learning.training.train`.
+    penalty : Quadratic, optional
+        A quadratic penalty added to the loss (a strategy's regulariser), or None.
     """
 
     start: Mapping[str, torch.Tensor]
@@ -103,6 +126,8 @@ class TrainJob:
     momentum: float = 0.9
     weight_decay: float = 0.0
     seed: int = 0
+    optimiser: str = "sgd"
+    penalty: Quadratic | None = None
 
 
 def can_batch(arch: str) -> bool:
@@ -147,9 +172,9 @@ def train_batched(
     arch : str
         The architecture of every job's model (one for which :func:`can_batch` is True).
     jobs : sequence of TrainJob
-        Start weights, data and SGD settings; they may all differ. Jobs with the same
-        ``epochs``, ``batch_size`` and buffers run as one computation (in chunks of at
-        most ``max_models``).
+        Start weights, data, optimiser settings and penalties; they may all differ. Jobs
+        with the same ``epochs``, ``batch_size``, buffers, optimiser preset and penalised
+        parameters run as one computation (in chunks of at most ``max_models``).
     device : torch.device or str, default "cpu"
         Where the computation runs (``"auto"`` as for
         :func:`~mcfl_chain.compute.device.resolve_device`); data and weights are copied
@@ -170,11 +195,13 @@ def train_batched(
     ------
     ValueError
         If ``arch`` cannot be batched, a job has no training sample, ``epochs`` or
-        ``batch_size`` is below one, or a start state dict does not fit ``arch``.
+        ``batch_size`` is below one, its optimiser preset is unknown, or a start state
+        dict or penalty does not fit ``arch``.
     """
     if max_models < 1:
         raise ValueError(f"max_models must be >= 1, got {max_models}")
     for job in jobs:
+        get_optimiser(job.optimiser)
         if job.epochs < 1 or job.batch_size < 1:
             raise ValueError(
                 f"epochs and batch_size must be >= 1, got {job.epochs} and {job.batch_size}"
@@ -186,9 +213,19 @@ def train_batched(
     device = _device(device)
     module, kind = _template(arch, device)
     _check_keys(module, [job.start for job in jobs])
+    _check_penalties(module, jobs)
     results: list[tuple[StateDict, _Trained] | None] = [None] * len(jobs)
     loop_seconds = 0.0
-    groups = _groups(jobs, lambda job: (job.epochs, job.batch_size, _buffer_key(module, job.start)))
+    groups = _groups(
+        jobs,
+        lambda job: (
+            job.epochs,
+            job.batch_size,
+            _buffer_key(module, job.start),
+            job.optimiser,
+            None if job.penalty is None else tuple(job.penalty.coefficients),
+        ),
+    )
     for positions in groups:
         for chunk in _chunks(positions, max_models):
             chunk_jobs = [jobs[i] for i in chunk]
@@ -324,6 +361,19 @@ def _check_keys(module: nn.Module, states: Sequence[Mapping[str, torch.Tensor]])
             )
 
 
+def _check_penalties(module: nn.Module, jobs: Sequence[TrainJob]) -> None:
+    params = dict(module.named_parameters())
+    for job in jobs:
+        if job.penalty is None:
+            continue
+        for name in job.penalty.coefficients:
+            if name not in params or name not in job.penalty.anchor:
+                raise ValueError(
+                    f"a penalty names {name!r}, which is not a parameter of the "
+                    f"architecture or is missing from its anchor weights"
+                )
+
+
 def _buffer_key(module: nn.Module, state: Mapping[str, torch.Tensor]) -> Hashable:
     """The values of a state's buffers: models batched together must share them, as they
     are passed unbatched (a multi-head model reads ``head_choice`` as a Python int)."""
@@ -408,16 +458,37 @@ def _train_chunk(
     x_all, offsets = _flat([job.data.train_x for job in jobs], device)
     y_all = _flat([job.data.train_y for job in jobs], device)[0] if kind == "classifier" else None
     trained = _used_parameters(module, buffers, x_all[:1])
+    # Grouped by penalised names: all of this chunk's jobs have the same ones (or none),
+    # and the penalty's gradient reaches them whether the forward pass does or not.
+    penalties = [job.penalty for job in jobs if job.penalty is not None]
+    penalised = list(penalties[0].coefficients) if penalties else []
+    trained += [name for name in penalised if name not in trained]
     params = {name: _stack([job.start[name] for job in jobs], device) for name in trained}
-    momentum_buffers = {name: torch.zeros_like(p) for name, p in params.items()}
+    optimiser = get_optimiser(jobs[0].optimiser)
+    slots = {name: optimiser.init(p) for name, p in params.items()}
     settings = torch.tensor(
         [[job.lr, job.momentum, job.weight_decay] for job in jobs], dtype=torch.float32
     ).to(device)
+    columns = settings.unbind(1)
     # Per parameter, (lr, momentum, weight decay) shaped to broadcast over its models.
     shaped = {
-        name: [column.view((count,) + (1,) * (p.dim() - 1)) for column in settings.unbind(1)]
+        name: Settings(*(column.view(_row_shape(count, p)) for column in columns))
         for name, p in params.items()
     }
+    # Per penalised parameter, the stacked anchors and 2c, the gradient's factor.
+    anchors: dict[str, torch.Tensor] = {}
+    factors: dict[str, torch.Tensor] = {}
+    for name in penalised:
+        dtype, shape = params[name].dtype, params[name].shape[1:]
+        anchors[name] = _stack([q.anchor[name].to(dtype) for q in penalties], device)
+        factors[name] = _stack(
+            [
+                2 * torch.as_tensor(q.coefficients[name], dtype=dtype).expand(shape)
+                for q in penalties
+            ],
+            device,
+        )
+    steps_taken = torch.zeros(count, dtype=torch.int64, device=device)
 
     # The batch layout is the same every epoch (only the order changes): step s of model j
     # holds samples [s·B, (s+1)·B) of its permutation, padded with weight 0 past n_j.
@@ -443,7 +514,7 @@ def _train_chunk(
     step = vmap(grad_and_value(batch_loss))
     started = time.perf_counter()
     epoch_total = torch.zeros(count, dtype=torch.float64, device=device)
-    for _epoch in range(epochs):
+    for epoch in range(epochs):
         # One permutation per model and epoch from its own generator, as train draws it.
         index_cpu = torch.empty(count, steps * batch_size, dtype=torch.int64)
         for j, (n, generator) in enumerate(zip(sizes, generators, strict=True)):
@@ -457,19 +528,29 @@ def _train_chunk(
             grads, losses = step(params, x, target, weights[s])
             epoch_total += losses.to(torch.float64) * step_counts[s]
             with torch.no_grad():
+                steps_taken += takes_step[s]
                 for name, grad in grads.items():
-                    p, buf = params[name], momentum_buffers[name]
-                    lr, momentum, weight_decay = shaped[name]
-                    grad = grad + weight_decay * p
-                    new_buf = momentum * buf + grad
-                    new_p = p - lr * new_buf
+                    p = params[name]
+                    if name in factors:
+                        grad = grad + factors[name] * (p - anchors[name])
+                    new_p, new_slots = optimiser.step(
+                        p,
+                        grad,
+                        slots[name],
+                        shaped[name],
+                        steps_taken.view(_row_shape(count, p)),
+                        epoch,
+                    )
                     if everyone_steps[s]:
-                        params[name], momentum_buffers[name] = new_p, new_buf
+                        params[name], slots[name] = new_p, new_slots
                     else:
                         # A model whose epoch is over takes no step.
-                        keep = takes_step[s].view((count,) + (1,) * (p.dim() - 1))
+                        keep = takes_step[s].view(_row_shape(count, p))
                         params[name] = torch.where(keep, new_p, p)
-                        momentum_buffers[name] = torch.where(keep, new_buf, buf)
+                        slots[name] = {
+                            key: torch.where(keep, value, slots[name][key])
+                            for key, value in new_slots.items()
+                        }
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - started
@@ -504,6 +585,11 @@ def _train_chunk(
         for loss, validation in zip(losses_cpu, validations, strict=True)
     ]
     return states, outcomes, seconds
+
+
+def _row_shape(count: int, stacked: torch.Tensor) -> tuple[int, ...]:
+    """The shape of one value per model that broadcasts over ``stacked``."""
+    return (count,) + (1,) * (stacked.dim() - 1)
 
 
 def _score(

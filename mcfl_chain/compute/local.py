@@ -45,9 +45,11 @@ class Compute(Protocol):
         momentum: float,
         seed: int,
         penalties: list[Penalty | None],
+        optimiser: str = "sgd",
     ) -> list[StateDict]:
         """:meth:`train` from each of ``starts`` (with its penalty), in order: a trainer's
-        every update of a phase in one request, which a batching compute runs at once."""
+        every update of a phase in one request, which a batching compute runs at once.
+        ``optimiser`` names the preset (:mod:`mcfl_chain.learning.optimisers`)."""
         ...
 
     def evaluate(
@@ -137,6 +139,7 @@ class LocalCompute:
         momentum: float,
         seed: int,
         penalty: Penalty | None = None,
+        optimiser: str = "sgd",
     ) -> StateDict:
         if penalty is not None and self.device.type != "cpu":
             # A strategy's penalty closes over CPU tensors (FedFMC's Fisher information).
@@ -150,6 +153,7 @@ class LocalCompute:
                 momentum=momentum,
                 seed=seed,
                 penalty=penalty,
+                optimiser=optimiser,
             )
         net = self.model(arch, start)
         train(
@@ -162,6 +166,7 @@ class LocalCompute:
             seed=seed,
             penalty=penalty,
             validate=False,  # the trainer scores its models itself
+            optimiser=optimiser,
         )
         return {name: value.detach().cpu() for name, value in net.state_dict().items()}
 
@@ -177,6 +182,7 @@ class LocalCompute:
         momentum: float,
         seed: int,
         penalties: list[Penalty | None],
+        optimiser: str = "sgd",
     ) -> list[StateDict]:
         return [
             self.train(
@@ -189,6 +195,7 @@ class LocalCompute:
                 momentum=momentum,
                 seed=seed,
                 penalty=penalty,
+                optimiser=optimiser,
             )
             for start, penalty in zip(starts, penalties, strict=True)
         ]

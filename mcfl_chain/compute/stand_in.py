@@ -43,6 +43,7 @@ class StandInCompute(LocalCompute):
         momentum: float,
         seed: int,
         penalty: Penalty | None = None,
+        optimiser: str = "sgd",
     ) -> StateDict:
         digest = hashlib.sha256()
         digest.update(np.ascontiguousarray(data.indices).tobytes())
@@ -51,6 +52,8 @@ class StandInCompute(LocalCompute):
             digest.update(name.encode())
             digest.update(start[name].detach().cpu().contiguous().numpy().tobytes())
         digest.update(str((seed, epochs, batch_size, lr, momentum)).encode())
+        if optimiser != "sgd":  # the digests of SGD runs stay as they were
+            digest.update(optimiser.encode())
         rng = np.random.default_rng(int.from_bytes(digest.digest()[:8], "little"))
         out: StateDict = {}
         for name in sorted(start):

@@ -7,8 +7,10 @@ holds each request until every hosted trainer that is still playing has asked, o
 no new request came for ``linger`` seconds, then trains all of them at once with
 :func:`~mcfl_chain.compute.batched.train_batched` (one ``vmap`` over stacked parameters
 instead of a Python loop per trainer) and hands each thread its own result. A request
-that cannot be batched (a strategy's loss penalty, a task that trains with its own code)
-runs alone on the same device, as :class:`~mcfl_chain.compute.local.LocalCompute` would.
+that cannot be batched (a loss penalty other than a quadratic one, a task that trains
+with its own code) runs alone, as :class:`~mcfl_chain.compute.local.LocalCompute` would.
+Quadratic penalties (FedProx's, Ditto's, FedFMC's EWC:
+:mod:`mcfl_chain.algorithms.proximal`) and every optimiser preset are batched.
 
 What a trainer gets is what training alone gives, to float rounding: the batch order,
 the loss and the optimiser are the same (:mod:`mcfl_chain.compute.batched`). Scoring runs per
@@ -24,12 +26,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from mcfl_chain._utils.memory import release_freed_memory
-from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
+from mcfl_chain.compute.batched import (
+    Quadratic,
+    TrainJob,
+    can_batch,
+    evaluate_batched,
+    train_batched,
+)
 from mcfl_chain.compute.local import LocalCompute, Penalty, StateDict
 from mcfl_chain.learning.models import ModelKind
 from mcfl_chain.learning.scenario import TrainerData
@@ -106,20 +114,34 @@ class BatchingCompute:
         momentum: float,
         seed: int,
         penalties: list[Penalty | None],
+        optimiser: str = "sgd",
     ) -> list[StateDict]:
         settings: dict[str, Any] = dict(
-            epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum, seed=seed
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            momentum=momentum,
+            seed=seed,
+            optimiser=optimiser,
         )
         results: list[StateDict | None] = [None] * len(starts)
         batched: list[int] = []
         for i, (start, penalty) in enumerate(zip(starts, penalties, strict=True)):
-            if penalty is not None or not can_batch(arch):
-                # A penalty closes over one model; a task's own training is its own code.
+            if not (penalty is None or isinstance(penalty, Quadratic)) or not can_batch(arch):
+                # Another penalty closes over one model; a task's own training is its own code.
                 results[i] = self._local.train(arch, start, data, penalty=penalty, **settings)
             else:
                 batched.append(i)
         if batched:
-            jobs = [TrainJob(start=starts[i], data=data, **settings) for i in batched]
+            jobs = [
+                TrainJob(
+                    start=starts[i],
+                    data=data,
+                    penalty=cast(Quadratic | None, penalties[i]),  # checked above
+                    **settings,
+                )
+                for i in batched
+            ]
             for i, weights in zip(batched, self._wait_for(_Request(arch, jobs)), strict=True):
                 results[i] = weights
         return [r for r in results if r is not None]

@@ -1,7 +1,8 @@
 """Local training and evaluation of one model on one trainer's preloaded tensors.
 
-Training is plain mini-batch SGD with momentum (a fresh optimiser per call, as each
-round starts from a new parent model): cross-entropy for classifiers, MSE between the
+Training is mini-batch SGD with momentum, or another preset of
+:mod:`mcfl_chain.learning.optimisers` (a fresh optimiser per call, as each round starts
+from a new parent model): cross-entropy for classifiers, MSE between the
 input and its reconstruction for autoencoders. The batches are index slices of the
 preloaded tensors in an order drawn from ``seed``, so there is no per-sample work in
 the loop. The number of CPU threads is the caller's choice (``torch.set_num_threads``).
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from mcfl_chain.learning.models import ModelKind, architecture_of, model_kind
+from mcfl_chain.learning.optimisers import get_optimiser
 from mcfl_chain.learning.scenario import TrainerData
 
 _IN_OWN_CODE: ContextVar[bool] = ContextVar("mcfl_in_own_code", default=False)
@@ -113,6 +115,7 @@ def train(
     on_epoch: Callable[[int, float], None] | None = None,
     penalty: Callable[[nn.Module], torch.Tensor] | None = None,
     validate: bool = True,
+    optimiser: str = "sgd",
 ) -> TrainReport:
     """Train ``model`` in place on ``data``'s train split for ``epochs`` epochs.
 
@@ -152,12 +155,19 @@ def train(
     Raises
     ------
     ValueError
-        If ``epochs`` or ``batch_size`` is below one, or a penalty is given for a task
-        that trains with its own code (which has no place for it).
+        If ``epochs`` or ``batch_size`` is below one, the optimiser preset is unknown,
+        or a penalty or another optimiser than ``sgd`` is given for a task that trains
+        with its own code (which has no place for them).
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
+    preset = get_optimiser(optimiser)
     own = _own(model, "train")
+    if own is not None and optimiser != "sgd":
+        raise ValueError(
+            f"this task trains with its own code, which takes SGD's settings only: the "
+            f"optimiser preset {optimiser!r} cannot be applied; use sgd"
+        )
     if own is not None and penalty is not None:
         raise ValueError(
             "this task trains with its own code, which takes no loss penalty: the "
@@ -180,7 +190,7 @@ def train(
         return report
     kind = model_kind(model)
     loss_function = _loss_function(kind)
-    optimiser = torch.optim.SGD(
+    torch_optimiser, end_of_epoch = preset.build(
         model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
     )
     generator = torch.Generator().manual_seed(seed)
@@ -195,11 +205,13 @@ def train(
         total = 0.0
         for start in range(0, n, batch_size):
             batch = order[start : start + batch_size]
-            optimiser.zero_grad(set_to_none=True)
+            torch_optimiser.zero_grad(set_to_none=True)
             loss = loss_function(model(x[batch]), target[batch])
             (loss if penalty is None else loss + penalty(model)).backward()
-            optimiser.step()
+            torch_optimiser.step()
             total += loss.item() * batch.shape[0]
+        if end_of_epoch is not None:
+            end_of_epoch()
         epoch_loss = total / n
         if on_epoch is not None:
             on_epoch(epoch, epoch_loss)

@@ -13,6 +13,8 @@ The methods, on the same data, chain code and seeds:
 - ``fedfmc``, on request only: FedFMC with its schedule fitted to the scenario's rounds
   (:func:`fedfmc_schedule`: merges of 5 rounds for k − 1 groups, k as for IFCA, the
   fork stage before them);
+- ``fedprox``, ``ditto`` and ``fedavg-ft``, on request only: the personalised-FL
+  baselines (FedProx, Ditto, FedAvg with local fine-tuning) with their default options;
 - ``oracle``: FedAvg run separately inside each true data group (one network per group,
   of that group's trainers only, with the data shares of the whole scenario), the parts
   merged into one run directory; only where the scenario has several groups and some
@@ -261,6 +263,11 @@ register_method(
 )
 register_method(Method("facade", "FACADE", facade, default=False))
 register_method(Method("fedfmc", "FedFMC", fedfmc, default=False))
+register_method(Method("fedprox", "FedProx", partial(baseline, strategy="fedprox"), default=False))
+register_method(Method("ditto", "Ditto", partial(baseline, strategy="ditto"), default=False))
+register_method(
+    Method("fedavg-ft", "FedAvg-FT", partial(baseline, strategy="fedavg-ft"), default=False)
+)
 for _name, _options in ABLATIONS.items():
     register_method(
         Method(

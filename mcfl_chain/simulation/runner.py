@@ -105,6 +105,9 @@ class SimulationConfig(FileConfig):
     epochs: int = 2
     batch_size: int = 32
     lr: float = 0.05
+    optimiser: str = "sgd"
+    """The optimiser preset of local training (:mod:`mcfl_chain.learning.optimisers`):
+    ``sgd`` with :attr:`lr`, or ``adam-steplr``, the MCFL authors' Adam with StepLR."""
     samples: int | None = 1200
     """Samples per trainer (None: the whole share)."""
     arch: str = "lenet5"
@@ -262,6 +265,7 @@ class SimulationConfig(FileConfig):
             epochs=self.epochs,
             batch_size=self.batch_size,
             lr=self.lr,
+            optimiser=self.optimiser,
             rounds=self.rounds,
             adversary=None if adversary is None else str(adversary),
             defence=None if adversary is not None else self.defence,

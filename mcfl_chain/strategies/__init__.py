@@ -10,11 +10,25 @@
               head; the core averaged over all, each head over those that chose it
 - ``fedfmc``  FedFMC (Kopparapu & Lin 2020): fork into groups, then merge the groups'
               models one at a time into one consolidated model, with EWC
+- ``fedprox`` FedProx (Li et al. 2020): FedAvg with a proximal term in local training
+- ``ditto``   Ditto (Li et al. 2021): FedAvg's global model and a personal model per
+              trainer, pulled towards it, reported (off chain)
+- ``fedavg-ft`` FedAvg with local fine-tuning before the trainer reports the model
 
 ``make_strategy(name, **options)`` builds one by name.
 """
 
-from mcfl_chain.strategies import facade, fedavg, fedfmc, ifca, local, mcfl
+from mcfl_chain.strategies import (
+    ditto,
+    facade,
+    fedavg,
+    fedavg_ft,
+    fedfmc,
+    fedprox,
+    ifca,
+    local,
+    mcfl,
+)
 from mcfl_chain.strategies.base import (
     STRATEGIES,
     Candidate,
@@ -25,9 +39,12 @@ from mcfl_chain.strategies.base import (
     make_strategy,
     own_branch_seed,
 )
+from mcfl_chain.strategies.ditto import DittoStrategy
 from mcfl_chain.strategies.facade import FACADEStrategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
+from mcfl_chain.strategies.fedavg_ft import FedAvgFTStrategy
 from mcfl_chain.strategies.fedfmc import FedFMCStrategy
+from mcfl_chain.strategies.fedprox import FedProxStrategy
 from mcfl_chain.strategies.ifca import IFCAStrategy
 from mcfl_chain.strategies.local import LocalStrategy
 from mcfl_chain.strategies.mcfl import MCFLStrategy
@@ -35,19 +52,25 @@ from mcfl_chain.strategies.mcfl import MCFLStrategy
 __all__ = [
     "STRATEGIES",
     "Candidate",
+    "DittoStrategy",
     "FACADEStrategy",
+    "FedAvgFTStrategy",
     "FedAvgStrategy",
     "FedFMCStrategy",
+    "FedProxStrategy",
     "IFCAStrategy",
     "LocalStrategy",
     "MCFLStrategy",
     "ModelInfo",
     "Strategy",
     "StrategyContext",
+    "ditto",
     "facade",
     "UpdateInfo",
     "fedavg",
+    "fedavg_ft",
     "fedfmc",
+    "fedprox",
     "ifca",
     "local",
     "make_strategy",

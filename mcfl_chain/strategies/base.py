@@ -4,7 +4,9 @@ A strategy is a trainer's rules for one round: which candidate models to train (
 of a round), on which of them to aggregate, and which proposed updates to aggregate with
 its own (step 3); for the network's first round, where training starts (the shared
 root, or weights of the trainer's own); and, for a model that several clusters share,
-which part of it is this trainer's (:meth:`Strategy.personalise`: FACADE's head).
+which part of it is this trainer's (:meth:`Strategy.personalise`: FACADE's head); and
+which model it deploys, the one its reported figures are of (:meth:`Strategy.deployed`:
+Ditto's personal model, FedAvg-FT's fine-tuned one).
 Adding a strategy means adding a module that subclasses :class:`Strategy` and decorates
 it with :func:`register_strategy`. Its options are class attributes of type
 :class:`StrategyOption`, declared there once (name, type, default, help): the worker's
@@ -15,11 +17,13 @@ Strategies see weights only as opaque state dicts and flattened vectors: they bu
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
 A strategy whose rules depend on the history may also read what the chain recorded
 through the context's read-only views (:class:`ModelInfo`, :class:`UpdateInfo`), and
-three optional hooks let a strategy go beyond "one parent, plain SGD":
+optional hooks let a strategy go beyond "one parent, plain SGD":
 :meth:`Strategy.begin_round` (the round being played), :meth:`Strategy.merges` (several
-trained parents aggregated into one model, a merge on chain) and
-:meth:`Strategy.regulariser` (a penalty added to the training loss). Their defaults
-change nothing.
+trained parents aggregated into one model, a merge on chain),
+:meth:`Strategy.regulariser` (a penalty added to the training loss; a quadratic one,
+:mod:`mcfl_chain.algorithms.proximal`, is batched by the batched compute) and
+:meth:`Strategy.deployed` (what the trainer reports, which may be trained further off
+chain through the context's ``train`` view). Their defaults change nothing.
 
 A trainer may add a **defence** to any strategy (:mod:`mcfl_chain.algorithms.robust`):
 a robust selection rule (e.g. Multi-Krum) that :meth:`Strategy.select_updates` applies to
@@ -219,6 +223,11 @@ class StrategyContext:
         ``state dict → {parameter name: tensor}``, the diagonal of the Fisher
         information of those weights on (at most 256 of) the trainer's training samples
         (:mod:`mcfl_chain.algorithms.ewc`: a classifier's over its own prediction).
+    train : Callable, optional
+        ``(state dict, penalty or None, epochs or None) → state dict``: those weights
+        trained on the trainer's training split with the network's optimiser settings
+        (epochs None: the network's epochs per round), on the trainer's compute, for
+        models that stay off chain (a personal model, a fine-tuned one).
 
     The optional views are None where nobody provides them (unit tests); a strategy
     that needs one says so through :meth:`need`.
@@ -234,6 +243,7 @@ class StrategyContext:
     model_weights: Callable[[Any], Any] | None = None
     update_vector: Callable[[int], np.ndarray] | None = None
     fisher_diagonal: Callable[[Any], dict[str, Any]] | None = None
+    train: Callable[[Any, Any, int | None], Any] | None = None
 
     def need(self, view: str) -> Callable[..., Any]:
         """The optional view named ``view``.
@@ -355,6 +365,14 @@ class Strategy(ABC):
         """This trainer's version of a model's weights: what it trains from and what it
         is scored by (candidates, its aggregations). Default: the weights themselves;
         FACADE: with the head of lowest loss on the trainer's selection split."""
+        return weights
+
+    def deployed(self, weights: Any) -> Any:
+        """The model this trainer deploys for one of its aggregations (``weights``, its
+        own version of it: :meth:`personalise`): what its selection and test figures
+        are of. Called once per aggregation a round, after it. Default: the weights
+        themselves; Ditto: the trainer's personal model, FedAvg-FT: the weights
+        fine-tuned (off chain both, through the context's ``train`` view)."""
         return weights
 
     def personal_labels(self, weights: Any) -> dict[str, Any]:

@@ -89,7 +89,8 @@ from typing import Any
 import numpy as np
 
 from mcfl_chain.algorithms.divergence import flatten_state
-from mcfl_chain.algorithms.ewc import ewc_lambda, ewc_penalty
+from mcfl_chain.algorithms.ewc import ewc_lambda
+from mcfl_chain.algorithms.proximal import QuadraticPenalty
 from mcfl_chain.strategies.base import Candidate, K, Strategy, StrategyOption, register_strategy
 
 FORK_ROUNDS = 25
@@ -477,4 +478,5 @@ class FedFMCStrategy(Strategy):
             self._fishers = {anchor_key: context.need("fisher_diagonal")(anchor)}
         fisher = self._fishers[anchor_key]
         lam = ewc_lambda(len(groups))
-        return lambda model: ewc_penalty(model, anchor, fisher, lam)
+        # ewc_penalty's λ Σ F (θ − θ*)² as a quadratic penalty: the batched compute applies it.
+        return QuadraticPenalty(anchor, {name: lam * f for name, f in fisher.items()})

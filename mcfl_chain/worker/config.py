@@ -27,6 +27,7 @@ from mcfl_chain.algorithms.robust import defence_names, parse_defence
 from mcfl_chain.chain.devnet import DEFAULT_DEPLOYMENT
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.compute.device import DEVICES
+from mcfl_chain.learning.optimisers import OPTIMISER_NAMES, OPTIMISERS
 from mcfl_chain.learning.scenario import SCENARIOS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
@@ -180,12 +181,21 @@ class WorkerConfig(FileConfig):
         "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one; "
         "facade: FACADE's core and k heads (a <base>-heads<k> network), each trainer its "
         "lowest-loss head; fedfmc: FedFMC's fork into groups, then merges into one model "
-        "with EWC.",
+        "with EWC; fedprox: FedAvg with FedProx's proximal term; ditto: FedAvg's global "
+        "model and Ditto's personal one per trainer, reported; fedavg-ft: FedAvg, its "
+        "model fine-tuned locally before it is reported.",
         choices=sorted(STRATEGIES),
     )
     epochs: int = _option(2, "Local epochs per trained model per round.", minimum=1)
     batch_size: int = _option(32, "Mini-batch size of local training.", minimum=1)
     lr: float = _option(0.05, "SGD learning rate.")
+    optimiser: str = _option(
+        "sgd",
+        "Optimiser preset of local training, restarted every round: "
+        + "; ".join(f"{o.name}: {o.help}" for o in OPTIMISERS.values())
+        + ".",
+        choices=OPTIMISER_NAMES,
+    )
     rounds: int | None = _option(
         None,
         "Stop after this many rounds, counted from the first round this trainer took part "

@@ -127,7 +127,11 @@ def build_worker(
     folder = state.path.parent
 
     training = TrainingOptions(
-        epochs=config.epochs, batch_size=config.batch_size, lr=config.lr, seed=config.seed
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=config.seed,
+        optimiser=config.optimiser,
     )
     options = WorkerOptions(
         arch=arch,

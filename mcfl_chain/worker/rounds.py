@@ -15,7 +15,10 @@ AGGREGATE  for the parents the strategy aggregates on (MCFL: the best-ranked one
 
 A strategy may personalise a model (:meth:`Strategy.personalise`, FACADE: the trainer's
 lowest-loss head): the trainer then trains from, and scores, its own version of every
-model; the aggregate is still rebuilt from the updates alone.
+model; the aggregate is still rebuilt from the updates alone. What a trainer reports
+is the model it deploys (:meth:`Strategy.deployed`), by default its version of its
+aggregation; Ditto's personal model and FedAvg-FT's fine-tuned one are trained off chain
+for that, through the context's ``train`` view.
 
 Two splits of the trainer's data play two roles: Algorithm 1 scores candidates on the
 *selection* split (the validation split; the paper's "test dataset" of §4.2), and the
@@ -146,6 +149,8 @@ class TrainingOptions:
     lr: float = 0.05
     momentum: float = 0.9
     seed: int = 0
+    optimiser: str = "sgd"
+    """The optimiser preset (:mod:`mcfl_chain.learning.optimisers`)."""
 
 
 @dataclass
@@ -325,6 +330,29 @@ class Worker:
                 return expected_fisher_diagonal(self._load(weights), x)
             return fisher_diagonal(self._load(weights), x, x, torch.nn.functional.mse_loss)
 
+    def _train_off_chain(
+        self, weights: StateDict, penalty: Any, epochs: int | None = None
+    ) -> StateDict:
+        """``weights`` trained as an update would be (an adversary that does not train
+        keeps them), with another batch order: a model the strategy keeps off chain."""
+        if not self.adversary.trains:
+            return {k: v.clone() for k, v in weights.items()}
+        opts = self.options.training
+        round_ = -1 if self.strategy.round is None else self.strategy.round
+        with self.clock.measure("training"):
+            return self.compute.train_many(
+                self.options.arch,
+                [weights],
+                self.train_data,
+                epochs=opts.epochs if epochs is None else epochs,
+                batch_size=opts.batch_size,
+                lr=opts.lr,
+                momentum=opts.momentum,
+                seed=opts.seed * 1_000_003 + round_ + 2**32,  # not the update's batch order
+                penalties=[penalty],
+                optimiser=opts.optimiser,
+            )[0]
+
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -375,6 +403,7 @@ class Worker:
                 model_weights=self._model_weights,
                 update_vector=self._update_vector,
                 fisher_diagonal=self._fisher_diagonal,
+                train=self._train_off_chain,
             )
         )
         self._report_interrupted_round()
@@ -948,6 +977,7 @@ class Worker:
                     momentum=opts.momentum,
                     seed=opts.seed * 1_000_003 + round_,
                     penalties=penalties,
+                    optimiser=opts.optimiser,
                 )
         else:
             for parent in starts:
@@ -1265,8 +1295,10 @@ class Worker:
         return kept
 
     def _evaluated(self, round_: int, plan: _Aggregation) -> dict[str, Any]:
-        """One aggregation's model on this trainer's selection and test splits."""
-        mine = self.strategy.personalise(plan.weights)
+        """One aggregation's model, as this trainer deploys it, on its selection and test
+        splits."""
+        personal = self.strategy.personalise(plan.weights)
+        mine = self.strategy.deployed(personal)
         selection = selection_metric(self._evaluate(mine), self.kind)
         result = self._evaluate(mine, split="test")
         log.info(
@@ -1289,7 +1321,7 @@ class Worker:
             "selection_metric": selection if math.isfinite(selection) else None,
             "accuracy": result.accuracy,
             "loss": result.loss,
-            "personal": self.strategy.personal_labels(mine),
+            "personal": self.strategy.personal_labels(personal),
         }
 
     def _report_interrupted_round(self) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 import pytest
 import torch
 from torch import nn
 
+from mcfl_chain.algorithms.proximal import proximal_penalty
 from mcfl_chain.compute import batched
 from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
 from mcfl_chain.compute.device import DEVICES, resolve_device
@@ -65,6 +67,8 @@ def _sequential(arch: str, job: TrainJob) -> tuple[dict[str, torch.Tensor], Trai
         momentum=job.momentum,
         weight_decay=job.weight_decay,
         seed=job.seed,
+        optimiser=job.optimiser,
+        penalty=job.penalty,
     )
     return model.state_dict(), report
 
@@ -127,6 +131,34 @@ def test_batched_training_matches_train(arch: str) -> None:
     ]
     # Execute / Assert
     _assert_matches_train(arch, jobs)
+
+
+def test_adam_preset_and_proximal_penalties_match_train() -> None:
+    # Prepare: the authors' Adam over two epochs (its StepLR decays in between), with and
+    # without FedProx's term, beside SGD with it: three groups of one call, sizes differ.
+    arch = "lenet-light"
+    anchor = create_model(arch, 9).state_dict()
+    prox = proximal_penalty(anchor, mu=0.5)
+    settings = [("adam-steplr", None), ("adam-steplr", prox), ("sgd", prox), ("adam-steplr", None)]
+    jobs = [
+        TrainJob(
+            create_model(arch, i).state_dict(),
+            _data(30 + 11 * i, 5, i),
+            epochs=2,
+            batch_size=16,
+            seed=i,
+            optimiser=optimiser,
+            penalty=penalty,
+        )
+        for i, (optimiser, penalty) in enumerate(settings)
+    ]
+    # Execute / Assert: the batched Adam and penalty are the per-model ones.
+    states = _assert_matches_train(arch, jobs)
+    # ... and they matter: without the penalty the model ends elsewhere.
+    plain = train_batched(arch, [replace(jobs[1], penalty=None)])[0][0]
+    assert (
+        plain["classifier.1.weight"] - states[1]["classifier.1.weight"]
+    ).abs().max() > 100 * ATOL
 
 
 def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order() -> None:

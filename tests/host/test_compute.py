@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 
+from mcfl_chain.algorithms.proximal import proximal_penalty
 from mcfl_chain.compute.batched import TrainJob, train_batched
 from mcfl_chain.compute.local import LocalCompute
 from mcfl_chain.host.compute import BatchingCompute
@@ -92,6 +93,31 @@ def test_a_request_with_a_penalty_is_trained_alone_with_it(shares):
     assert compute.batches == []
     local = LocalCompute().train(ARCH, _start(1), shares[1], penalty=penalty, **OPTIONS)
     assert _same(results[1], local)
+
+
+def test_a_quadratic_penalty_and_the_adam_preset_are_batched(shares):
+    # Prepare: FedProx's term towards another model, with the authors' Adam
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+    penalty = proximal_penalty(_start(9), mu=1.0)
+    options = {**OPTIONS, "optimiser": "adam-steplr"}
+    results: dict[int, dict[str, torch.Tensor]] = {}
+
+    def trainer(i: int) -> None:
+        (results[i],) = compute.train_many(
+            ARCH, [_start(i)], shares[i], penalties=[penalty], **options
+        )
+
+    threads = [threading.Thread(target=trainer, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    # Assert: one computation of both, each what per-model training with the penalty gives
+    assert compute.batches == [2]
+    for i in range(2):
+        alone = LocalCompute().train(ARCH, _start(i), shares[i], penalty=penalty, **options)
+        assert all(torch.allclose(results[i][k], alone[k], atol=1e-5) for k in alone)
 
 
 def test_a_failed_batch_is_every_waiting_trainers_error(shares):

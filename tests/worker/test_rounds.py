@@ -41,7 +41,7 @@ from mcfl_chain.learning.codec import decode_weights, encode_weights
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
 from mcfl_chain.storage import LocalStorage, StorageUnavailable, cid_for_bytes
-from mcfl_chain.strategies import FedAvgStrategy, make_strategy
+from mcfl_chain.strategies import FedAvgStrategy, StrategyContext, make_strategy
 from mcfl_chain.worker.rounds import Worker, WorkerHalted, WorkerOptions
 from mcfl_chain.worker.state import WorkerState
 
@@ -1453,6 +1453,55 @@ def test_a_strategys_merge_is_one_aggregation_with_several_parents(tmp_path):
     assert line["aggregations"][0]["parents"] == ["0x" + p.hex() for p in sorted([ROOT_ID, x])]
     # and the gas of the round's one transaction
     assert line["gas"] == GAS_PER_TRANSACTION
+
+
+class FineTunes(FedAvgStrategy):
+    """FedAvg that reports its aggregate trained further off chain (as FedAvg-FT)."""
+
+    def deployed(self, weights):  # type: ignore[no-untyped-def]
+        self.given = weights
+        self.reported = self._context().need("train")(weights, None, 2)
+        return self.reported
+
+
+def test_a_trainer_reports_the_model_its_strategy_deploys(tmp_path):
+    # Prepare: this trainer and a peer proposed on the root in round 0; the strategy
+    # trains the aggregate further, off chain, through the worker's train view
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    events = [proposed(i, 0, cid=storage.put(weights_blob(10 + i))) for i in (1, 2)]
+    chain = ScriptedChain(lambda: status(round_=0, phase=Phase.AGGREGATE), events)
+    metrics = tmp_path / "metrics.jsonl"
+    strategy = FineTunes()
+    worker = make_worker(
+        tmp_path, chain, storage, genesis, trainer_data(), strategy, metrics_path=metrics
+    )
+    strategy.bind(
+        StrategyContext(
+            trainer_id=1,
+            seed=0,
+            initial_weights=lambda seed: {},
+            validation_loss=lambda weights: 0.0,
+            train=worker._train_off_chain,
+        )
+    )
+    worker.sync()
+
+    # Execute
+    worker._aggregate_phase(0)
+
+    # Assert: the chain gets the FedAvg aggregate; the metrics, the deployed model's figure
+    ((name, (aggregation,)),) = chain.sent
+    assert name == "submitAggregations" and len(aggregation.update_ids) == 2
+    aggregate = decode_weights(storage.get(aggregation.weights_cid), ARCH)
+    assert all(torch.equal(strategy.given[k], aggregate[k]) for k in aggregate)
+    assert any(not torch.equal(strategy.reported[k], aggregate[k]) for k in aggregate)
+    line = json.loads(metrics.read_text().splitlines()[-1])
+    expected = worker._evaluate(strategy.reported, split="test")
+    assert line["aggregations"][0]["loss"] == pytest.approx(expected.loss)
+    assert line["aggregations"][0]["loss"] != pytest.approx(
+        worker._evaluate(aggregate, split="test").loss
+    )
 
 
 def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
