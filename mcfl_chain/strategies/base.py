@@ -15,11 +15,12 @@ Strategies see weights only as opaque state dicts and flattened vectors: they bu
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
 A strategy whose rules depend on the history may also read what the chain recorded
 through the context's read-only views (:class:`ModelInfo`, :class:`UpdateInfo`), and
-three optional hooks let a strategy go beyond "one parent, plain SGD":
+four optional hooks let a strategy go beyond "one parent, plain SGD":
 :meth:`Strategy.begin_round` (the round being played), :meth:`Strategy.merges` (several
-trained parents aggregated into one model, a merge on chain) and
-:meth:`Strategy.regulariser` (a penalty added to the training loss). Their defaults
-change nothing.
+trained parents aggregated into one model, a merge on chain),
+:meth:`Strategy.regulariser` (a penalty added to the training loss) and
+:meth:`Strategy.carried_models` (older models offered again as candidates). Their
+defaults change nothing.
 
 A trainer may add a **defence** to any strategy (:mod:`mcfl_chain.algorithms.robust`):
 a robust selection rule (e.g. Multi-Krum) that :meth:`Strategy.select_updates` applies to
@@ -340,6 +341,13 @@ class Strategy(ABC):
         """A penalty ``model → scalar tensor`` added to the training loss of this round's
         update on ``parent``, or None (default) for plain training."""
         return None
+
+    def carried_models(self, round_: int) -> list[Any]:
+        """Models appended before the previous round that this strategy offers as
+        candidates in ``round_`` besides the round's own (the previous round's models):
+        IFCA's clusters nobody chose lately. The contracts accept a proposal on any
+        model that exists. Default: none."""
+        return []
 
     def starting_weights(self) -> Any | None:
         """Weights to train from when the candidate is the root (the network's first
