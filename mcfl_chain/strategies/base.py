@@ -15,12 +15,11 @@ Strategies see weights only as opaque state dicts and flattened vectors: they bu
 nothing themselves, the worker hands them what they need in a :class:`StrategyContext`.
 A strategy whose rules depend on the history may also read what the chain recorded
 through the context's read-only views (:class:`ModelInfo`, :class:`UpdateInfo`), and
-four optional hooks let a strategy go beyond "one parent, plain SGD":
+three optional hooks let a strategy go beyond "one parent, plain SGD":
 :meth:`Strategy.begin_round` (the round being played), :meth:`Strategy.merges` (several
-trained parents aggregated into one model, a merge on chain),
-:meth:`Strategy.regulariser` (a penalty added to the training loss) and
-:meth:`Strategy.carried_models` (older models offered again as candidates). Their
-defaults change nothing.
+trained parents aggregated into one model, a merge on chain) and
+:meth:`Strategy.regulariser` (a penalty added to the training loss). Their defaults
+change nothing.
 
 A trainer may add a **defence** to any strategy (:mod:`mcfl_chain.algorithms.robust`):
 a robust selection rule (e.g. Multi-Krum) that :meth:`Strategy.select_updates` applies to
