@@ -257,6 +257,27 @@ def test_ifca_offers_again_the_model_of_a_cluster_nobody_chose() -> None:
     assert MCFLStrategy().carried_models(3) == [] == FedAvgStrategy().carried_models(3)
 
 
+def test_fedavg_first_round_by_trainer_one_alone_when_told() -> None:
+    # Prepare
+    root = [Candidate("root", 0.1, 1)]
+    published, authors, first = (
+        FedAvgStrategy(),
+        FedAvgStrategy(fedavg_start="one"),
+        FedAvgStrategy(fedavg_start="one"),
+    )
+    for strategy, trainer in ((published, 7), (authors, 7), (first, 1)):
+        strategy.bind(_context(trainer_id=trainer))
+        strategy.begin_round(0)
+
+    # Assert: by default everyone trains the root; the authors' way only trainer 1,
+    # and from round 1 on everyone trains the most popular model again.
+    assert published.choose_models(root) == ["root"] == first.choose_models(root)
+    assert authors.choose_models(root) == []
+    authors.begin_round(1)
+    assert authors.choose_models(CANDIDATES) == ["b"]
+    assert published.fedavg_start == "all"
+
+
 def test_mcfl_runs_the_authors_divergence_and_statistics_when_told() -> None:
     # Prepare: own 1; peers at 2 (|1|/1), 0 (1), 1.5 (0.5), 4 (3).
     vectors = {0: np.array([1.0]), 1: np.array([2.0]), 2: np.array([0.0]), 3: np.array([1.5]),
