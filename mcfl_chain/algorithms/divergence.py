@@ -2,11 +2,16 @@
 
 Updates are compared as flat vectors of all their parameters, laid out by
 :func:`flatten_state` in a fixed key order so every trainer builds the same vector.
+:data:`DIVERGENCE_MEASURES` names the measures a trainer may use (MCFL's
+``--divergence``): the relative L2 divergence (``l2``, the default), the cosine distance
+of the update deltas (``cosine``) and the authors' element-wise divergence
+(``elementwise``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -129,3 +134,58 @@ def cosine_distance(own: np.ndarray, peer: np.ndarray) -> float:
         raise ValueError("cosine distance is undefined for an all-zero vector (no direction)")
     cosine = float(np.dot(own, peer)) / norms
     return 1.0 - min(1.0, max(-1.0, cosine))
+
+
+def elementwise_divergence(own: np.ndarray, peer: np.ndarray) -> float:
+    """The MCFL authors' divergence: ``Σᵢ |w_peer,i − w_own,i| / w_own,i``.
+
+    What their code computed (Mick00/dml, ``operations.relative_divergence``, the
+    default of ``weight_divergence``; thesis §7.3: "la différence absolue entre chacun
+    des poids"), not Eq. 2 as printed: each weight's absolute difference is divided by
+    the own weight itself, **signed**, and the quotients are summed. A weight near 0
+    dominates the sum, and positive and negative own weights cancel, so it separates
+    near from far peers much worse than :func:`weight_divergence`; it is here so that
+    the authors' rule can be run (an ablation), not as a better measure.
+
+    A coordinate where the own weight is exactly 0 adds 0 when the peer's is 0 too (no
+    divergence there) and makes the sum infinite otherwise; Algorithm 2 rejects a peer
+    at a non-finite divergence (the authors' code would carry the ``inf`` or ``nan``
+    into its statistics).
+
+    Raises
+    ------
+    ValueError
+        If the vectors differ in shape.
+    """
+    _check_pair(own, peer)
+    difference = np.abs(peer - own)
+    zero = own == 0
+    if np.any(zero & (difference != 0)):
+        return float("inf")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quotients = np.where(zero, 0.0, difference / np.where(zero, 1.0, own))
+    return float(np.sum(quotients))
+
+
+@dataclass(frozen=True)
+class DivergenceMeasure:
+    """A divergence a trainer's Algorithm 2 may use.
+
+    Attributes
+    ----------
+    measure : Callable[[numpy.ndarray, numpy.ndarray], float]
+        ``measure(own, peer)``.
+    on_deltas : bool
+        Whether it compares update deltas (update − parent) rather than the weights.
+    """
+
+    measure: Callable[[np.ndarray, np.ndarray], float]
+    on_deltas: bool = False
+
+
+DIVERGENCE_MEASURES: dict[str, DivergenceMeasure] = {
+    "l2": DivergenceMeasure(weight_divergence),
+    "cosine": DivergenceMeasure(cosine_distance, on_deltas=True),
+    "elementwise": DivergenceMeasure(elementwise_divergence),
+}
+"""Name → measure; MCFL's ``divergence`` option chooses among these names."""

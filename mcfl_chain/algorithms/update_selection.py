@@ -26,13 +26,24 @@ A peer at or below the median divergence is typical by definition, never an outl
 The extra clause changes the paper's outcome only when ``tolerance·std = 0``.
 Peers whose divergence is not finite (NaN, inf) are rejected and left out of the
 statistics.
+
+**The authors' statistics** (``statistics="authors"``, MCFL's ``--filter-statistics
+authors``): what their code did (Mick00/dml, ``WDUpdateSelector``). The own update's
+divergence, 0, is one of the values the median and the standard deviation are taken
+over, which lowers the median and widens the spread; when there are at most 2 updates
+(the own and one peer) every one is kept; otherwise a peer is kept iff
+``d <= median + tolerance·std`` (their ``<=``). The own update is still always kept (their
+code would drop it should the threshold fall below 0, which a signed divergence such as
+:func:`~mcfl_chain.algorithms.divergence.elementwise_divergence` allows), and a peer at a
+non-finite divergence is still rejected and left out of the statistics (and of the count
+of updates).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -41,6 +52,10 @@ from mcfl_chain.algorithms.divergence import weight_divergence
 K = TypeVar("K", bound=Hashable)
 
 Divergence = Callable[[np.ndarray, np.ndarray], float]
+Statistics = Literal["paper", "authors"]
+STATISTICS: tuple[Statistics, ...] = ("paper", "authors")
+"""The statistics Algorithm 2 may use (module docstring): the pseudo-code's, over the
+peers, or the authors' code's, with the own divergence (0) among them."""
 
 
 def divergence_threshold(divergences: np.ndarray, tolerance: float) -> float:
@@ -53,6 +68,7 @@ def select_updates(
     vectors: Mapping[K, np.ndarray],
     tolerance: float,
     divergence: Divergence = weight_divergence,
+    statistics: Statistics = "paper",
 ) -> list[K]:
     """Choose the updates to aggregate with the own one (paper Algorithm 2).
 
@@ -66,6 +82,9 @@ def select_updates(
         Number of standard deviations tolerated above the median (>= 0).
     divergence : callable, default weight_divergence
         ``divergence(own_vector, peer_vector) -> float``; e.g. ``cosine_distance``.
+    statistics : {"paper", "authors"}, default "paper"
+        Over which divergences the median and std are taken, and the keep rule
+        (module docstring).
 
     Returns
     -------
@@ -77,7 +96,7 @@ def select_updates(
     KeyError
         If ``own`` is not in ``vectors``.
     ValueError
-        If the tolerance is negative or not finite.
+        If the tolerance is negative or not finite, or the statistics unknown.
     """
     if own not in vectors:
         raise KeyError(f"the own update {own!r} is not among the updates to select from")
@@ -85,15 +104,28 @@ def select_updates(
         raise ValueError(
             f"tolerance must be a finite number of standard deviations >= 0, got {tolerance}"
         )
+    if statistics not in STATISTICS:
+        raise ValueError(f"statistics must be one of {', '.join(STATISTICS)}, got {statistics!r}")
     own_vector = vectors[own]
     measured = {
         key: divergence(own_vector, vector) for key, vector in vectors.items() if key != own
     }
     finite = {key: d for key, d in measured.items() if math.isfinite(d)}
     selected = [own]
+    if statistics == "authors":
+        return sorted(selected + _kept_as_the_authors_did(finite, tolerance))  # type: ignore[type-var]
     if finite:
         values = np.array(list(finite.values()), dtype=np.float64)
         median = float(np.median(values))
         threshold = divergence_threshold(values, tolerance)
         selected += [key for key, d in finite.items() if d < threshold or d <= median]
     return sorted(selected)  # type: ignore[type-var]
+
+
+def _kept_as_the_authors_did(finite: Mapping[K, float], tolerance: float) -> list[K]:
+    """The peers the authors' statistics keep (module docstring)."""
+    if len(finite) <= 1:  # at most 2 updates, the own one included: keep every one
+        return list(finite)
+    values = np.array([0.0, *finite.values()], dtype=np.float64)
+    threshold = divergence_threshold(values, tolerance)
+    return [key for key, d in finite.items() if d <= threshold]

@@ -259,6 +259,9 @@ class ScenarioKind:
     """It places trainers in ``n_groups`` groups (1 <= n_groups <= n_trainers)."""
     sized: bool = False
     """It accepts ``group_sizes`` (groups of chosen sizes, in trainer order)."""
+    groups: int | None = None
+    """How many data groups a kind that is not ``grouped`` declares (two datasets: 2,
+    IID: 1); None when its trainers' distributions form no groups (each its own)."""
 
 
 SCENARIO_KINDS: dict[str, ScenarioKind] = {}
@@ -266,21 +269,22 @@ SCENARIO_KINDS: dict[str, ScenarioKind] = {}
 
 
 def register_scenario(
-    name: str, *, grouped: bool = False, sized: bool = False
+    name: str, *, grouped: bool = False, sized: bool = False, groups: int | None = None
 ) -> Callable[[Callable[[ScenarioContext], list[TrainerDataSpec]]], ScenarioKind]:
-    """Register a scenario kind under ``name``: adding a kind is one decorated function."""
+    """Register a scenario kind under ``name``: adding a kind is one decorated function.
+    ``groups``: the number of data groups of a kind that is not ``grouped``."""
 
     def decorate(build: Callable[[ScenarioContext], list[TrainerDataSpec]]) -> ScenarioKind:
         if name in SCENARIO_KINDS:
             raise ValueError(f"scenario kind {name!r} is registered twice")
-        kind = ScenarioKind(build, grouped, sized)
+        kind = ScenarioKind(build, grouped, sized, groups)
         SCENARIO_KINDS[name] = kind
         return kind
 
     return decorate
 
 
-@register_scenario("iid")
+@register_scenario("iid", groups=1)
 def _iid(c: ScenarioContext) -> list[TrainerDataSpec]:
     """Trainer *i* gets part *i* of ``n_trainers`` equal parts (paper §5.2)."""
     return [c.spec(i, [Partition(i, c.n_trainers, c.seed)], "iid") for i in c.trainers]
@@ -328,7 +332,7 @@ def _dirichlet(c: ScenarioContext) -> list[TrainerDataSpec]:
     ]
 
 
-@register_scenario("two-datasets")
+@register_scenario("two-datasets", groups=2)
 def _two_datasets(c: ScenarioContext) -> list[TrainerDataSpec]:
     """The first half of the trainers share ``dataset``, the others ``other_dataset``
     (thesis §5.3.3)."""
@@ -378,6 +382,39 @@ def _checked_group_sizes(kind: str, group_sizes: Sequence[int], n_trainers: int)
 
 SCENARIOS = tuple(SCENARIO_KINDS)
 """Scenario kinds accepted by :func:`scenario_specs`."""
+
+
+def declared_group_count(
+    kind: str,
+    *,
+    n_trainers: int | None = None,
+    n_groups: int | None = None,
+    group_sizes: Sequence[int] | None = None,
+) -> int | None:
+    """How many data groups scenario ``kind`` declares (what a clustered baseline that
+    is told the truth, IFCA's k, should get).
+
+    A grouped kind: ``n_groups``, or the length of ``group_sizes``, or 3 (as
+    :func:`scenario_specs` resolves them); a kind with a fixed structure its own count
+    (two datasets: 2; IID: 1); None for a kind whose trainers' distributions form no
+    groups (gaussian: one mean class per trainer; Dirichlet: one draw per trainer).
+    With ``n_trainers``, never more groups than trainers.
+
+    Raises
+    ------
+    ValueError
+        For an unknown kind.
+    """
+    if kind not in SCENARIO_KINDS:
+        raise ValueError(f"unknown scenario kind {kind!r}; known: {', '.join(SCENARIOS)}")
+    declared = SCENARIO_KINDS[kind]
+    if declared.grouped:
+        count = len(group_sizes) if group_sizes is not None else n_groups or 3
+    elif declared.groups is None:
+        return None
+    else:
+        count = declared.groups
+    return count if n_trainers is None else min(count, n_trainers)
 
 
 def scenario_specs(

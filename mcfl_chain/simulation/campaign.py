@@ -48,7 +48,7 @@ from rich.console import Console
 
 from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.learning.models import MULTI_HEAD_BASES
-from mcfl_chain.learning.scenario import scenario_specs
+from mcfl_chain.learning.scenario import declared_group_count, scenario_specs
 from mcfl_chain.simulation import experiment, report
 from mcfl_chain.simulation.experiment import (
     RESULTS,
@@ -312,11 +312,32 @@ def fedfmc_schedule(config: SimulationConfig) -> tuple[int, int]:
     return fork_rounds, FEDFMC_MERGE_ROUNDS
 
 
+UNDECLARED_GROUPS = 3
+"""IFCA's and FACADE's k on a scenario that declares no groups (gaussian, Dirichlet)."""
+
+
 def true_group_count(config: SimulationConfig) -> int:
-    """IFCA's and FACADE's k for a scenario: its ``n_groups``, else the length of its
-    ``group_sizes``, else 3."""
+    """IFCA's and FACADE's k for a scenario: the number of data groups it declares
+    (:func:`~mcfl_chain.learning.scenario.declared_group_count`: ``n_groups`` or the
+    length of ``group_sizes``, 2 for two datasets, 1 for IID), else
+    :data:`UNDECLARED_GROUPS`. The run's ``config.json`` records it (``clusters``).
+
+    Raises
+    ------
+    CampaignError
+        For an unknown scenario kind.
+    """
     params = config.scenario_params
-    return int(params.get("n_groups", len(params.get("group_sizes", ())) or 3))
+    try:
+        declared = declared_group_count(
+            config.scenario,
+            n_trainers=config.n_trainers,
+            n_groups=params.get("n_groups"),
+            group_sizes=params.get("group_sizes"),
+        )
+    except ValueError as exc:
+        raise CampaignError(f"scenario {config.name!r}: {exc}") from exc
+    return UNDECLARED_GROUPS if declared is None else declared
 
 
 def true_groups(config: SimulationConfig) -> dict[str, list[int]]:

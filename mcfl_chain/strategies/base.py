@@ -351,6 +351,13 @@ class Strategy(ABC):
         update on ``parent``, or None (default) for plain training."""
         return None
 
+    def carried_models(self, round_: int) -> list[Any]:
+        """Models appended before the previous round that this strategy offers as
+        candidates in ``round_`` besides the round's own (the previous round's models):
+        IFCA's clusters nobody chose lately. The contracts accept a proposal on any
+        model that exists. Default: none."""
+        return []
+
     def starting_weights(self) -> Any | None:
         """Weights to train from when the candidate is the root (the network's first
         round): None trains the root's own weights, the shared start."""

@@ -12,12 +12,32 @@ of the trainers that chose it. Here the k models are not held by a server:
   stay far nearer to it than to another one), and averages those in its own cluster —
   a deterministic rule, so every member of a cluster submits the same update set and
   the chain records one model per cluster.
-- **Later rounds.** The candidates are the models appended in the previous round; the
-  trainer trains the one with the lowest loss and aggregates every update on it.
+- **Later rounds.** The candidates are the k cluster models: the models appended in the
+  previous round, and the newest model of every cluster that nobody chose since
+  (:meth:`IFCAStrategy.carried_models`). The trainer trains the one with the lowest
+  loss and aggregates every update on it.
 
-One difference with the server version: a model no trainer chose in a round is not
-carried forward (the DAG's candidates are the previous round's models), so a cluster
-that loses all its members is gone for good.
+**Clusters persist**, as server-side IFCA's k models do: a model no trainer chose in a
+round keeps its weights and is offered again the next round. On the DAG a cluster is a
+lineage (a first-round model on the root, then each model aggregated on the previous
+one); its model now is the lineage's newest
+(:func:`~mcfl_chain.algorithms.ifca.cluster_heads`). Nothing is resubmitted to carry it
+forward: the Models contract takes a proposal on any model that exists, whatever its
+round, and an update's id commits to (trainer, parent, round), so a trainer that returns
+to a dormant cluster trains its newest model and proposes on it in the current round,
+and its cluster's members aggregate every update on it, as in any round. Every trainer
+finds the heads from the chain alone (each model's first parent, in the order they were
+appended), so all agree on the candidates without a server, and a dormant cluster costs
+no gas. What does not persist: a starting model that no trainer chose in the first round
+never reaches the chain (the starting models are rebuilt from the seed, not recorded),
+so fewer than k clusters exist from then on; server-side IFCA would keep offering that
+initialisation, which a trainer whose data fit none of the trained models could still
+pick.
+
+**k.** The campaign (:func:`mcfl_chain.simulation.campaign.true_group_count`) gives IFCA
+the number of data groups the scenario declares (two datasets: 2; ``n_groups`` of a
+grouped scenario; IID: 1) and 3 only where it declares none (gaussian, Dirichlet); the
+run's ``config.json`` records it as ``clusters``.
 
 A defence (``--defence``) runs on the updates IFCA keeps: every update on the trained
 model, or in the first round those of the own cluster.
@@ -31,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from mcfl_chain.algorithms.divergence import flatten_state
+from mcfl_chain.algorithms.ifca import cluster_heads
 from mcfl_chain.strategies.base import Candidate, K, Strategy, StrategyOption, register_strategy
 
 
@@ -78,6 +99,19 @@ class IFCAStrategy(Strategy):
         """The index of the starting model nearest (L2) to ``vector``; ties to the lower."""
         distances = [float(np.linalg.norm(vector - start)) for start in self._starting_vectors()]
         return int(np.argmin(distances))
+
+    def carried_models(self, round_: int) -> list[Any]:
+        """The newest model of every cluster (lineage) on chain before ``round_``, so a
+        cluster nobody chose lately is a candidate still (module docstring)."""
+        context = self._context()
+        models_of_round = context.need("models_of_round")
+        model_info = context.need("model_info")
+        appended = []
+        for earlier in range(round_):
+            for key in models_of_round(earlier):
+                parents = model_info(key).parents
+                appended.append((key, parents[0] if parents else None))
+        return cluster_heads(appended)
 
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
         """The candidate with the lowest loss; ties to the smaller key. Without a measured

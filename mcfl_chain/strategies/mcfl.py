@@ -1,7 +1,8 @@
 """The MCFL strategy (paper §4): Algorithm 1 to choose models, Algorithm 2 to choose updates.
 
-The defaults are MCFL as its authors ran it; three options bring back earlier readings
-of the paper, kept for ablation (docs/RESULTS.md, "Ablation"):
+The defaults of ``start``, ``aggregate_on`` and ``selection`` are MCFL as its authors
+ran it; their other values bring back earlier readings of the paper, kept for ablation
+(docs/RESULTS.md, "Ablation"):
 
 ``start``
     ``"own"`` (default): in the network's first round every trainer trains a model of
@@ -22,6 +23,19 @@ of the paper, kept for ablation (docs/RESULTS.md, "Ablation"):
     How many ranked models to train: ``"percentile"`` (default, the authors'
     ``select_cluster.py``), ``"ceil"`` (⌈√n⌉) or ``"floor"`` (the pseudo-code's
     ``ranked[0:sqrt(n)]``); see :mod:`mcfl_chain.algorithms.model_selection`.
+
+Two options go the other way: their defaults are the paper as printed (the runs already
+published), their other values the authors' code, for ablation:
+
+``divergence``
+    ``"l2"`` (default): Eq. 2 read as ``‖w_peer − w_own‖₂ / ‖w_own‖₂``, as its source
+    [25] defines it. ``"elementwise"``: the authors' ``Σᵢ |w_peer,i − w_own,i| / w_own,i``
+    (:func:`~mcfl_chain.algorithms.divergence.elementwise_divergence`). ``"cosine"``:
+    the cosine distance of the update deltas (thesis §7.3), an extension.
+``filter_statistics``
+    ``"paper"`` (default): Algorithm 2's median and std over the peers' divergences.
+    ``"authors"``: over the peers' and the own (0), every update kept when there are
+    at most 2, ``<=`` the threshold (:mod:`mcfl_chain.algorithms.update_selection`).
 
 **A defence** (``--defence``, e.g. Multi-Krum) runs on the updates Algorithm 2 kept,
 not instead of it (an aggregation-rule defence, e.g. the median, aggregates them
@@ -45,9 +59,9 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from mcfl_chain.algorithms.divergence import cosine_distance, weight_divergence
+from mcfl_chain.algorithms.divergence import DIVERGENCE_MEASURES
 from mcfl_chain.algorithms.model_selection import COUNT_RULES, CountRule, select_best_models
-from mcfl_chain.algorithms.update_selection import select_updates
+from mcfl_chain.algorithms.update_selection import STATISTICS, Statistics, select_updates
 from mcfl_chain.strategies.base import (
     Candidate,
     K,
@@ -57,10 +71,9 @@ from mcfl_chain.strategies.base import (
     register_strategy,
 )
 
-DivergenceName = Literal["l2", "cosine"]
 StartName = Literal["own", "shared"]
 AggregateOn = Literal["best", "all"]
-DIVERGENCES: tuple[DivergenceName, ...] = ("l2", "cosine")
+DIVERGENCES = tuple(DIVERGENCE_MEASURES)
 STARTS: tuple[StartName, ...] = ("own", "shared")
 AGGREGATE_ON: tuple[AggregateOn, ...] = ("best", "all")
 MIXED_TOLERANCES = (1.0, 2.0, 3.0)
@@ -82,9 +95,18 @@ class MCFLStrategy(Strategy):
     divergence = StrategyOption(
         str,
         "l2",
-        "MCFL: relative L2 weight divergence between the updates (paper Eq. 2), or cosine "
-        "distance between the update deltas (thesis §7.3).",
+        "MCFL: relative L2 weight divergence between the updates (paper Eq. 2), cosine "
+        "distance between the update deltas (thesis §7.3), or the authors' element-wise "
+        "sum of |difference| / own weight.",
         choices=DIVERGENCES,
+    )
+    filter_statistics = StrategyOption(
+        str,
+        "paper",
+        "MCFL Algorithm 2: median and std over the peers' divergences (paper), or over "
+        "them and the own (0), keeping every update when there are at most 2 (the "
+        "authors' code).",
+        choices=STATISTICS,
     )
     start = StrategyOption(
         str,
@@ -138,8 +160,8 @@ class MCFLStrategy(Strategy):
             if own not in vectors:
                 raise KeyError(f"the own update {own!r} is not among the updates to select from")
             return [own]
-        if self.divergence == "l2":
-            return select_updates(own, vectors, self.tolerance, weight_divergence)
-        if parent is not None:
+        measure = DIVERGENCE_MEASURES[self.divergence]
+        if measure.on_deltas and parent is not None:
             vectors = {key: vector - parent for key, vector in vectors.items()}
-        return select_updates(own, vectors, self.tolerance, cosine_distance)
+        statistics = cast(Statistics, self.filter_statistics)
+        return select_updates(own, vectors, self.tolerance, measure.measure, statistics)

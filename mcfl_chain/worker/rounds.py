@@ -796,6 +796,12 @@ class Worker:
         candidates: list[Candidate[bytes]] = []
         records: dict[bytes, ModelRecord] = {}
         models = list(self.dag.candidates(round_))
+        offered = {m.model_id for m in models}
+        models += [
+            self.dag.models[key]
+            for key in self.strategy.carried_models(round_)
+            if key not in offered and key in self.dag.models
+        ]
         if self.strategy.own_lineage_only and self.honest:
             # Peers' models would be fetched (untrusted blobs) only to be passed over.
             mine = [m for m in models if self.trainer_id in m.aggregator_ids]

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from mcfl_chain.algorithms.divergence import cosine_distance, flatten_state, weight_divergence
+from mcfl_chain.algorithms.divergence import (
+    DIVERGENCE_MEASURES,
+    cosine_distance,
+    elementwise_divergence,
+    flatten_state,
+    weight_divergence,
+)
 
 
 def test_weight_divergence_hand_computed() -> None:
@@ -29,6 +35,26 @@ def test_cosine_distance_hand_computed() -> None:
     assert cosine_distance(x, np.array([0.0, 2.0])) == pytest.approx(1.0)
     assert cosine_distance(x, np.array([-1.0, 0.0])) == pytest.approx(2.0)
     assert cosine_distance(x, np.array([1.0, 1.0])) == pytest.approx(1 - 1 / np.sqrt(2))
+
+
+def test_elementwise_divergence_is_the_authors_signed_sum() -> None:
+    # Σ |peer − own| / own: 1/1 + 2/2 = 2; relative to own, so not symmetric.
+    assert elementwise_divergence(np.array([1.0, 2.0]), np.array([2.0, 4.0])) == 2.0
+    assert elementwise_divergence(np.array([2.0, 4.0]), np.array([1.0, 2.0])) == 1.0
+    # signed by the own weight: 1/2 + 2/(−4) = 0 although the peer differs
+    assert elementwise_divergence(np.array([2.0, -4.0]), np.array([3.0, -2.0])) == 0.0
+    # a zero own weight: no divergence where the peer's is zero too, infinite otherwise
+    assert elementwise_divergence(np.array([0.0, 1.0]), np.array([0.0, 1.5])) == 0.5
+    assert elementwise_divergence(np.array([0.0, 1.0]), np.array([0.1, 1.0])) == np.inf
+    with pytest.raises(ValueError, match="different sizes"):
+        elementwise_divergence(np.ones(3), np.ones(4))
+
+
+def test_the_measures_are_registered_by_name() -> None:
+    assert DIVERGENCE_MEASURES["l2"].measure is weight_divergence
+    assert DIVERGENCE_MEASURES["elementwise"].measure is elementwise_divergence
+    assert DIVERGENCE_MEASURES["cosine"].on_deltas
+    assert not DIVERGENCE_MEASURES["elementwise"].on_deltas
 
 
 @pytest.mark.parametrize("function", [weight_divergence, cosine_distance])

@@ -18,6 +18,7 @@ from mcfl_chain.strategies import (
     IFCAStrategy,
     LocalStrategy,
     MCFLStrategy,
+    ModelInfo,
     Strategy,
     StrategyContext,
     make_strategy,
@@ -69,7 +70,9 @@ def test_registry_errors_are_clear() -> None:
         make_strategy("krum")
     with pytest.raises(ValueError, match=r"unknown options \['tolerence'\]"):
         make_strategy("mcfl", tolerence=1.0)
-    with pytest.raises(ValueError, match="divergence must be one of l2, cosine, not 'l1'"):
+    with pytest.raises(
+        ValueError, match="divergence must be one of l2, cosine, elementwise, not 'l1'"
+    ):
         MCFLStrategy(divergence="l1")  # type: ignore[arg-type]
 
 
@@ -227,6 +230,74 @@ def test_ifca_first_round_groups_updates_by_nearest_starting_model() -> None:
     assert strategy.choose_updates(10, vectors) == [10, 11, 12, 13]
     with pytest.raises(ValueError, match="at least 1"):
         IFCAStrategy(clusters=0)
+
+
+def test_ifca_offers_again_the_model_of_a_cluster_nobody_chose() -> None:
+    # Prepare: what the chain holds by round 3 — clusters a and b on the root in round
+    # 0, both continued in round 1, only a in round 2.
+    rounds = {0: ["a0", "b0"], 1: ["a1", "b1"], 2: ["a2"]}
+    parents = {"a0": ("root",), "b0": ("root",), "a1": ("a0",), "b1": ("b0",), "a2": ("a1",)}
+    strategy = IFCAStrategy(clusters=2)
+    strategy.bind(
+        StrategyContext(
+            trainer_id=7,
+            seed=5,
+            initial_weights=lambda seed: {},
+            validation_loss=lambda weights: 1.0,
+            model_info=lambda key: ModelInfo(key, parents[key], None, (), 1),
+            models_of_round=lambda r: rounds.get(r, []),
+        )
+    )
+
+    # Execute / Assert: b1 is carried forward (a2 is a round-2 model anyway)
+    assert strategy.carried_models(3) == ["a2", "b1"]
+    assert strategy.carried_models(2) == ["a1", "b1"]
+    assert strategy.carried_models(0) == []
+    # the other strategies offer nothing more than the previous round's models
+    assert MCFLStrategy().carried_models(3) == [] == FedAvgStrategy().carried_models(3)
+
+
+def test_fedavg_first_round_by_trainer_one_alone_when_told() -> None:
+    # Prepare
+    root = [Candidate("root", 0.1, 1)]
+    published, authors, first = (
+        FedAvgStrategy(),
+        FedAvgStrategy(fedavg_start="one"),
+        FedAvgStrategy(fedavg_start="one"),
+    )
+    for strategy, trainer in ((published, 7), (authors, 7), (first, 1)):
+        strategy.bind(_context(trainer_id=trainer))
+        strategy.begin_round(0)
+
+    # Assert: by default everyone trains the root; the authors' way only trainer 1,
+    # and from round 1 on everyone trains the most popular model again.
+    assert published.choose_models(root) == ["root"] == first.choose_models(root)
+    assert authors.choose_models(root) == []
+    authors.begin_round(1)
+    assert authors.choose_models(CANDIDATES) == ["b"]
+    assert published.fedavg_start == "all"
+
+
+def test_mcfl_runs_the_authors_divergence_and_statistics_when_told() -> None:
+    # Prepare: own 1; peers at 2 (|1|/1), 0 (1), 1.5 (0.5), 4 (3).
+    vectors = {0: np.array([1.0]), 1: np.array([2.0]), 2: np.array([0.0]), 3: np.array([1.5]),
+               4: np.array([4.0])}  # fmt: skip
+    default = MCFLStrategy(tolerance=1.0)
+    authors = make_strategy(
+        "mcfl", tolerance=1.0, divergence="elementwise", filter_statistics="authors"
+    )
+
+    # Assert: the defaults are the published runs' (L2, the peers' statistics).
+    assert (default.divergence, default.filter_statistics) == ("l2", "paper")
+    # Paper: peers 1, 1, 0.5, 3 → median 1, std ≈ 0.960, threshold ≈ 1.960: 4 rejected.
+    assert default.choose_updates(0, vectors) == [0, 1, 2, 3]
+    # Authors: with the own 0 → median 1, std ≈ 1.020, threshold ≈ 2.020: 4 rejected too,
+    # and with a negative own weight the signed divergences turn negative.
+    assert authors.choose_updates(0, vectors) == [0, 1, 2, 3]
+    flipped = {key: -vector for key, vector in vectors.items()}
+    assert authors.choose_updates(0, flipped) == [0, 1, 2, 3, 4]  # all <= threshold
+    with pytest.raises(ValueError, match="filter_statistics"):
+        MCFLStrategy(filter_statistics="median")
 
 
 # -- defences on top of a strategy's update choice ----------------------------------------

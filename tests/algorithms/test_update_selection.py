@@ -76,3 +76,45 @@ def test_missing_own_and_bad_tolerance_are_errors() -> None:
         select_updates(7, _vectors(1.0, {}), tolerance=1.0)
     with pytest.raises(ValueError, match="tolerance"):
         select_updates(0, _vectors(1.0, {}), tolerance=-1.0)
+
+
+# -- the authors' statistics (statistics="authors") ------------------------------------
+
+
+def test_authors_statistics_keep_every_update_when_there_are_two() -> None:
+    # own + one peer, however far: their code skips the filter
+    assert select_updates(0, _vectors(1.0, {3: 100.0}), 0.0, statistics="authors") == [0, 3]
+    assert select_updates(0, _vectors(1.0, {}), 1.0, statistics="authors") == [0]
+
+
+def test_authors_statistics_count_the_own_divergence_hand_computed() -> None:
+    # Peers at divergences 1 and 3. Paper: median 2, std 1 → threshold 2 + t.
+    # Authors: over 0, 1, 3: median 1, std √(42/27) ≈ 1.247 → threshold 1 + 1.247·t.
+    vectors = _vectors(1.0, {1: 2.0, 2: 4.0})
+    assert divergence_threshold(np.array([0.0, 1.0, 3.0]), 1.0) == pytest.approx(
+        1 + np.sqrt(42 / 27)
+    )
+    assert select_updates(0, vectors, 1.5, statistics="paper") == [0, 1, 2]  # 3 < 3.5
+    assert select_updates(0, vectors, 1.5, statistics="authors") == [0, 1]  # 3 > 2.87
+    assert select_updates(0, vectors, 2.0, statistics="authors") == [0, 1, 2]  # 3 <= 3.49
+
+
+def test_authors_statistics_reject_the_outlier_the_paper_keeps() -> None:
+    # Divergences 1, 1, 1, 1, 10. Paper at 2.6: 10 < 1 + 2.6·3.6 = 10.36, kept.
+    # Authors over 0, 1, 1, 1, 1, 10: median 1, std ≈ 3.448, 1 + 2.6·3.448 ≈ 9.97.
+    vectors = _vectors(1.0, {1: 2.0, 2: 0.0, 3: 2.0, 4: 0.0, 5: 11.0})
+    assert select_updates(0, vectors, 2.6, statistics="paper") == [0, 1, 2, 3, 4, 5]
+    assert select_updates(0, vectors, 2.6, statistics="authors") == [0, 1, 2, 3, 4]
+    assert select_updates(0, vectors, 3.0, statistics="authors") == [0, 1, 2, 3, 4, 5]
+
+
+def test_authors_statistics_keep_a_peer_on_the_threshold() -> None:
+    # Peers at 1, 1, 2, tolerance 0: over 0, 1, 1, 2 the threshold is the median, 1;
+    # their "<=" keeps the peers at 1.
+    vectors = _vectors(1.0, {1: 2.0, 2: 0.0, 3: 3.0})
+    assert select_updates(0, vectors, 0.0, statistics="authors") == [0, 1, 2]
+
+
+def test_unknown_statistics_are_an_error() -> None:
+    with pytest.raises(ValueError, match="statistics must be one of paper, authors"):
+        select_updates(0, _vectors(1.0, {}), 1.0, statistics="median")  # type: ignore[arg-type]

@@ -16,7 +16,11 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mcfl_chain.algorithms.divergence import cosine_distance, weight_divergence
+from mcfl_chain.algorithms.divergence import (
+    cosine_distance,
+    elementwise_divergence,
+    weight_divergence,
+)
 from mcfl_chain.algorithms.update_selection import Divergence, select_updates
 
 PROPERTY = settings(max_examples=30, derandomize=True, database=None)
@@ -124,3 +128,51 @@ def test_the_order_the_updates_are_listed_in_changes_nothing(
     order = data.draw(st.permutations(list(vectors)))
     shuffled = {key: vectors[key] for key in order}
     assert select_updates(OWN, shuffled, tolerance) == select_updates(OWN, vectors, tolerance)
+
+
+@PROPERTY
+@given(
+    vectors=proposals(),
+    drawn=st.lists(TOLERANCES, max_size=4),
+    divergence=st.sampled_from([weight_divergence, elementwise_divergence]),
+)
+def test_the_authors_statistics_keep_the_own_update_and_grow_with_the_tolerance(
+    vectors: dict[int, np.ndarray], drawn: list[float], divergence: Divergence
+) -> None:
+    # Prepare
+    tolerances = sorted({0.0, 0.5, 1.0, 2.0, 3.0, *drawn})
+
+    # Execute
+    kept = [select_updates(OWN, vectors, t, divergence, statistics="authors") for t in tolerances]
+
+    # Assert: sorted keys with the own among them, a superset at each higher tolerance,
+    # and with at most one measurable peer, every measurable one.
+    measured = {
+        k for k in vectors if k != OWN and math.isfinite(divergence(vectors[OWN], vectors[k]))
+    }
+    for chosen in kept:
+        assert chosen == sorted(set(chosen)) and OWN in chosen
+        assert set(chosen) - {OWN} <= measured
+        if len(measured) <= 1:
+            assert set(chosen) == measured | {OWN}
+    for lower, higher in zip(kept, kept[1:], strict=False):
+        assert set(lower) <= set(higher)
+
+
+@PROPERTY
+@given(vectors=proposals(min_peers=1), scale=st.sampled_from([0.5, 2.0, 8.0]))
+def test_the_elementwise_divergence_is_relative_and_signed_by_the_own_weights(
+    vectors: dict[int, np.ndarray], scale: float
+) -> None:
+    # Prepare
+    own, peer = vectors[OWN], vectors[1]
+
+    # Execute
+    divergence = elementwise_divergence(own, peer)
+
+    # Assert: 0 from itself; unchanged when both are scaled (powers of 2: exact);
+    # negated when both are (the sign of each term is the own weight's).
+    assert elementwise_divergence(own, own) == 0.0
+    assert elementwise_divergence(scale * own, scale * peer) == divergence
+    if math.isfinite(divergence):
+        assert elementwise_divergence(-own, -peer) == -divergence

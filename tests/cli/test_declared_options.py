@@ -194,7 +194,7 @@ def test_a_new_strategy_declares_its_options_in_its_own_module(tmp_path):
     # Assert
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[:4] == [
-        "worker GreedyStrategy(appetite=9)",
+        "worker GreedyStrategy(fedavg_start='all', appetite=9)",  # FedAvg's option inherited
         "scenario 7",
         "worker True",
         "simulate True",

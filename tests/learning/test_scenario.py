@@ -15,6 +15,7 @@ from mcfl_chain.learning.scenario import (
     ScenarioKind,
     TrainerDataSpec,
     build_trainer_data,
+    declared_group_count,
     scenario_specs,
 )
 
@@ -227,3 +228,27 @@ def test_group_sizes_that_do_not_fit_are_refused(kind: str, sizes: list, message
         scenario_specs(kind, 8, seed=0, dataset="digits", group_sizes=sizes)
     with pytest.raises(ValueError, match=r"n_groups=3 but group_sizes \[6, 2\] make 2 groups"):
         scenario_specs("rotations", 8, seed=0, dataset="digits", n_groups=3, group_sizes=[6, 2])
+
+
+def test_each_kind_declares_its_number_of_data_groups() -> None:
+    # Assert: what a clustered baseline told the truth gets as k; none for kinds whose
+    # trainers' distributions form no groups, never more than the trainers.
+    assert declared_group_count("groups") == 3
+    assert declared_group_count("groups", n_groups=4) == 4
+    assert declared_group_count("rotations", group_sizes=[15, 1]) == 2
+    assert declared_group_count("two-datasets") == 2
+    assert declared_group_count("two-datasets", n_trainers=1) == 1
+    assert declared_group_count("iid") == 1
+    assert declared_group_count("gaussian") is None
+    assert declared_group_count("dirichlet") is None
+    # the labels scenario_specs gives agree where a kind declares a count
+    for kind, params in (
+        ("groups", {"n_groups": 2}),
+        ("two-datasets", {"other_dataset": "digits"}),
+    ):
+        specs = scenario_specs(kind, 6, 0, dataset="fashion-mnist", **params)
+        assert len({spec.group for spec in specs}) == declared_group_count(
+            kind, n_trainers=6, n_groups=params.get("n_groups")
+        )
+    with pytest.raises(ValueError, match="unknown scenario kind"):
+        declared_group_count("nope")

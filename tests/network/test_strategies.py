@@ -7,6 +7,7 @@ each test checks the DAG shape its strategy must produce.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +20,7 @@ from rich.console import Console
 
 from mcfl_chain.algorithms.facade import head_choice
 from mcfl_chain.algorithms.fedavg import fedavg
+from mcfl_chain.algorithms.ifca import cluster_heads
 from mcfl_chain.chain.devnet import stop_devnet
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG
 from mcfl_chain.dag.weights import WeightsBook
@@ -115,8 +117,9 @@ def test_local_training_alone_keeps_one_lineage_per_trainer(tmp_path):
 
 
 def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
-    # Execute
-    _, dag, lines = _run(tmp_path, strategy="ifca", clusters=2)
+    # Execute: one data group (every trainer all classes): both starting models find
+    # members in round 0, then everybody moves to one, and the other goes dormant
+    _, dag, lines = _run(tmp_path, strategy="ifca", clusters=2, scenario_params={"n_groups": 1})
     # Assert: at most k models a round; after round 0 every model is the FedAvg of
     # every update proposed on its parent, and submitted by each of their proposers
     for round_ in range(3):
@@ -129,6 +132,21 @@ def test_ifca_trains_k_models_each_averaging_every_update_on_it(tmp_path):
             if round_ > 0:
                 assert set(m.update_ids) == on_parent
     assert all(len(line["trained"]) == 1 for line in lines)
+    # clusters persist: each round every trainer is offered the newest model of every
+    # cluster on chain, the previous round's or one nobody chose since (round 2 here)
+    assert len(dag.models_of_round(0)) == 2 and len(dag.models_of_round(1)) == 1
+    appended: list = []
+    for round_ in range(3):
+        heads = cluster_heads(appended)
+        offered = [
+            int(found.group(1))
+            for log in sorted(tmp_path.glob("trainers/*/worker.log"))
+            for found in re.finditer(rf"round {round_}: (\d+) candidates", log.read_text())
+        ]
+        assert offered == [max(1, len(heads))] * 4
+        trained = {line["trained"][0] for line in lines if line["round"] == round_}
+        assert round_ == 0 or trained <= {"0x" + head.hex() for head in heads}
+        appended += [(m.model_id, m.parent) for m in dag.models_of_round(round_)]
 
 
 def test_facade_averages_the_core_over_all_updates_and_each_head_over_its_choosers(tmp_path):

@@ -80,8 +80,13 @@ def test_methods_are_configured_on_the_same_data(paper):
         10,
         1500,
     )
+    # IFCA's k: the groups the scenario declares, 3 where it declares none
     assert runs["groups-ifca-s1"].config.clusters == 3  # n_groups
-    assert runs["iid-ifca-s1"].config.clusters == 3  # none given
+    assert runs["two-datasets-ifca-s1"].config.clusters == 2  # two datasets
+    assert runs["autoencoders-ifca-s1"].config.clusters == 2
+    assert runs["iid-ifca-s1"].config.clusters == 1  # one distribution
+    assert runs["gaussian-ifca-s1"].config.clusters == 3  # a mean class per trainer
+    assert runs["dirichlet-0.1-ifca-s1"].config.clusters == 3
     assert runs["iid-local-s1"].config.strategy == "local"
     # ablations toggle one option each, v1 all three
     shared = runs["groups-mcfl-shared-s1"].config
