@@ -455,3 +455,25 @@ def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> N
     assert plus.choose_updates(0, attacked) == [0, 1]
     # the first round of the own start keeps the own update alone, as MCFL does
     assert plus.choose_updates(0, attacked, first_round=True) == [0]
+
+
+def test_mcfl_plus_keeps_its_own_update_alone_when_the_groups_mean_serves_it_worse() -> None:
+    # Prepare: one weight; the validation loss is the distance to what the trainer's
+    # data wants (its own update, 1.0, or the group's mean, 1.5)
+    vectors = {0: np.array([1.0]), 1: np.array([2.0]), 2: np.array([1.5])}
+
+    def strategy(wants: float, **options: str) -> MCFLPlusStrategy:
+        plus = MCFLPlusStrategy(tolerance=3.0, plus_history="off", **options)
+        plus.bind(
+            replace(
+                _context(),
+                initial_weights=lambda seed: {"w": torch.zeros(1)},
+                validation_loss=lambda weights: abs(float(weights["w"][0]) - wants),
+            )
+        )
+        return plus
+
+    # Execute / Assert
+    assert strategy(wants=1.0).choose_updates(0, vectors) == [0]
+    assert strategy(wants=1.5).choose_updates(0, vectors) == [0, 1, 2]
+    assert strategy(wants=1.0, plus_own_update="off").choose_updates(0, vectors) == [0, 1, 2]
