@@ -34,8 +34,9 @@ update alone.
 
 - *Fixes*: in the first rounds every model is weak, and a model the majority trained
   may well score better on the lone trainer's data than its own (measured on
-  rotation-30-2, seed 0: its own model scored 24 % after round 0, and it trained
-  majority models in rounds 1 and 2), so the first guard lets it move there. Algorithm
+  rotation-30-2 reduced, seed 0, docs/discussion/mcfl-plus.md: its own model scored
+  24 % after round 0, and it trained majority models in rounds 1 and 2), so the first
+  guard lets it move there. Algorithm
   2 then keeps the majority's updates in its own aggregation (it compares them with its
   own, and they are all alike), its update is diluted 1 in 6 to 10, and two rounds of
   its own data are lost. Comparing the aggregate with the own update tells whether the
