@@ -32,7 +32,7 @@ CountRule = Literal["percentile", "ceil", "floor"]
 COUNT_RULES: tuple[CountRule, ...] = ("percentile", "ceil", "floor")
 
 
-def model_score(metric: float, popularity: int) -> float:
+def model_score(metric: float, popularity: float) -> float:
     """Algorithm 1's score of one model: ``metric × sqrt(popularity)``."""
     return metric * math.sqrt(popularity)
 
@@ -53,7 +53,7 @@ def percentile_threshold(scores: list[float]) -> float:
 
 
 def select_best_models(
-    metrics: Mapping[K, float], popularity: Mapping[K, int], rule: CountRule = "ceil"
+    metrics: Mapping[K, float], popularity: Mapping[K, float], rule: CountRule = "ceil"
 ) -> list[K]:
     """Pick the models to train this round (paper Algorithm 1).
 
@@ -61,8 +61,9 @@ def select_best_models(
     ----------
     metrics : Mapping[K, float]
         Candidate model → metric on the trainer's test split (higher is better).
-    popularity : Mapping[K, int]
-        Candidate model → popularity (>= 0); must cover every candidate.
+    popularity : Mapping[K, float]
+        Candidate model → popularity (>= 0; a count, or a weighted one as MCFL-plus
+        counts it); must cover every candidate.
     rule : {"percentile", "ceil", "floor"}, default "ceil"
         How many to keep (module docstring).
 
@@ -92,7 +93,7 @@ def select_best_models(
         if popularity[key] < 0:
             raise ValueError(f"popularity of model {key!r} is negative ({popularity[key]})")
 
-    def rank(key: K) -> tuple[float, int, float, Any]:
+    def rank(key: K) -> tuple[float, float, float, Any]:
         return (-model_score(metrics[key], popularity[key]), -popularity[key], -metrics[key], key)
 
     ranked = sorted(metrics, key=rank)

@@ -123,7 +123,9 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option(
     "--strategy",
     type=click.Choice(sorted(STRATEGIES)),
-    help="mcfl (the paper, as its authors ran it), fedavg (the decentralized baseline), "
+    help="mcfl (the paper, as its authors ran it), mcfl-plus (ours: MCFL whose trainers "
+    "trust their own validation and history; the --plus-* options), fedavg (the "
+    "decentralized baseline), "
     "local (no collaboration), ifca (k models, lowest loss), facade (one core and k "
     "heads, each trainer its lowest-loss head; the network trains --model's "
     "-heads<k> version), fedfmc (fork into groups, then merge them into one model "

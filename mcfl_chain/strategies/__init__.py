@@ -3,6 +3,9 @@
 - ``mcfl``    MultiConfederated Learning (Algorithms 1 and 2) as its authors ran it, with
               the earlier readings as options (own/shared start, aggregate on best/all,
               percentile/ceil/floor selection)
+- ``mcfl-plus`` MCFL whose trainers trust their own evidence (ours, issue 37): a guard
+              on their own validation, agreement-weighted popularity, a divergence cap
+              from their own history, a robust rule inside their group
 - ``fedavg``  the decentralized FedAvg baseline: most popular model, accept every update
 - ``local``   local training alone, on the same chain (the lower bracket)
 - ``ifca``    IFCA (Ghosh et al. 2020): k models, each trainer trains its lowest-loss one
@@ -28,6 +31,7 @@ from mcfl_chain.strategies import (
     ifca,
     local,
     mcfl,
+    mcfl_plus,
 )
 from mcfl_chain.strategies.base import (
     STRATEGIES,
@@ -48,6 +52,7 @@ from mcfl_chain.strategies.fedprox import FedProxStrategy
 from mcfl_chain.strategies.ifca import IFCAStrategy
 from mcfl_chain.strategies.local import LocalStrategy
 from mcfl_chain.strategies.mcfl import MCFLStrategy
+from mcfl_chain.strategies.mcfl_plus import MCFLPlusStrategy
 
 __all__ = [
     "STRATEGIES",
@@ -60,6 +65,7 @@ __all__ = [
     "FedProxStrategy",
     "IFCAStrategy",
     "LocalStrategy",
+    "MCFLPlusStrategy",
     "MCFLStrategy",
     "ModelInfo",
     "Strategy",
@@ -75,5 +81,6 @@ __all__ = [
     "local",
     "make_strategy",
     "mcfl",
+    "mcfl_plus",
     "own_branch_seed",
 ]

@@ -185,6 +185,9 @@ class ModelInfo:
         The updates aggregated into it, ascending.
     popularity : int
         How many aggregations produced it.
+    aggregator_ids : tuple[int, ...]
+        The trainers whose aggregations produced it, in submission order (empty where
+        whoever built the view did not say).
     """
 
     key: Hashable
@@ -192,6 +195,7 @@ class ModelInfo:
     round: int | None
     update_ids: tuple[int, ...]
     popularity: int
+    aggregator_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,8 @@ class WorkerConfig(FileConfig):
     )
     strategy: str = _option(
         "mcfl",
-        "mcfl: Algorithms 1 and 2 of the paper as its authors ran them; fedavg: the "
+        "mcfl: Algorithms 1 and 2 of the paper as its authors ran them; mcfl-plus: ours, "
+        "MCFL whose trainers trust their own validation and history; fedavg: the "
         "decentralized FedAvg baseline (most popular model, accept every update); local: "
         "local training alone; ifca: IFCA's k models, each trainer its lowest-loss one; "
         "facade: FACADE's core and k heads (a <base>-heads<k> network), each trainer its "

@@ -303,7 +303,9 @@ class Worker:
 
     def _model_info(self, model_id: bytes) -> ModelInfo:
         m = self.dag.models[model_id]
-        return ModelInfo(m.model_id, m.parents, m.round, m.update_ids, m.popularity)
+        return ModelInfo(
+            m.model_id, m.parents, m.round, m.update_ids, m.popularity, tuple(m.aggregator_ids)
+        )
 
     def _update_info(self, update_id: int) -> UpdateInfo:
         u = self.dag.updates[update_id]

@@ -3,12 +3,14 @@ interface, and the registry."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from mcfl_chain.algorithms.facade import HEAD_CHOICE, head_choice
-from mcfl_chain.algorithms.robust import parse_defence
+from mcfl_chain.algorithms.robust import CoordinateMedian, TrimmedMean, parse_defence
 from mcfl_chain.algorithms.robust.krum import multi_krum
 from mcfl_chain.strategies import (
     STRATEGIES,
@@ -17,6 +19,7 @@ from mcfl_chain.strategies import (
     FedAvgStrategy,
     IFCAStrategy,
     LocalStrategy,
+    MCFLPlusStrategy,
     MCFLStrategy,
     ModelInfo,
     Strategy,
@@ -429,3 +432,118 @@ def test_other_strategies_neither_personalise_nor_need_heads() -> None:
         strategy = make_strategy(name)
         assert strategy.personalise(weights) is weights and strategy.model_heads() is None
         assert strategy.personal_labels(weights) == {}
+
+
+# -- MCFL-plus: each mechanism against the plain MCFL choice it changes ---------------------
+
+
+def _plus_context(aggregators: dict[str, tuple[int, ...]], trainer_id: int = 7) -> StrategyContext:
+    """A context whose chain view says who aggregated each candidate."""
+
+    def info(key: str) -> ModelInfo:
+        return ModelInfo(key, ("root",), 0, (), len(aggregators[key]), aggregators[key])
+
+    return replace(_context(trainer_id), model_info=info)
+
+
+def test_mcfl_plus_is_mcfl_with_each_mechanism_an_option() -> None:
+    plus = make_strategy("mcfl-plus", tolerance=2.0)
+    assert isinstance(plus, MCFLPlusStrategy) and isinstance(plus, MCFLStrategy)
+    assert (plus.tolerance, plus.start, plus.aggregate_on_rule) == (2.0, "own", "best")
+    assert (plus.plus_guard, plus.plus_agreement, plus.plus_history) == (True, True, True)
+    off = make_strategy("mcfl-plus", plus_guard="off", plus_history="off", plus_robust="off")
+    assert (off.plus_guard, off.plus_history, off.aggregation_rule) == (False, False, None)
+    # the robust rule inside the group: trimmed mean by default, or the median; a
+    # --defence aggregation rule takes precedence, a selection rule runs as for MCFL
+    assert isinstance(plus.aggregation_rule, TrimmedMean) and plus.aggregation_rule.beta == 0.2
+    assert isinstance(
+        make_strategy("mcfl-plus", plus_robust="median").aggregation_rule, CoordinateMedian
+    )
+    defended = make_strategy("mcfl-plus", defence=parse_defence("median"))
+    assert isinstance(defended.aggregation_rule, CoordinateMedian)
+    krum = make_strategy("mcfl-plus", defence=parse_defence("krum"))
+    assert isinstance(krum.aggregation_rule, TrimmedMean)
+    with pytest.raises(ValueError, match="plus_robust must be one of"):
+        make_strategy("mcfl-plus", plus_robust="mean")
+
+
+def test_mcfl_plus_guard_keeps_a_lone_trainer_on_the_branch_its_data_prefers() -> None:
+    # rotation-30-2, round 3: its own branch (70 %, popularity 1) against the majority's
+    # model (31 % on its rotated data, 15 aggregators): Algorithm 1 takes the majority's
+    candidates = [
+        Candidate("own", metric=0.70, popularity=1, mine=True),
+        Candidate("majority", metric=0.31, popularity=15),
+    ]
+    assert MCFLStrategy().choose_models(candidates) == ["majority"]
+    assert MCFLPlusStrategy().choose_models(candidates) == ["own"]
+    assert MCFLPlusStrategy(plus_guard="off").choose_models(candidates) == ["majority"]
+
+
+def test_mcfl_plus_counts_popularity_by_agreement_so_sybils_buy_no_bonus() -> None:
+    # Prepare: trainer 7 holds a weak model; peer 1's model is best on its data; two
+    # Sybil identities (5, 6) aggregate one model scoring 78 % of the best
+    candidates = [
+        Candidate("group", metric=0.90, popularity=1),
+        Candidate("sybil", metric=0.70, popularity=2),
+        Candidate("mine", metric=0.66, popularity=1, mine=True),
+    ]
+    aggregators = {"group": (1,), "sybil": (5, 6), "mine": (7,)}
+    plus, unweighted = MCFLPlusStrategy(), MCFLPlusStrategy(plus_agreement="off")
+    for strategy in (plus, unweighted):
+        strategy.bind(_plus_context(aggregators))
+        strategy.begin_round(3)
+    # Execute / Assert: √2 ranks the Sybils' model first, weighted popularity does not
+    assert MCFLStrategy().choose_models(candidates)[0] == "sybil"
+    assert unweighted.choose_models(candidates)[0] == "sybil"
+    assert plus.choose_models(candidates)[0] == "group"
+
+
+def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> None:
+    # Prepare: round 1, four honest peers at divergence 0.1 from the own update
+    own = np.array([1.0])
+    honest = {
+        0: own,
+        1: np.array([1.1]),
+        2: np.array([0.9]),
+        3: np.array([1.1]),
+        4: np.array([0.9]),
+    }
+    # round 2: one honest peer and an attacker that widens Algorithm 2's band
+    attacked = {0: own, 1: np.array([1.1]), 9: np.array([1.6])}
+    plus, plain = (
+        MCFLPlusStrategy(tolerance=2.0),
+        MCFLPlusStrategy(tolerance=2.0, plus_history="off"),
+    )
+    for strategy in (plus, plain):
+        strategy.begin_round(1)
+        assert strategy.choose_updates(0, honest) == [0, 1, 2, 3, 4]
+        strategy.begin_round(2)
+    # Execute / Assert: Algorithm 2 keeps the attacker (median 0.35 + 2·std 0.25), the
+    # history (0.1 × 1.5) does not
+    assert MCFLStrategy(tolerance=2.0).choose_updates(0, attacked) == [0, 1, 9]
+    assert plain.choose_updates(0, attacked) == [0, 1, 9]
+    assert plus.choose_updates(0, attacked) == [0, 1]
+    # the first round of the own start keeps the own update alone, as MCFL does
+    assert plus.choose_updates(0, attacked, first_round=True) == [0]
+
+
+def test_mcfl_plus_keeps_its_own_update_alone_when_the_groups_mean_serves_it_worse() -> None:
+    # Prepare: one weight; the validation loss is the distance to what the trainer's
+    # data wants (its own update, 1.0, or the group's mean, 1.5)
+    vectors = {0: np.array([1.0]), 1: np.array([2.0]), 2: np.array([1.5])}
+
+    def strategy(wants: float, **options: str) -> MCFLPlusStrategy:
+        plus = MCFLPlusStrategy(tolerance=3.0, plus_history="off", **options)
+        plus.bind(
+            replace(
+                _context(),
+                initial_weights=lambda seed: {"w": torch.zeros(1)},
+                validation_loss=lambda weights: abs(float(weights["w"][0]) - wants),
+            )
+        )
+        return plus
+
+    # Execute / Assert
+    assert strategy(wants=1.0).choose_updates(0, vectors) == [0]
+    assert strategy(wants=1.5).choose_updates(0, vectors) == [0, 1, 2]
+    assert strategy(wants=1.0, plus_own_update="off").choose_updates(0, vectors) == [0, 1, 2]

@@ -56,9 +56,10 @@ def _round0_branches(dag: ModelDAG) -> list:
     return [m for m in dag.models_of_round(0) if m.parents == (ROOT_ID,)]
 
 
-def test_mcfl_as_its_authors_ran_it(tmp_path):
-    # Execute
-    summary, dag, lines = _run(tmp_path)
+@pytest.mark.parametrize("strategy", ["mcfl", "mcfl-plus"])
+def test_mcfl_as_its_authors_ran_it(tmp_path, strategy):
+    # Execute: MCFL, and MCFL-plus, which must keep its DAG's shape on clean groups
+    summary, dag, lines = _run(tmp_path, strategy=strategy)
     # Assert: round 0 is a branch per trainer, each its own update alone
     branches = _round0_branches(dag)
     assert len(branches) == 4
@@ -80,10 +81,18 @@ def test_mcfl_as_its_authors_ran_it(tmp_path):
         # the reported figure is the deployed model's, on the held-out test split
         assert line["model"] == line["aggregations"][0]["model"]
         assert line["aggregations"][0]["selection_metric"] is not None
-    # the two class groups end on their own models, and learned
+    # the two class groups end on their own models, and learned; MCFL merges each group
+    # into one model in 3 rounds, MCFL-plus (whose guards merge more slowly) never
+    # puts the two groups on one model
     final = {line["trainer_index"]: line["model"] for line in lines if line["round"] == 2}
-    assert final[0] == final[2] and final[1] == final[3] and final[0] != final[1]
+    assert {final[0], final[2]}.isdisjoint({final[1], final[3]})
+    if strategy == "mcfl":
+        assert final[0] == final[2] and final[1] == final[3]
     assert summary["rounds"][-1]["metric_min"] > 0.8
+    # MCFL-plus aggregates inside its group with the trimmed mean (code 2, β = 0.2 in
+    # basis points), which every model id commits to
+    rules = {(m.rule, m.rule_parameter) for m in dag.models.values() if m.round is not None}
+    assert rules == ({(2, 2000)} if strategy == "mcfl-plus" else {(0, 0)})
 
 
 def test_mcfl_earlier_readings_as_options(tmp_path):

@@ -1,0 +1,306 @@
+"""MCFL-plus: MCFL whose trainers trust their own evidence (a strategy of our own, issue 37).
+
+It keeps Algorithms 1 and 2 and MCFL's options (``tolerance``, ``divergence``, ``start``,
+``aggregate_on``, ``selection``): every trainer still chooses alone, from what the chain
+shows, which models to train and which updates to aggregate, nobody serves a model, and
+the DAG forks wherever trainers disagree. Five mechanisms change what a choice rests on;
+each is an option that switches it off alone (``--plus-guard off`` …) for the ablation.
+Their pure parts are :mod:`mcfl_chain.algorithms.own_evidence`.
+
+**Own-validation guard** (``plus_guard``, ``plus_margin``). Before Algorithm 1 ranks the
+candidates, those scoring worse on the trainer's validation split than the best model it
+already holds (the candidates its own aggregations produced), less a relative margin,
+are dropped; Algorithm 1 then ranks the rest as before.
+
+- *Fixes*: on rotation-30-2 the lone rotated trainer held its own branch at 70 % while
+  the majority's model scored 31 % on its data; √popularity (15 aggregators) ranked the
+  majority's model first and the trainer moved there for good, where the majority's
+  Algorithm 2 then filtered its updates out (docs/discussion/rotation.md). With the
+  guard it never trains or aggregates on a model its own data says is worse, so it can
+  do no worse than training alone, and it still joins any model that is better for it.
+- *Costs*: merging is slower where candidates score alike, since one just below the held
+  best is not trained even if popular; the margin (default 5 % of the held best's
+  metric, about 4 points of accuracy at 80 %) leaves the bonus room to merge branches
+  within validation noise. A trainer with a small validation split can be kept on a
+  model by noise. A newcomer, or a trainer whose last aggregation failed, holds
+  nothing: the guard lets everything through.
+- *Knows*: only the metrics the worker measured on the trainer's own validation split,
+  and which candidates are its own (``Candidate.mine``).
+
+**Own-update guard** (``plus_own_update``). The second half of the guard, at
+aggregation: if the mean of the updates Algorithm 2 kept (own included) has a higher
+loss on the trainer's validation split than its own update alone, it aggregates its own
+update alone.
+
+- *Fixes*: in the first rounds every model is weak, and a model the majority trained
+  may well score better on the lone trainer's data than its own (measured on
+  rotation-30-2 reduced, seed 0, docs/discussion/mcfl-plus.md: its own model scored
+  24 % after round 0, and it trained majority models in rounds 1 and 2), so the first
+  guard lets it move there. Algorithm
+  2 then keeps the majority's updates in its own aggregation (it compares them with its
+  own, and they are all alike), its update is diluted 1 in 6 to 10, and two rounds of
+  its own data are lost. Comparing the aggregate with the own update tells whether the
+  group's updates serve its data at all.
+- *Costs*: two evaluations of the validation split per aggregation; a trainer whose
+  own update happens to score better than the group's mean on a noisy split forks off
+  for that round (its model then has one aggregator). The mean stands in for the
+  aggregate actually made (trimmed mean, or FedAvg weighted by declared counts).
+- *Knows*: the kept updates and its own validation loss.
+
+**Popularity weighted by agreement** (``plus_agreement``). A candidate's popularity is
+not the count of its aggregators but the sum, over them, of how far each identity agrees
+with this trainer: an identity's vote in a round is the metric (on this trainer's
+validation) of the model it aggregated over the round's best metric, and its agreement
+is the running mean of its votes (rate :data:`AGREEMENT_RATE`); the trainer itself
+counts 1, and the sum is never below 1.
+
+- *Fixes*: bought popularity. Identities are free; a Sybil coalition that aggregates
+  one model from each identity raises its count without making it better for anyone.
+  Weighted, k identities whose models score half the best for this trainer add about
+  k/2, not k, and identities whose models have kept scoring poorly for it count little
+  even on a round their model looks good. Honest peers whose models serve this trainer
+  count almost 1 each, so popularity still merges the branches of one data group.
+- *Costs*: a model popular among trainers whose data differs gets less bonus, so a
+  trainer leaves its own branch for a shared one later. Identities that vote for good
+  models (Sybils that train honestly on the right data) keep full weight: the rule
+  discounts popularity that this trainer's data does not support, not identities as
+  such; an attacker whose models serve this trainer well is, to it, an honest peer.
+- *Knows*: the aggregators of each candidate (``ModelInfo.aggregator_ids``, from the
+  chain) and its own validation metrics, remembered in memory: a restarted worker
+  starts its record again.
+
+**Divergence tolerance from the trainer's own history** (``plus_history``). After
+Algorithm 2 (``median + tolerance·std`` of this round's divergences), a peer is also
+dropped if its divergence from the own update exceeds the :data:`HISTORY_QUANTILE`
+quantile of the divergences this trainer accepted in its last :data:`HISTORY_ROUNDS`
+rounds, times ``1 +`` :data:`HISTORY_SLACK`. No cap until :data:`MIN_HISTORY` values
+are recorded.
+
+- *Fixes*: Algorithm 2's threshold is set by the very updates it judges: attackers on a
+  parent raise the median and the standard deviation, so they widen the band they must
+  fit in, and with one peer (std 0) it keeps that peer whatever it is. The history is
+  set by earlier rounds' accepted (hence kept-near) updates, which this round's updates
+  cannot move.
+- *Costs*: only tightens Algorithm 2, never loosens it, so it may drop an honest peer
+  that moves farther than usual (a new group merging in, a learning-rate jump); the
+  slack and the rolling window let the cap follow the honest spread as it shrinks with
+  training. It does nothing against attackers already accepted in the window, nor
+  against an attacker that stays inside the honest spread.
+- *Knows*: the divergences it computed itself, in memory.
+
+**Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
+Algorithms 2 (and the history cap) are aggregated with a coordinate-wise trimmed mean
+(β = :data:`TRIM_BETA`, :mod:`mcfl_chain.algorithms.robust.trimmed_mean`) or the
+coordinate-wise median, instead of sample-weighted FedAvg; the rule's code goes to the
+chain with the ids, so anyone rebuilds the model. A ``--defence`` given with an
+aggregation rule takes precedence; a selection-rule defence runs as for MCFL.
+
+- *Fixes*: after the trainer chose its group, an update that is close enough to pass
+  the filter can still pull the average by its extreme coordinates, and a declared
+  sample count (capped by the network, not checked) can weigh one update as many.
+  Order statistics inside a group of like updates bound both. Applied only inside the
+  group, where the honest updates agree, the rule does not take a minority's honest
+  updates for outliers (over every update on a parent it would).
+- *Costs*: the count is ignored, so trainers with more data weigh no more; with two or
+  three updates the trimmed mean trims nothing (⌊0.2·n⌋ = 0) and is the plain mean;
+  the median throws away information where all are honest; and where attackers are
+  half of the group (docs/discussion/adversaries.md: the median lost 53 points with two
+  Sybils in a group of four), no order statistic helps.
+- *Knows*: the kept updates and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import numpy as np
+
+from mcfl_chain.algorithms.divergence import cosine_distance, unflatten_state, weight_divergence
+from mcfl_chain.algorithms.model_selection import CountRule, select_best_models
+from mcfl_chain.algorithms.own_evidence import (
+    cap_by_history,
+    guarded_candidates,
+    history_threshold,
+    identity_votes,
+    update_agreement,
+    weighted_popularity,
+)
+from mcfl_chain.algorithms.robust.base import AggregationRule
+from mcfl_chain.algorithms.robust.median import CoordinateMedian
+from mcfl_chain.algorithms.robust.trimmed_mean import TrimmedMean
+from mcfl_chain.strategies.base import (
+    Candidate,
+    K,
+    ModelInfo,
+    StrategyOption,
+    register_strategy,
+)
+from mcfl_chain.strategies.mcfl import MCFLStrategy
+
+AGREEMENT_RATE = 0.3
+"""Weight of the newest vote in an identity's running agreement."""
+HISTORY_ROUNDS = 5
+"""Rounds of accepted divergences the history cap looks back on."""
+HISTORY_QUANTILE = 0.9
+"""Quantile of the accepted divergences the cap starts from."""
+HISTORY_SLACK = 0.5
+"""The cap is the quantile times ``1 + HISTORY_SLACK``."""
+MIN_HISTORY = 3
+"""Accepted divergences needed before the history caps anything."""
+TRIM_BETA = 0.2
+"""Fraction the trimmed mean cuts on each side (1 of 5 to 9 updates, 2 of 10 to 14)."""
+ROBUST_RULES = ("trimmed-mean", "median", "off")
+
+
+@register_strategy("mcfl-plus")
+class MCFLPlusStrategy(MCFLStrategy):
+    """MCFL with the own-validation guard, agreement-weighted popularity, a divergence cap
+    from the trainer's history and a robust rule inside its group (module docstring)."""
+
+    plus_guard = StrategyOption(
+        bool,
+        True,
+        "MCFL-plus: never train or aggregate on a model scoring worse on the trainer's "
+        "own validation split than the best model it holds (less --plus-margin).",
+    )
+    plus_margin = StrategyOption(
+        float,
+        0.05,
+        "MCFL-plus: the guard's relative margin: a candidate may score this fraction below "
+        "the best model the trainer holds.",
+        minimum=0,
+    )
+    plus_own_update = StrategyOption(
+        bool,
+        True,
+        "MCFL-plus: aggregate the kept peers' updates only if their mean's validation loss "
+        "is no higher than the trainer's own update's; else its own update alone.",
+    )
+    plus_agreement = StrategyOption(
+        bool,
+        True,
+        "MCFL-plus: count a model's popularity over its aggregators, each weighted by how "
+        "well the models it aggregated scored on the trainer's own validation split.",
+    )
+    plus_history = StrategyOption(
+        bool,
+        True,
+        "MCFL-plus: after Algorithm 2, also drop peers farther than the divergences the "
+        "trainer accepted in its last rounds allow.",
+    )
+    plus_robust = StrategyOption(
+        str,
+        "trimmed-mean",
+        "MCFL-plus: aggregate the kept updates with a trimmed mean (beta 0.2), the "
+        "coordinate-wise median, or off (FedAvg).",
+        choices=ROBUST_RULES,
+    )
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(**options)
+        self._agreement: dict[int, float] = {}
+        self._voted_round: int | None = None
+        self._template: Any = None
+        self._accepted: deque[tuple[int | None, list[float]]] = deque(maxlen=HISTORY_ROUNDS)
+        rules = {"trimmed-mean": TrimmedMean(TRIM_BETA), "median": CoordinateMedian()}
+        self._robust: AggregationRule | None = rules.get(self.plus_robust)
+
+    @property
+    def aggregation_rule(self) -> AggregationRule | None:
+        if isinstance(self.defence, AggregationRule):
+            return self.defence
+        return self._robust
+
+    # -- Algorithm 1, on the trainer's own evidence ------------------------------------
+
+    def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
+        metrics = {c.key: c.metric for c in candidates}
+        popularity: dict[K, float] = {c.key: float(c.popularity) for c in candidates}
+        context = self.context
+        if self.plus_agreement and context is not None and context.model_info is not None:
+            aggregators = {c.key: self._aggregators(c.key) for c in candidates}
+            if self._voted_round is None or self._voted_round != self.round:
+                # Once a round: a worker may rank the same candidates again.
+                self._voted_round = self.round
+                votes = identity_votes(metrics, aggregators)
+                votes.pop(context.trainer_id, None)
+                self._agreement = update_agreement(self._agreement, votes, AGREEMENT_RATE)
+            weighted = weighted_popularity(aggregators, self._agreement, context.trainer_id)
+            # A candidate the chain has no aggregators for keeps its bare popularity.
+            popularity = {
+                key: weighted[key] if aggregators[key] else bare for key, bare in popularity.items()
+            }
+        allowed = (
+            guarded_candidates(metrics, [c.key for c in candidates if c.mine], self.plus_margin)
+            if self.plus_guard
+            else list(metrics)
+        )
+        return select_best_models(
+            {key: metrics[key] for key in allowed},
+            {key: popularity[key] for key in allowed},
+            rule=cast(CountRule, self.selection),
+        )
+
+    def _aggregators(self, key: K) -> tuple[int, ...]:
+        try:
+            info: ModelInfo = self._context().need("model_info")(key)
+        except KeyError:  # not on chain (yet): counted by its bare popularity
+            return ()
+        return info.aggregator_ids
+
+    # -- Algorithm 2, capped by the trainer's own history ------------------------------
+
+    def choose_updates(
+        self,
+        own: K,
+        vectors: Mapping[K, np.ndarray],
+        parent: np.ndarray | None = None,
+        *,
+        first_round: bool = False,
+    ) -> list[K]:
+        kept = super().choose_updates(own, vectors, parent, first_round=first_round)
+        peers = [key for key in kept if key != own]
+        if self.plus_history and peers:
+            divergences = self._divergences(own, peers, vectors, parent)
+            history = [d for r, values in self._accepted if r != self.round for d in values]
+            cap = history_threshold(history, HISTORY_QUANTILE, HISTORY_SLACK, MIN_HISTORY)
+            peers = cap_by_history(divergences, cap)
+            self._remember(peers, divergences)
+        if self.plus_own_update and peers and self._worse_than_own(own, peers, vectors):
+            return [own]
+        return sorted([own, *peers])  # type: ignore[type-var]
+
+    def _worse_than_own(self, own: K, peers: Sequence[K], vectors: Mapping[K, np.ndarray]) -> bool:
+        """Whether the group's mean (own update included) has a higher loss on the
+        trainer's validation split than its own update alone. The mean stands in for the
+        aggregate (the robust rule's or the sample-weighted one, near it inside a group
+        of like updates), so that one evaluation decides before anything is sent."""
+        context = self.context
+        if context is None:
+            return False
+        if self._template is None:
+            self._template = context.initial_weights(0)
+        group = np.mean(np.stack([vectors[key] for key in (own, *peers)]), axis=0)
+        losses = [
+            context.validation_loss(unflatten_state(vector, self._template))
+            for vector in (vectors[own], group)
+        ]
+        return bool(math.isfinite(losses[0]) and not losses[1] <= losses[0])
+
+    def _divergences(
+        self, own: K, peers: Sequence[K], vectors: Mapping[K, np.ndarray], parent: np.ndarray | None
+    ) -> dict[K, float]:
+        """The divergence Algorithm 2 measured, of each kept peer from the own update."""
+        if self.divergence == "l2":
+            return {key: weight_divergence(vectors[own], vectors[key]) for key in peers}
+        start = 0.0 if parent is None else parent
+        mine = vectors[own] - start
+        return {key: cosine_distance(mine, vectors[key] - start) for key in peers}
+
+    def _remember(self, accepted: Sequence[K], divergences: Mapping[K, float]) -> None:
+        if not self._accepted or self._accepted[-1][0] != self.round:
+            self._accepted.append((self.round, []))
+        self._accepted[-1][1].extend(divergences[key] for key in accepted)

@@ -1,0 +1,153 @@
+"""MCFL-plus's pure rules (:mod:`mcfl_chain.algorithms.own_evidence`): the own-validation
+guard, agreement-weighted popularity and the divergence cap from the trainer's history;
+properties with hypothesis, edge cases by example."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcfl_chain.algorithms.own_evidence import (
+    cap_by_history,
+    guarded_candidates,
+    history_threshold,
+    identity_votes,
+    update_agreement,
+    weighted_popularity,
+)
+
+PROPERTY = settings(max_examples=40, derandomize=True, database=None)
+METRICS = st.dictionaries(
+    st.integers(0, 50), st.floats(0.0, 1.0, allow_subnormal=False), min_size=1, max_size=12
+)
+
+
+@PROPERTY
+@given(metrics=METRICS, data=st.data(), margin=st.floats(0.0, 0.5))
+def test_the_guard_keeps_every_held_best_and_nothing_below_its_floor(
+    metrics: dict[int, float], data: st.DataObject, margin: float
+) -> None:
+    # Prepare
+    held = data.draw(st.lists(st.sampled_from(sorted(metrics)), max_size=3))
+    # Execute
+    allowed = guarded_candidates(metrics, held, margin)
+    # Assert: holding nothing guards nothing; else the held best stays, and whatever
+    # stays scores at least the held best less the margin
+    if not held:
+        assert allowed == list(metrics)
+        return
+    best = max(metrics[key] for key in held)
+    assert max(held, key=lambda key: metrics[key]) in allowed
+    assert all(metrics[key] >= best - margin * best for key in allowed)
+    assert [key for key in metrics if metrics[key] >= best] == [
+        key for key in allowed if metrics[key] >= best
+    ]
+
+
+def test_the_guard_keeps_a_lone_trainer_off_the_majoritys_model() -> None:
+    # rotation-30-2, round 3: its own branch at 70 %, the majority's model at 31 %
+    metrics = {"own": 0.70, "majority": 0.31, "close": 0.68}
+    assert guarded_candidates(metrics, ["own"], 0.05) == ["own", "close"]
+    assert guarded_candidates(metrics, ["own"], 0.0) == ["own"]
+    with pytest.raises(ValueError, match="margin"):
+        guarded_candidates(metrics, ["own"], -0.1)
+
+
+def test_votes_are_each_identitys_best_model_over_the_rounds_best() -> None:
+    votes = identity_votes({"a": 0.8, "b": 0.4, "c": 0.0}, {"a": [1, 2], "b": [2, 3], "c": [4]})
+    assert votes == {1: 1.0, 2: 1.0, 3: 0.5, 4: 0.0}
+    assert identity_votes({"a": 0.0}, {"a": [1]}) == {}
+
+
+@PROPERTY
+@given(
+    old=st.dictionaries(st.integers(0, 9), st.floats(0.0, 1.0), max_size=6),
+    votes=st.dictionaries(st.integers(0, 9), st.floats(0.0, 1.0), max_size=6),
+    rate=st.floats(0.01, 1.0),
+)
+def test_agreement_is_a_running_mean_within_the_votes_range(
+    old: dict[int, float], votes: dict[int, float], rate: float
+) -> None:
+    # Execute
+    new = update_agreement(old, votes, rate)
+    # Assert: unvoted identities keep their value; a vote moves it toward the vote
+    assert set(new) == set(old) | set(votes)
+    for identity, value in new.items():
+        if identity not in votes:
+            assert value == old[identity]
+        elif identity not in old:
+            assert value == votes[identity]
+        else:
+            low, high = sorted((old[identity], votes[identity]))
+            assert low - 1e-12 <= value <= high + 1e-12
+
+
+def test_agreement_refuses_a_rate_outside_zero_one() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        update_agreement({}, {}, 0.0)
+
+
+def test_sybils_whose_models_score_half_the_best_buy_no_bonus() -> None:
+    # Prepare: two Sybils (5, 6) agree 0.5, honest peers 1 and 2 fully; trainer 0 is me
+    agreement = {1: 1.0, 2: 1.0, 5: 0.5, 6: 0.5}
+    aggregators = {"sybil": [5, 6], "group": [0, 1, 2], "unknown": [9], "none": []}
+    # Execute
+    weighted = weighted_popularity(aggregators, agreement, me=0, unknown=0.5)
+    # Assert: the Sybils' two identities count 1, never below 1
+    assert weighted == {"sybil": 1.0, "group": 3.0, "unknown": 1.0, "none": 1.0}
+
+
+@PROPERTY
+@given(
+    aggregators=st.dictionaries(
+        st.integers(0, 20), st.lists(st.integers(0, 9), max_size=8), min_size=1, max_size=8
+    ),
+    agreement=st.dictionaries(st.integers(0, 9), st.floats(0.0, 1.0), max_size=10),
+)
+def test_weighted_popularity_lies_between_one_and_the_raw_count(
+    aggregators: dict[int, list[int]], agreement: dict[int, float]
+) -> None:
+    weighted = weighted_popularity(aggregators, agreement, me=0)
+    for key, who in aggregators.items():
+        assert 1.0 <= weighted[key] <= max(1, len(set(who))) + 1e-9
+
+
+@PROPERTY
+@given(
+    history=st.lists(st.floats(0.0, 10.0), max_size=20),
+    quantile=st.floats(0.0, 1.0),
+    slack=st.floats(0.0, 2.0),
+)
+def test_the_history_cap_keeps_at_least_the_quantile_of_what_was_accepted(
+    history: list[float], quantile: float, slack: float
+) -> None:
+    # Execute
+    cap = history_threshold(history, quantile, slack, min_history=3)
+    # Assert: no cap on too short a history; else no value of the history below the
+    # quantile would be refused again
+    if len(history) < 3:
+        assert cap is None
+        return
+    assert cap is not None
+    kept = cap_by_history(dict(enumerate(history)), cap)
+    assert len(kept) >= math.floor(quantile * (len(history) - 1)) + 1
+
+
+def test_the_history_cap_is_not_moved_by_this_rounds_updates() -> None:
+    # Prepare: earlier rounds accepted divergences around 0.1
+    history = [0.08, 0.1, 0.12, 0.09, 0.11]
+    cap = history_threshold(history, 0.9, 0.5)
+    assert cap == pytest.approx(0.116 * 1.5)
+    # Execute: this round, one honest peer and two attackers far out (they would raise
+    # Algorithm 2's median and std)
+    kept = cap_by_history({"honest": 0.1, "a1": 0.5, "a2": 0.6, "nan": math.nan}, cap)
+    # Assert
+    assert kept == ["honest"]
+    assert cap_by_history({"x": 5.0, "nan": math.nan}, None) == ["x"]
+    with pytest.raises(ValueError, match="quantile"):
+        history_threshold(history, 1.5, 0.5)
+    with pytest.raises(ValueError, match="slack"):
+        history_threshold(history, 0.5, -1.0)
