@@ -1,7 +1,7 @@
 # mcfl-chain — everything installs into this folder (.venv, node_modules); nothing by hand.
 #   make demo   set up, start a devnet and storage, run a small MCFL network, print where results are
 #   make test   set up and run the whole suite with `ape test`, on parallel workers
-#   make check  the inner loop: the suite less its end-to-end networks (`slow`), in ~2 min
+#   make check  the inner loop: the suite less its end-to-end networks (`slow`), in ~4 min
 #   make lint   ruff (lint + format check) and mypy over the package
 SHELL := /bin/bash
 VENV  ?= .venv

@@ -15,6 +15,8 @@ The methods, on the same data, chain code and seeds:
   fork stage before them);
 - ``fedprox``, ``ditto`` and ``fedavg-ft``, on request only: the personalised-FL
   baselines (FedProx, Ditto, FedAvg with local fine-tuning) with their default options;
+- ``mcfl-plus``, on request only: MCFL-plus (:mod:`mcfl_chain.strategies.mcfl_plus`) with
+  the scenario's MCFL options and its own defaults;
 - ``oracle``: FedAvg run separately inside each true data group (one network per group,
   of that group's trainers only, with the data shares of the whole scenario), the parts
   merged into one run directory; only where the scenario has several groups and some
@@ -267,6 +269,15 @@ register_method(Method("fedprox", "FedProx", partial(baseline, strategy="fedprox
 register_method(Method("ditto", "Ditto", partial(baseline, strategy="ditto"), default=False))
 register_method(
     Method("fedavg-ft", "FedAvg-FT", partial(baseline, strategy="fedavg-ft"), default=False)
+)
+register_method(
+    Method(
+        "mcfl-plus",
+        "MCFL-plus",
+        partial(replace, strategy="mcfl-plus"),
+        shared=False,
+        default=False,
+    )
 )
 for _name, _options in ABLATIONS.items():
     register_method(
