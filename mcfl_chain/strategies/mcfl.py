@@ -54,7 +54,7 @@ start every trainer keeps its own update only, so there is nothing to defend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -160,8 +160,16 @@ class MCFLStrategy(Strategy):
             if own not in vectors:
                 raise KeyError(f"the own update {own!r} is not among the updates to select from")
             return [own]
+        measure, compared = self._compared(vectors, parent)
+        statistics = cast(Statistics, self.filter_statistics)
+        return select_updates(own, compared, self.tolerance, measure, statistics)
+
+    def _compared(
+        self, vectors: Mapping[K, np.ndarray], parent: np.ndarray | None
+    ) -> tuple[Callable[[np.ndarray, np.ndarray], float], Mapping[K, np.ndarray]]:
+        """Algorithm 2's divergence (the ``divergence`` option) and what it compares:
+        the vectors, or their deltas from ``parent`` for a measure of deltas."""
         measure = DIVERGENCE_MEASURES[self.divergence]
         if measure.on_deltas and parent is not None:
             vectors = {key: vector - parent for key, vector in vectors.items()}
-        statistics = cast(Statistics, self.filter_statistics)
-        return select_updates(own, vectors, self.tolerance, measure.measure, statistics)
+        return measure.measure, vectors

@@ -118,7 +118,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mcfl_chain.algorithms.divergence import cosine_distance, unflatten_state, weight_divergence
+from mcfl_chain.algorithms.divergence import unflatten_state
 from mcfl_chain.algorithms.model_selection import CountRule, select_best_models
 from mcfl_chain.algorithms.own_evidence import (
     cap_by_history,
@@ -294,11 +294,8 @@ class MCFLPlusStrategy(MCFLStrategy):
         self, own: K, peers: Sequence[K], vectors: Mapping[K, np.ndarray], parent: np.ndarray | None
     ) -> dict[K, float]:
         """The divergence Algorithm 2 measured, of each kept peer from the own update."""
-        if self.divergence == "l2":
-            return {key: weight_divergence(vectors[own], vectors[key]) for key in peers}
-        start = 0.0 if parent is None else parent
-        mine = vectors[own] - start
-        return {key: cosine_distance(mine, vectors[key] - start) for key in peers}
+        measure, compared = self._compared(vectors, parent)
+        return {key: measure(compared[own], compared[key]) for key in peers}
 
     def _remember(self, accepted: Sequence[K], divergences: Mapping[K, float]) -> None:
         if not self._accepted or self._accepted[-1][0] != self.round:

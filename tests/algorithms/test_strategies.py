@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from mcfl_chain.algorithms.divergence import DIVERGENCE_MEASURES
 from mcfl_chain.algorithms.facade import HEAD_CHOICE, head_choice
 from mcfl_chain.algorithms.robust import CoordinateMedian, TrimmedMean, parse_defence
 from mcfl_chain.algorithms.robust.krum import multi_krum
@@ -525,6 +526,17 @@ def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> N
     assert plus.choose_updates(0, attacked) == [0, 1]
     # the first round of the own start keeps the own update alone, as MCFL does
     assert plus.choose_updates(0, attacked, first_round=True) == [0]
+
+
+@pytest.mark.parametrize("divergence", ["l2", "cosine", "elementwise"])
+def test_mcfl_plus_caps_by_the_divergence_algorithm_2_uses(divergence: str) -> None:
+    # the history records the chosen measure, of deltas where it takes them
+    own, peer, parent = np.array([1.0, 2.0]), np.array([1.5, 1.0]), np.array([0.5, 0.5])
+    plus = MCFLPlusStrategy(divergence=divergence)
+    measure = DIVERGENCE_MEASURES[divergence]
+    start = parent if measure.on_deltas else 0.0
+    expected = measure.measure(own - start, peer - start)
+    assert plus._divergences(0, [1], {0: own, 1: peer}, parent) == {1: expected}
 
 
 def test_mcfl_plus_keeps_its_own_update_alone_when_the_groups_mean_serves_it_worse() -> None:
