@@ -339,21 +339,34 @@ class Worker:
         keeps them), with another batch order: a model the strategy keeps off chain."""
         if not self.adversary.trains:
             return {k: v.clone() for k, v in weights.items()}
-        opts = self.options.training
         round_ = -1 if self.strategy.round is None else self.strategy.round
+        # 2**32 on the seed: not the batch order of the round's updates
+        return self._train_many([weights], [penalty], round_, 2**32, epochs)[0]
+
+    def _train_many(
+        self,
+        starts: list[StateDict],
+        penalties: list[Any],
+        round_: int,
+        seed_offset: int = 0,
+        epochs: int | None = None,
+    ) -> list[StateDict]:
+        """``starts`` trained with the network's settings on this trainer's training
+        split, with the round's batch order (shifted by ``seed_offset``)."""
+        opts = self.options.training
         with self.clock.measure("training"):
             return self.compute.train_many(
                 self.options.arch,
-                [weights],
+                starts,
                 self.train_data,
                 epochs=opts.epochs if epochs is None else epochs,
                 batch_size=opts.batch_size,
                 lr=opts.lr,
                 momentum=opts.momentum,
-                seed=opts.seed * 1_000_003 + round_ + 2**32,  # not the update's batch order
-                penalties=[penalty],
+                seed=opts.seed * 1_000_003 + round_ + seed_offset,
+                penalties=penalties,
                 optimiser=opts.optimiser,
-            )[0]
+            )
 
     # -- main loop -------------------------------------------------------------------------
 
@@ -964,7 +977,6 @@ class Worker:
             starts[parent] = self.strategy.personalise(start)
         if not starts:
             return cids
-        opts = self.options.training
         if self.adversary.trains:
             penalties = [self.strategy.regulariser(parent) for parent in starts]
             for parent, penalty in zip(starts, penalties, strict=True):
@@ -974,19 +986,7 @@ class Worker:
                         round_,
                         short_id(parent),
                     )
-            with self.clock.measure("training"):
-                trained = self.compute.train_many(
-                    self.options.arch,
-                    list(starts.values()),
-                    self.train_data,
-                    epochs=opts.epochs,
-                    batch_size=opts.batch_size,
-                    lr=opts.lr,
-                    momentum=opts.momentum,
-                    seed=opts.seed * 1_000_003 + round_,
-                    penalties=penalties,
-                    optimiser=opts.optimiser,
-                )
+            trained = self._train_many(list(starts.values()), penalties, round_)
         else:
             for parent in starts:
                 log.info(
