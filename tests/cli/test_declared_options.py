@@ -205,10 +205,11 @@ def test_a_new_strategy_declares_its_options_in_its_own_module(tmp_path):
 @pytest.mark.parametrize("command", [("deploy",), ("devnet", "up")])
 def test_deploy_and_devnet_up_offer_the_network_settings_as_declared(command):
     # Prepare
-    found: click.Command = main
+    found: click.Command | None = main
     for name in command:
         assert isinstance(found, click.Group)
-        found = found.commands[name]
+        found = found.get_command(click.Context(found), name)
+    assert found is not None
     params = {param.name: param for param in found.params}
 
     # Assert

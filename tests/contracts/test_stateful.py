@@ -59,6 +59,15 @@ RULES = [(0, 0), (0, 0), (1, 0), (2, 2000)]
 """(code, parameter) an aggregation may carry: FedAvg twice as often, median, trimmed mean."""
 
 
+def _views(contract):
+    """web3's handle on ``contract``'s functions, for reads: the invariants read the state
+    after every step, and through ape each call also re-validates its arguments and looks
+    up the contract's code, about three times the EVM's own work for a view."""
+    abi = [item.model_dump(mode="json", by_alias=True) for item in contract.contract_type.abi]
+    web3 = contract.provider.web3
+    return web3.eth.contract(address=contract.address, abi=abi).functions
+
+
 class ProtocolMachine(RuleBasedStateMachine):
     """Drives the three contracts; the attributes below are the reference model."""
 
@@ -70,6 +79,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         env["chain"].restore(env["snapshot"])
         env["snapshot"] = env["chain"].snapshot()
         self.trainers, self.models, self.updates = env["contracts"]
+        self.read_trainers, self.read_models = _views(self.trainers), _views(self.models)
         self.people = env["people"][:ACCOUNTS]
         self.admin = env["admin"]
         self.allowlist = env["policy"] == ALLOWLIST
@@ -126,7 +136,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self._check_phase_end(len(self.counted) >= self.quorum or self.expired)
 
     def _check_phase_end(self, should_end, why=None):
-        ended = tuple(self.models.statusOf(ZERO)[1:3]) != (self.round, self.phase)
+        ended = tuple(self.read_models.statusOf(ZERO).call()[1:3]) != (self.round, self.phase)
         assert ended == should_end
         if ended:
             event(why or ("phase ended by its deadline" if self.expired else "by quorum"))
@@ -357,17 +367,17 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _record_created(self, e):
         rule = (e.rule, e.ruleParameter)
         assert e.modelId == model_id(list(e.parents), list(e.updateIds), *rule)
-        assert rule in RULES and self.models.ruleOf(e.modelId) == rule
+        assert rule in RULES and tuple(self.read_models.ruleOf(e.modelId).call()) == rule
         assert e.modelId not in self.dag
-        assert e.round == self.round == self.models.roundOf(e.modelId)
-        assert all(self.models.modelExists(p) for p in e.parents)
+        assert e.round == self.round == self.read_models.roundOf(e.modelId).call()
+        assert all(self.read_models.modelExists(p).call() for p in e.parents)
         event("merge created" if len(e.parents) > 1 else "model created")
         self.dag[e.modelId] = {"parents": list(e.parents), "round": e.round, "popularity": 0}
 
     @precondition(lambda self: self.started)
     @rule()
     def wait_past_deadline(self):
-        target = self.models.phaseDeadline()
+        target = self.read_models.phaseDeadline().call()
         if target > self.chain.blocks.head.timestamp:
             self.chain.pending_timestamp = target
         self.expired = True
@@ -384,9 +394,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     @invariant()
     def dag_is_rooted_acyclic_and_popularity_counts_aggregations(self):
         # On chain: the models aggregated in this step (every model in teardown).
-        assert self.models.totalSupply() == len(self.dag)
+        assert self.read_models.totalSupply().call() == len(self.dag)
         for model in self.touched:
-            assert self.models.popularityOf(model) == self.dag[model]["popularity"]
+            assert self.read_models.popularityOf(model).call() == self.dag[model]["popularity"]
         self.touched = set()
         for record in self.dag.values():
             for parent in record["parents"]:
@@ -395,7 +405,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def teardown(self):
         for model, record in self.dag.items():
-            assert self.models.popularityOf(model) == record["popularity"]
+            assert self.read_models.popularityOf(model).call() == record["popularity"]
 
     def _assert_acyclic(self):
         """Depth-first search over parent links: no node is met again on its own path."""
@@ -421,9 +431,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         the allowlist, identities ever registered <= admissions granted."""
         assert self.voters <= set(self.trainer_of.values())
         if self.allowlist:
-            assert self.trainers.totalSupply() <= self.trainers.lastTrainerId() <= self.granted
-            for person in self.people:
-                assert self.trainers.isAllowed(person) == (person.address in self.admitted)
+            trainers = self.read_trainers
+            assert trainers.totalSupply().call() <= trainers.lastTrainerId().call() <= self.granted
+            for address in (person.address for person in self.people):
+                assert trainers.isAllowed(address).call() == (address in self.admitted)
 
     @invariant()
     def members_acted_within_a_phase_and_carry_overs_do_not_chain(self):
@@ -444,9 +455,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     def round_state_and_quorum_match_the_reference(self):
         """Read through `statusOf` (one call per live trainer gives everything)."""
         for address in sorted(self.trainer_of) or [ZERO]:
-            started, round_, phase, voted, member, _, votes, quorum, voters = self.models.statusOf(
-                address
-            )
+            status = self.read_models.statusOf(address).call()
+            started, round_, phase, voted, member, _, votes, quorum, voters = status
             assert started == self.started
             assert (round_, phase) == (self.round, self.phase) >= self.position
             if not started:

@@ -14,15 +14,17 @@ import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import psutil
 import pytest
 from rich.console import Console
 
+from mcfl_chain._utils.forked import start_module
 from mcfl_chain._utils.process import free_port
 from mcfl_chain.chain.client import ChainClient, Phase
 from mcfl_chain.chain.devnet import DEFAULT_PHASE_DURATION, start_devnet, stop_devnet
-from mcfl_chain.simulation.runner import Network
+from mcfl_chain.simulation.runner import WORKER_PRELOAD, Network
 from mcfl_chain.storage import LocalStorage, cid_for_bytes
 from mcfl_chain.storage.daemon import stop_ipfs
 from mcfl_chain.worker.preflight import STORAGE_PROBE
@@ -382,17 +384,26 @@ def network(tmp_path_factory):
 
 
 def run_worker(
-    net: Network, *args: str, timeout: float = 60, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Trainer 0's command with ``args`` added; with a key in ``env`` (MCFL_PRIVATE_KEY)
-    instead of ``--account-index``."""
-    command = net.worker_command(0)
+    net: Network, log: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """Trainer 0's `mcfl-chain worker` with ``args`` added, with a key in ``env``
+    (MCFL_PRIVATE_KEY) instead of ``--account-index``: its exit code and what it wrote
+    (stdout and stderr, in ``log``). Forked as the simulator forks its workers, which
+    behave as `python -m` would (tests/simulation/test_forked_workers.py); a fresh
+    interpreter would spend seconds importing torch for each of these one-line errors."""
+    worker_args = net.worker_args(0)
     if env and "MCFL_PRIVATE_KEY" in env:
-        at = command.index("--account-index")
-        del command[at : at + 2]
-    command += ["--give-up-after", "2", *args]
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+        at = worker_args.index("--account-index")
+        del worker_args[at : at + 2]
+    process = start_module(
+        "mcfl_chain",
+        [*worker_args, "--give-up-after", "2", *args],
+        log=log,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+        preload=WORKER_PRELOAD,
+    )
+    code = process.wait(timeout=timeout)
+    return code, log.read_text()
 
 
 def test_a_worker_given_another_networks_node_refuses_to_join(network, tmp_path):
@@ -404,13 +415,19 @@ def test_a_worker_given_another_networks_node_refuses_to_join(network, tmp_path)
     try:
         assert deployment.addresses == network.deployment.addresses
         # Execute
-        result = run_worker(
-            network, "--rpc", deployment.rpc_url, "--state-dir", str(tmp_path), timeout=40
+        code, said = run_worker(
+            network,
+            tmp_path / "worker.log",
+            "--rpc",
+            deployment.rpc_url,
+            "--state-dir",
+            str(tmp_path),
+            timeout=40,
         )
         # Assert: refused in one line, and not registered there.
-        assert result.returncode == 1
-        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
-        assert "runs another network than" in result.stderr
+        assert code == 1
+        assert said.strip().splitlines() == [said.strip()]
+        assert "runs another network than" in said
         stranger = ChainClient(deployment, account_index=1)
         assert not stranger.is_registered()
     finally:
@@ -466,14 +483,16 @@ def test_setup_mistakes_are_one_line_errors(network, tmp_path, mistake):
     args = ["--state-dir", str(tmp_path / "state"), *make_args(network, tmp_path)]
 
     # Execute
-    result = run_worker(network, *args, timeout=40, env=KEYS.get(mistake))
+    code, said = run_worker(
+        network, tmp_path / "worker.log", *args, timeout=40, env=KEYS.get(mistake)
+    )
 
     # Assert: exit 1, one line saying what to change, no traceback, no key, hint once.
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1, result.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr[-2000:]
+    lines = said.strip().splitlines()
+    assert code == 1, said[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), said[-2000:]
     assert expected in lines[0]
-    assert "5a" * 20 not in result.stderr
+    assert "5a" * 20 not in said
     assert lines[0].count("mcfl-chain devnet up") <= 1
 
 
