@@ -132,8 +132,8 @@ def test_the_test_split_rule():
     assert inference.accuracy_standard_error(225) == pytest.approx(1 / 30)
     assert inference.accuracy_standard_error(100, 0.9) == pytest.approx(0.03)
     assert inference.min_test_images(0.015) == 1112
-    assert inference.accuracy_standard_error(1112) <= 0.015 < inference.accuracy_standard_error(
-        1111
+    assert (
+        inference.accuracy_standard_error(1112) <= 0.015 < inference.accuracy_standard_error(1111)
     )
     with pytest.raises(ValueError, match="at least 1 image"):
         inference.accuracy_standard_error(0)
