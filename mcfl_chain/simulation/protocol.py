@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain.learning.models import ARCHITECTURES
+from mcfl_chain.learning.scenario import DEFAULT_SPLIT
 from mcfl_chain.simulation import campaign, inference, stats
 from mcfl_chain.simulation.experiment import RESULTS, ExperimentError
 from mcfl_chain.simulation.runner import SimulationConfig
@@ -37,8 +38,6 @@ DECLARED_RECORDS = RESULTS / "declared"
 HYPOTHESES = ("superiority", "equivalence")
 STAGES = ("tuning", "evaluation")
 NOT_RUN = "not run"
-TEST_SPLIT = 0.15
-"""A trainer's test fraction (``DEFAULT_SPLIT``), for the test-split rule's figures."""
 
 
 class ProtocolError(ExperimentError):
@@ -131,7 +130,11 @@ def parse_protocol(text: str, where: str = "protocol") -> Declaration:
     alpha = float(_require(head, "alpha", (int, float), place))
     if not 0 < alpha < 0.5:
         raise ProtocolError(f"{place}: alpha must lie in (0, 0.5), got {alpha}")
-    for key, expected in (("correction", "holm"), ("equivalence_test", "tost")):
+    for key, expected in (
+        ("primary_endpoint", "mean-over-trainers"),
+        ("correction", "holm"),
+        ("equivalence_test", "tost"),
+    ):
         if head.get(key) != expected:
             raise ProtocolError(f"{place}: {key} = {expected!r} is the only one implemented")
     if head.get("comparator_rule") != "best-mean-on-tuning-seeds":
@@ -139,13 +142,17 @@ def parse_protocol(text: str, where: str = "protocol") -> Declaration:
             f"{place}: comparator_rule = 'best-mean-on-tuning-seeds' is the only rule implemented"
         )
     methods = []
+    # Oracles need the true groups, which no deployment has: never an alternative.
+    alternatives = [m for m in campaign.BASELINES if m != "oracle"]
     for key in ("candidates", "evaluation_also"):
         named = head.get(key, [])
-        unknown = [m for m in named if m not in campaign.CAMPAIGN_METHODS or m == "mcfl"]
-        if not isinstance(named, list) or unknown:
+        if not isinstance(named, list):
+            raise ProtocolError(f"{place}: {key} must be a list of methods, got {named!r}")
+        unknown = [m for m in named if m not in alternatives]
+        if unknown:
             raise ProtocolError(
-                f"{place}: {key} names unknown or MCFL methods {unknown}; known baselines: "
-                + ", ".join(campaign.BASELINES)
+                f"{place}: {key} names {unknown}, not a baseline that can be deployed; "
+                "one of " + ", ".join(alternatives)
             )
         methods.append(tuple(named))
     if not methods[0]:
@@ -192,7 +199,7 @@ def parse_protocol(text: str, where: str = "protocol") -> Declaration:
         tolerance=tolerance,
         max_standard_error_points=float(
             _require(head, "max_standard_error_points", (int, float), place)
-        ),  # fmt: skip
+        ),
         scenarios=tuple(scenarios),
     )
 
@@ -317,9 +324,11 @@ def scenario_choices(
         candidates = [c for c in declaration.candidates if c in applicable_candidates(plan, config)]
         metric = metric_of(config)
         out[scenario.name] = choose_comparator(
-            candidates, {m: figures.get((stem, m), {}) for m in candidates},
-            declaration.tuning_seeds, metric,
-        )  # fmt: skip
+            candidates,
+            {m: figures.get((stem, m), {}) for m in candidates},
+            declaration.tuning_seeds,
+            metric,
+        )
     return out
 
 
@@ -383,7 +392,9 @@ def split_size_lines(declaration: Declaration, scenarios: Sequence[SimulationCon
         if config.samples is None:
             out.append(f"{name}: all samples, split size depends on the dataset")
             continue
-        n = config.samples - round(0.7 * config.samples) - round(TEST_SPLIT * config.samples)
+        # The split the scenario code makes (every simulated trainer takes the default).
+        train, validation, _ = DEFAULT_SPLIT
+        n = config.samples - round(train * config.samples) - round(validation * config.samples)
         one = 100 * inference.accuracy_standard_error(n)
         mean = one / math.sqrt(config.n_trainers)
         out.append(
@@ -518,26 +529,34 @@ def synthesis(
                 _mean([seconds.get(keys[1], {}).get(s) for s in seeds]),
             ),
         }
-        if len(seeds) < 2:
-            rows.append(SynthesisRow(scenario, metric, choice, per_seed, costs=costs))
-            continue
-        differences = [d[0] for d in per_seed.values()]
-        coefficient = inference.bimodality_coefficient(differences)
-        flagged = coefficient is not None and coefficient > declaration.bimodal_coefficient_above
         rows.append(
-            SynthesisRow(
-                scenario,
-                metric,
-                choice,
-                per_seed,
-                difference=inference.paired_t_test(differences),
-                equivalence=inference.tost_paired(
-                    differences, declaration.margin(metric), declaration.alpha
-                ),
-                bimodal=scenario.bimodal or flagged,
-                costs=costs,
-            )
+            tested(declaration, SynthesisRow(scenario, metric, choice, per_seed, costs=costs))
         )
+    return judged(declaration, rows)
+
+
+def tested(declaration: Declaration, row: SynthesisRow) -> SynthesisRow:
+    """``row`` with its paired t test, its TOST and its bimodality flag, from its
+    per-seed differences (unchanged below 2 seeds: nothing to test)."""
+    if len(row.per_seed) < 2:
+        return row
+    differences = [d[0] for d in row.per_seed.values()]
+    coefficient = inference.bimodality_coefficient(differences)
+    flagged = coefficient is not None and coefficient > declaration.bimodal_coefficient_above
+    return replace(
+        row,
+        difference=inference.paired_t_test(differences),
+        equivalence=inference.tost_paired(
+            differences, declaration.margin(row.metric), declaration.alpha
+        ),
+        bimodal=row.scenario.bimodal or flagged,
+    )
+
+
+def judged(declaration: Declaration, rows: Sequence[SynthesisRow]) -> list[SynthesisRow]:
+    """``rows`` (one per declared scenario, :func:`tested`) with Holm's adjusted
+    p-values over the family of both tests of every row (an untested row counts with p =
+    1), each interval at its hypothesis's Holm level, and the verdict."""
     raw = [r.difference.p if r.difference else 1.0 for r in rows]
     raw += [r.equivalence.p if r.equivalence else 1.0 for r in rows]
     adjusted = inference.holm_adjusted(raw)
@@ -618,8 +637,9 @@ def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> l
         ]
         if row.verdict is None or row.difference is None or row.equivalence is None:
             seeds = str(len(row.per_seed))
-            lines.append([scenario.name, claim, label, seeds, NOT_RUN, "–", "–", NOT_RUN, "–",
-                          *compute])  # fmt: skip
+            lines.append(
+                [scenario.name, claim, label, seeds, NOT_RUN, "–", "–", NOT_RUN, "–", *compute]
+            )
             continue
         worst = stats.mean_interval(d[1] for d in row.per_seed.values())
         margin = margin_text(declaration.margin(row.metric), row.metric)

@@ -59,8 +59,9 @@ def test_the_declared_protocol_predates_the_runs_it_judges():
     protocol, records = "docs/results/protocol.toml", "results/declared"
     commits = _commits_touching(protocol, records)
     declared = [i for i, (_, files) in enumerate(commits) if protocol in files]
-    recorded = [i for i, (_, files) in enumerate(commits) if any(
-        f.startswith(records + "/") for f in files)]  # fmt: skip
+    recorded = [
+        i for i, (_, files) in enumerate(commits) if any(f.startswith(records + "/") for f in files)
+    ]
 
     assert declared, f"{protocol} is not in the git history"
     if recorded:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcfl_chain.simulation import protocol, results_report, stats
 from mcfl_chain.simulation.runner import SimulationConfig
@@ -16,9 +18,13 @@ from mcfl_chain.simulation.runner import SimulationConfig
 ROOT = Path(__file__).resolve().parents[2]
 EVALUATION = list(range(100, 110))
 SMALL = dict(
-    dataset="digits", scenario="groups", scenario_params={"n_groups": 2}, n_trainers=4,
-    rounds=2, samples=300,
-)  # fmt: skip
+    dataset="digits",
+    scenario="groups",
+    scenario_params={"n_groups": 2},
+    n_trainers=4,
+    rounds=2,
+    samples=300,
+)
 
 
 def declaration_text(scenarios: dict[str, str], **head: object) -> str:
@@ -119,7 +125,8 @@ def test_the_committed_declaration_loads_and_plans_every_scenario():
         (declaration_text({"a": "superiority"}, evaluation_seeds=[2, *EVALUATION]), "both tuning"),
         (declaration_text({"a": "superiority"}, evaluation_seeds=EVALUATION[:9]), "at least 10"),
         (declaration_text({"a": "better"}), "hypothesis must be one of"),
-        (declaration_text({"a": "superiority"}, candidates=["fedavg", "nope"]), "unknown"),
+        (declaration_text({"a": "superiority"}, candidates=["fedavg", "nope"]), "not a baseline"),
+        (declaration_text({"a": "superiority"}, candidates=["oracle"]), "not a baseline"),
         (declaration_text({"a": "superiority"}, margin_points=0), "margins must be > 0"),
         (declaration_text({"a": "superiority"}, alpha=None), "missing 'alpha'"),
         (declaration_text({"a": "superiority"}, correction="bonferroni"), "only one implemented"),
@@ -131,11 +138,12 @@ def test_the_committed_declaration_loads_and_plans_every_scenario():
         "few-seeds",
         "hypothesis",
         "method",
+        "oracle",
         "margin",
         "alpha",
         "holm",
         "no-scenario",
-    ],  # fmt: skip
+    ],
 )
 def test_a_malformed_declaration_says_what_is_wrong(text, message):
     with pytest.raises(protocol.ProtocolError, match=message):
@@ -193,9 +201,13 @@ def test_the_declared_plan_tunes_every_candidate_then_evaluates_the_chosen_one(d
 )
 def test_the_verdict_wording(different, equivalent, mean, wording, outcome):
     result = protocol.verdict(
-        "superiority", mean, 0.01 if different else 0.2, 0.01 if equivalent else 0.2, 0.05,
+        "superiority",
+        mean,
+        0.01 if different else 0.2,
+        0.01 if equivalent else 0.2,
+        0.05,
         "1 point",
-    )  # fmt: skip
+    )
 
     assert result.wording == wording
     assert result.outcome is (protocol.Outcome[outcome] if isinstance(outcome, str) else outcome)
@@ -219,35 +231,75 @@ def test_every_verdict_matches_its_corrected_interval_or_equivalence_result(desi
 
     by_name = {row.scenario.name: row for row in rows}
     expected = {
-        "ahead": "MCFL ahead", "behind": "MCFL behind", "level": "level",
-        "within": "MCFL behind", "unresolved": "not resolved",
-    }  # fmt: skip
+        "ahead": "MCFL ahead",
+        "behind": "MCFL behind",
+        "level": "level",
+        "within": "MCFL behind",
+        "unresolved": "not resolved",
+    }
     for name, outcome in expected.items():
         assert by_name[name].verdict.outcome.value == outcome, name
     assert by_name["ahead"].choice.method == "local"
-    margin = declaration.margin("accuracy")
     for row in rows:
         if row.verdict is None:
             assert row.scenario.name in ("tuned-only", "untouched")
             continue
-        interval, tost = row.interval, row.equivalence_interval
-        outcome = row.verdict.outcome
-        within = -margin < tost.low and tost.high < margin
-        assert (row.p_difference < 0.05) == (outcome in (protocol.Outcome.AHEAD,
-                                                          protocol.Outcome.BEHIND))  # fmt: skip
-        if outcome is protocol.Outcome.AHEAD:
-            assert interval.low > 0
-        if outcome is protocol.Outcome.BEHIND:
-            assert interval.high < 0
-        if outcome is protocol.Outcome.LEVEL:
-            assert row.p_equivalence < 0.05 and within and interval.low <= 0 <= interval.high
-            assert "level (equivalent within ±1 point)" == row.verdict.wording
-        if "margin" in row.verdict.wording:
-            assert row.p_equivalence < 0.05 and within
-        if outcome is protocol.Outcome.NOT_RESOLVED:
-            assert row.p_equivalence >= 0.05 and interval.low <= 0 <= interval.high
-        if "level" in row.verdict.wording:
-            assert row.p_equivalence < 0.05
+        assert_wording_matches(row, declaration)
+
+
+def assert_wording_matches(row: protocol.SynthesisRow, declaration: protocol.Declaration):
+    """The verdict's words against the row's Holm-corrected results: "ahead" / "behind"
+    only with a rejected difference whose corrected interval excludes 0 on that side,
+    "level" only with a rejected TOST whose interval lies within the margin (and a
+    difference not rejected), "margin" only with that TOST, "not resolved" with neither."""
+    interval, tost, outcome = row.interval, row.equivalence_interval, row.verdict.outcome
+    margin = declaration.margin(row.metric)
+    better = 1 if stats.higher_is_better(row.metric) else -1
+    within = -margin < tost.low and tost.high < margin
+    different, equivalent = row.p_difference < 0.05, row.p_equivalence < 0.05
+    assert different == (outcome in (protocol.Outcome.AHEAD, protocol.Outcome.BEHIND))
+    if outcome is protocol.Outcome.AHEAD:
+        assert row.verdict.wording.startswith("MCFL ahead")
+        assert interval.low > 0 if better > 0 else interval.high < 0
+    if outcome is protocol.Outcome.BEHIND:
+        assert row.verdict.wording.startswith("MCFL behind")
+        assert interval.high < 0 if better > 0 else interval.low > 0
+    if outcome is protocol.Outcome.LEVEL:
+        assert equivalent and within and interval.low <= 0 <= interval.high
+        assert row.verdict.wording.startswith("level (equivalent within ±")
+    if "margin" in row.verdict.wording or "level" in row.verdict.wording:
+        assert equivalent and within
+    if outcome is protocol.Outcome.NOT_RESOLVED:
+        assert row.verdict.wording == "not resolved"
+        assert not equivalent and interval.low <= 0 <= interval.high
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["accuracy", "MSE"]),
+            st.lists(st.integers(-500, 500), min_size=2, max_size=12),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_every_wording_matches_its_results_whatever_the_differences(drawn):
+    declaration = protocol.parse_protocol(
+        declaration_text({f"s{i}": "superiority" for i in range(len(drawn))})
+    )
+    rows = []
+    for scenario, (metric, steps) in zip(declaration.scenarios, drawn, strict=True):
+        unit = 1e-4 if metric == "accuracy" else 1e-6  # up to ±5 points, ±0.0005 MSE
+        per_seed = {100 + j: (k * unit, k * unit) for j, k in enumerate(steps)}
+        choice = protocol.Choice("fedavg", "drawn", {})
+        rows.append(
+            protocol.tested(declaration, protocol.SynthesisRow(scenario, metric, choice, per_seed))
+        )
+
+    for row in protocol.judged(declaration, rows):
+        assert_wording_matches(row, declaration)
 
 
 def test_the_table_says_not_run_and_gives_the_costs_and_the_bimodal_seeds(design):
@@ -286,9 +338,12 @@ def test_the_report_opens_with_the_declared_table(tmp_path, run_writer):
             run_writer(declared / name, config, lambda i, r, level=level: level)
 
     results_report.write_report(
-        tmp_path / "none", docs, docs / "results" / "claims.toml",
-        declared_dir=declared, declared_records=tmp_path / "records",
-    )  # fmt: skip
+        tmp_path / "none",
+        docs,
+        docs / "results" / "claims.toml",
+        declared_dir=declared,
+        declared_records=tmp_path / "records",
+    )
 
     text = (docs / "RESULTS.md").read_text()
     assert text.index("## MCFL against the best alternative") < text.index("## How the figures")
