@@ -976,7 +976,9 @@ def synthesis_section(
         "Declared in `docs/results/protocol.toml` before the runs it judges (its git history "
         "predates the records in `results/declared/`); run by `python "
         "scripts/run_experiments.py --declared tuning`, then `--declared evaluation`. Per "
-        "scenario, MCFL runs with the mixed tolerance, and its comparator is the candidate ("
+        "scenario, MCFL runs with the declared tolerance (`"
+        + str(declaration.tolerance)
+        + "` on every scenario), and its comparator is the candidate ("
         + ", ".join(campaign.LABELS[m] for m in declaration.candidates)
         + ") with the best mean over trainers on the tuning seeds "
         + ", ".join(map(str, declaration.tuning_seeds))

@@ -393,3 +393,32 @@ def test_declared_lists_its_plan_and_test_splits(load_script, tmp_path):
     assert "small: not planned, no comparator yet (6 of 6 tuning runs missing" in " ".join(
         evaluation.output.split()
     )
+
+
+def test_declared_evaluation_plans_the_comparator_chosen_from_the_tuning_records(
+    load_script, tmp_path, run_writer
+):
+    script = load_script("run_experiments")
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "groups.toml").write_text(
+        'name = "groups"\ndataset = "digits"\nscenario = "groups"\nn_trainers = 4\n'
+        "rounds = 2\nsamples = 300\nscenario_params = { n_groups = 2 }\n"
+    )
+    path = tmp_path / "protocol.toml"
+    path.write_text(declaration_text({"groups": "superiority"}))
+    for method, level in (("fedavg", 0.6), ("local", 0.7)):
+        for seed in (0, 1, 2):
+            name = f"groups-{method}-s{seed}"
+            config = SimulationConfig(name=name, strategy=method, seed=seed, **SMALL)
+            run_writer(tmp_path / "r" / name, config, lambda i, r, level=level: level)
+    args = ["--scenarios", str(scenarios), "--protocol", str(path), "--out", str(tmp_path / "o")]
+
+    result = CliRunner().invoke(
+        script.main, ["--declared", "evaluation", *args, "--records", str(tmp_path / "r"), "--list"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "note: groups: comparator local (best mean over the tuning seeds)" in result.output
+    assert "30 runs planned" in result.output  # MCFL, local and FedAvg × 10 seeds
+    assert "groups-local-s109" in result.output and "groups-mcfl-s100" in result.output
