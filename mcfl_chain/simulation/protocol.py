@@ -8,7 +8,7 @@ comparator on the evaluation seeds), picks each scenario's comparator by the dec
 rule (:func:`choose_comparator`), turns the Holm-corrected tests into the declared
 wording (:func:`verdict`) and builds the table "MCFL against the best alternative"
 (:func:`synthesis`, :func:`synthesis_table`) from finished runs' figures. A scenario
-without runs reads "not run"; nothing here runs a simulation. The tests are in
+without runs reads "not run"; nothing here runs a simulation. The statistical tests are in
 :mod:`~mcfl_chain.simulation.inference`.
 """
 
@@ -237,6 +237,7 @@ def declared_configs(
         If a declared file is not among ``scenarios``.
     """
     by_name = {c.name: c for c in scenarios}
+    # A strategy option, so a field of SimulationConfig only once the options are added.
     tolerance: dict[str, Any] = {"tolerance": declaration.tolerance}
     out = {}
     for scenario in declaration.scenarios:
@@ -245,9 +246,7 @@ def declared_configs(
                 f"scenario {scenario.name!r} declares file {scenario.file!r}, which is not "
                 f"among the scenario files ({', '.join(sorted(by_name))})"
             )
-        out[scenario.name] = replace(
-            by_name[scenario.file], **tolerance
-        )  # a strategy option: a field only at run time
+        out[scenario.name] = replace(by_name[scenario.file], **tolerance)
     return out
 
 
