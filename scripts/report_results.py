@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from mcfl_chain.simulation import campaign
+from mcfl_chain.simulation import campaign, protocol
 from mcfl_chain.simulation.experiment import ExperimentError
 from mcfl_chain.simulation.results_report import write_report
 
@@ -66,6 +66,22 @@ from mcfl_chain.simulation.results_report import write_report
     show_default=True,
     help="The same for --published-runs.",
 )
+@click.option(
+    "--declared-runs",
+    "declared_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=protocol.DECLARED_RUNS,
+    show_default=True,
+    help="The run directories of run_experiments.py --declared (the table 'MCFL against "
+    "the best alternative', by docs/results/protocol.toml).",
+)
+@click.option(
+    "--declared-records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=protocol.DECLARED_RECORDS,
+    show_default=True,
+    help="The same for --declared-runs.",
+)
 def main(
     runs_dir: Path,
     published_dir: Path,
@@ -73,10 +89,16 @@ def main(
     claims_path: Path | None,
     records: Path,
     published_records: Path,
+    declared_dir: Path,
+    declared_records: Path,
 ) -> None:
     """Generate docs/RESULTS.md and docs/results/*.png from the run directories."""
     sources = []
-    for given, kept in ((runs_dir, records), (published_dir, published_records)):
+    for given, kept in (
+        (runs_dir, records),
+        (published_dir, published_records),
+        (declared_dir, declared_records),
+    ):
         if not given.is_dir() and kept.is_dir():
             # A fresh clone: report from the kept records rather than from nothing.
             print(f"{given} does not exist: reporting from the records in {kept}")
@@ -90,6 +112,8 @@ def main(
             sources[1],
             records=records,
             published_records=published_records,
+            declared_dir=sources[2],
+            declared_records=declared_records,
         )
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc

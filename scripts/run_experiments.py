@@ -18,6 +18,7 @@ back into ``--out`` as finished, so the campaign goes on where it stopped. Then
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
+       python scripts/run_experiments.py --declared tuning|evaluation [--list]   # issue 36
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from mcfl_chain.simulation import campaign, experiment
+from mcfl_chain.simulation import campaign, experiment, protocol, results_report, stats
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
@@ -44,6 +45,23 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
     from a finished run."""
     groups = "; ".join(f"{g}: {list(i)}" for g, i in run.parts)
     return experiment.listing(run, out, detail=f"  ({groups})" if groups else "")
+
+
+def declared_plan(
+    protocol_path: Path, scenarios: Path, stage: str, out: Path, records: Path, console: Console
+) -> campaign.Plan:
+    """The declared campaign's plan at ``stage``; the evaluation's comparators are chosen
+    from the tuning runs finished in ``out`` or recorded in ``records``. Prints the
+    test-split figures of the declared rule."""
+    declaration = protocol.load_protocol(protocol_path)
+    configs = campaign.load_scenarios(scenarios)
+    figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
+    for folder in (records, out):  # a run directory wins over its record
+        for key, seeds in results_report.load_runs(folder).items():
+            figures.setdefault(key, {}).update(results_report.figures_of(seeds))
+    for line in protocol.split_size_lines(declaration, configs):
+        console.print(f"test split: {line}")
+    return protocol.declared_plan(declaration, configs, stage, figures)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -118,6 +136,24 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
     "results/experiments, or results/experiments-published with --published-size]",
 )
 @click.option(
+    "--declared",
+    type=click.Choice(protocol.STAGES),
+    help="The declared campaign of docs/results/protocol.toml (issue 36): 'tuning' runs "
+    "MCFL and every candidate on the tuning seeds, 'evaluation' MCFL, each scenario's "
+    "comparator (chosen from the tuning runs by the declared rule) and the paper's "
+    "baselines on the evaluation seeds; MCFL with the declared tolerance. Not with "
+    "--only, --methods, --seeds, --comparison or --published-size.  [default: out "
+    "runs/declared, records results/declared]",
+)
+@click.option(
+    "--protocol",
+    "protocol_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=protocol.PROTOCOL,
+    show_default=True,
+    help="The declaration --declared reads.",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -134,30 +170,46 @@ def main(
     published_size: bool,
     max_rounds: int | None,
     records: Path | None,
+    declared: str | None,
+    protocol_path: Path,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
     console = Console(highlight=False, soft_wrap=True)
     seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
-    out = out or Path("runs/experiments-published" if published_size else "runs/experiments")
-    kept = campaign.records(
-        records or (campaign.PUBLISHED_RECORDS if published_size else campaign.RECORDS)
+    if declared and (only or methods or seed_values or comparison or published_size or max_rounds):
+        raise click.UsageError(
+            "--declared takes its scenarios, methods, seeds and size from the protocol file"
+        )
+    default_out, default_records = (
+        (protocol.DECLARED_RUNS, protocol.DECLARED_RECORDS)
+        if declared
+        else (Path("runs/experiments-published"), campaign.PUBLISHED_RECORDS)
+        if published_size
+        else (Path("runs/experiments"), campaign.RECORDS)
     )
+    out = out or default_out
+    kept = campaign.records(records or default_records)
     if comparison:
         if only or methods:
             raise click.UsageError("--comparison chooses the scenarios and methods itself")
         only, methods = campaign.COMPARISON_SCENARIOS, campaign.COMPARISON_METHODS
     try:
-        plan = campaign.plan(
-            campaign.load_scenarios(scenarios),
-            seeds=seeds,
-            methods=methods,
-            only=only,
-            ablation=ablation,
-            published=published_size,
-            max_rounds=max_rounds,
-        )
+        if declared:
+            plan = declared_plan(protocol_path, scenarios, declared, out, kept.folder, console)
+        else:
+            plan = campaign.plan(
+                campaign.load_scenarios(scenarios),
+                seeds=seeds,
+                methods=methods,
+                only=only,
+                ablation=ablation,
+                published=published_size,
+                max_rounds=max_rounds,
+            )
         if not plan.runs:
+            for note in plan.notes:
+                console.print(f"note: {note}")
             raise click.ClickException("nothing to run: no planned run matches these options")
         restored = kept.restore(plan.runs, out)
         if restored:
@@ -205,7 +257,7 @@ def main(
         )
     except experiment.ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc
-    option = "--published-runs" if published_size else "--runs"
+    option = "--declared-runs" if declared else "--published-runs" if published_size else "--runs"
     console.print(
         f"campaign finished in {experiment.duration(time.monotonic() - started)}; "
         f"now run: python scripts/report_results.py {option} {out}"

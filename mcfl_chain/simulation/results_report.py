@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain._utils.config_files import ConfigError
-from mcfl_chain.simulation import campaign, report, stats
+from mcfl_chain.simulation import campaign, protocol, report, stats
 from mcfl_chain.simulation.experiment import ExperimentError
 from mcfl_chain.simulation.runner import SimulationConfig
 from mcfl_chain.worker.timing import CATEGORIES
@@ -940,6 +940,71 @@ def performance_section(runs: Runs, runs_dir: Path, docs: Path) -> list[str]:
     return out
 
 
+# -- the declared evaluation ----------------------------------------------------------------
+
+
+def round_seconds(run: Run) -> float | None:
+    """A run's mean round time (the slowest trainer's round), over rounds >= 1."""
+    rounds = run.summary.get("rounds", [])
+    steady = [r for r in rounds if r["round"] > 0] or rounds
+    return statistics.fmean(r["seconds"] for r in steady) if steady else None
+
+
+def synthesis_section(
+    declaration: protocol.Declaration, declared: Runs, scenarios: Path
+) -> list[str]:
+    """Issue 36's table "MCFL against the best alternative", by the declared protocol,
+    from the declared campaign's runs (``run_experiments.py --declared``)."""
+    configs = campaign.load_scenarios(scenarios)
+    rows = protocol.synthesis(
+        declaration,
+        configs,
+        {key: figures_of(seeds) for key, seeds in declared.items()},
+        {
+            key: {s: t for s, r in seeds.items() if (t := round_seconds(r)) is not None}
+            for key, seeds in declared.items()
+        },
+    )
+    seeds = declaration.evaluation_seeds
+    margins = (
+        f"±{protocol.margin_text(declaration.margin('accuracy'), 'accuracy')} of accuracy, "
+        f"±{protocol.margin_text(declaration.margin('MSE'), 'MSE')}"
+    )
+    return [
+        "## MCFL against the best alternative",
+        "",
+        "Declared in `docs/results/protocol.toml` before the runs it judges (its git history "
+        "predates the records in `results/declared/`); run by `python "
+        "scripts/run_experiments.py --declared tuning`, then `--declared evaluation`. Per "
+        "scenario, MCFL runs with the declared tolerance (`"
+        + str(declaration.tolerance)
+        + "` on every scenario), and its comparator is the candidate ("
+        + ", ".join(campaign.LABELS[m] for m in declaration.candidates)
+        + ") with the best mean over trainers on the tuning seeds "
+        + ", ".join(map(str, declaration.tuning_seeds))
+        + f"; both are then paired on the evaluation seeds {seeds[0]}-{seeds[-1]}. The "
+        "primary endpoint, per seed: the mean over trainers of each trainer's deployed-model "
+        "figure on its own held-out test split after the last round, MCFL minus the "
+        "comparator, paired by trainer (points of accuracy; MSE for the autoencoders, "
+        "negative favours MCFL). Its paired t test and its equivalence test (TOST, margins "
+        f"{margins}) are corrected together by Holm over the {declaration.family_size} "
+        f"hypotheses of the table (α = {declaration.alpha:g}; a scenario not run counts "
+        "with p = 1). Each interval is at its hypothesis's Holm level: a rejected "
+        "difference's excludes 0, a rejected TOST's lies within the margin. Verdict: a "
+        'rejected difference is "MCFL ahead" or "behind"; otherwise a rejected TOST is '
+        '"level"; otherwise "not resolved". The worst trainer is secondary (uncorrected '
+        "95 % interval, no verdict). Compute: gas and bytes stored plus fetched per "
+        "trainer-round, and the round's wall time, means over the seeds.",
+        "",
+        *protocol.synthesis_table(declaration, rows),
+        "Test splits against the declared rule (one trainer's accuracy within "
+        f"{declaration.max_standard_error_points:g} points, standard error at p = 0.5):",
+        "",
+        *(f"- {line}" for line in protocol.split_size_lines(declaration, configs)),
+        "",
+    ]
+
+
 # -- records and the whole report ---------------------------------------------------------
 
 
@@ -1008,15 +1073,34 @@ def write_report(
     scenarios: Path = ROOT / "scenarios" / "paper",
     records: Path | None = None,
     published_records: Path | None = None,
+    declared_dir: Path | None = None,
+    declared_records: Path | None = None,
+    protocol_path: Path | None = None,
 ) -> Path:
     """docs/RESULTS.md and the plots from the run directories (or records) in
-    ``runs_dir`` (and the paper-size runs in ``published_dir``); each run's record is
-    kept in ``records`` (``published_records``) where given."""
+    ``runs_dir`` (the paper-size runs in ``published_dir``, the declared campaign's in
+    ``declared_dir``); each run's record is kept in ``records`` (``published_records``,
+    ``declared_records``) where given. The table "MCFL against the best alternative"
+    opens the report when the protocol (``protocol_path``, by default
+    ``<docs>/results/protocol.toml``) exists.
+
+    Raises
+    ------
+    ExperimentError
+        For a malformed claims or protocol file.
+    """
     (docs / "results").mkdir(parents=True, exist_ok=True)
     runs = load_runs(runs_dir)
     claims = load_claims(claims_path)
     published = load_runs(published_dir) if published_dir else {}
-    for kept, target in ((runs, records), (published, published_records)):
+    declared = load_runs(declared_dir) if declared_dir else {}
+    protocol_path = protocol_path or docs / "results" / "protocol.toml"
+    declaration = protocol.load_protocol(protocol_path) if protocol_path.exists() else None
+    for kept, target in (
+        (runs, records),
+        (published, published_records),
+        (declared, declared_records),
+    ):
         if target is not None:
             keep_records(kept, target)
     sections: list[str] = []
@@ -1032,6 +1116,7 @@ def write_report(
         intro.read_text().strip() if intro.exists() else "",
         "",
         *status_lines(runs, scenarios),
+        *(synthesis_section(declaration, declared, scenarios) if declaration else []),
         "## How the figures are made",
         "",
         "Every scenario of `scenarios/paper/` is run by `python scripts/run_experiments.py` "

@@ -32,3 +32,41 @@ def test_the_committed_records_are_kept(path):
 )
 def test_scratch_output_is_ignored(path):
     assert _ignored(path)
+
+
+def _commits_touching(*paths: str) -> list[tuple[str, set[str]]]:
+    """Newest first: each commit that touches ``paths`` and the files it touches."""
+    done = subprocess.run(
+        ["git", "log", "--format=@%H", "--name-only", "--", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    commits: list[tuple[str, set[str]]] = []
+    for line in done.stdout.splitlines():
+        if line.startswith("@"):
+            commits.append((line[1:], set()))
+        elif line:
+            commits[-1][1].add(line)
+    return commits
+
+
+def test_the_declared_protocol_predates_the_runs_it_judges():
+    # Issue 36: every change to the declaration is older than the first record of the
+    # declared campaign (a change after it is a deviation: name it in RESULTS.md and
+    # here).
+    protocol, records = "docs/results/protocol.toml", "results/declared"
+    commits = _commits_touching(protocol, records)
+    declared = [i for i, (_, files) in enumerate(commits) if protocol in files]
+    recorded = [
+        i for i, (_, files) in enumerate(commits) if any(f.startswith(records + "/") for f in files)
+    ]
+
+    assert declared, f"{protocol} is not in the git history"
+    if recorded:
+        first_record, last_change = max(recorded), min(declared)
+        assert last_change > first_record, (
+            f"{protocol} changed in {commits[last_change][0]}, after the first declared "
+            f"record ({commits[first_record][0]})"
+        )

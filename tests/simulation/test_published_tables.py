@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.figure import Figure
 
-from mcfl_chain.simulation import attack_benchmark, campaign, results_report
+from mcfl_chain.simulation import attack_benchmark, campaign, protocol, results_report
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -54,6 +54,7 @@ def test_results_md_is_remade_from_the_campaign_records(tmp_path):
         docs,
         docs / "results" / "claims.toml",
         ROOT / campaign.PUBLISHED_RECORDS,
+        declared_dir=ROOT / protocol.DECLARED_RECORDS,
     )
 
     # Assert
