@@ -2,6 +2,7 @@
 ``FakeClock``, ``tiny_disk``; the ``restore_architectures`` fixture."""
 
 import contextlib
+import gc
 import itertools
 import os
 import subprocess
@@ -141,3 +142,11 @@ def tiny_disk(path: Path) -> Iterator[Callable[[], Path]]:
         yield fill
     finally:
         subprocess.run(["umount", str(path)], check=True)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Everything imported and collected so far (torch, web3, py-evm, the test modules)
+    # lives as long as the process: frozen, Python's full collections during the tests,
+    # and pytest's own at the end, no longer walk it.
+    gc.collect()
+    gc.freeze()
