@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from mcfl_chain.learning.models import ModelKind, create_model
-from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.scenario import Images, SharedImages, TrainerData
 from mcfl_chain.learning.training import Evaluation, evaluate, train
 
 StateDict = dict[str, torch.Tensor]
@@ -114,16 +114,27 @@ class LocalCompute:
             self._on_device[key] = (tensor, moved)
             return moved
 
+    def _images(self, images: Images) -> Images:
+        if isinstance(images, SharedImages):
+            # The dataset's bytes go once to the device; floats are made there when read.
+            return replace(
+                images,
+                pixels=self.placed(images.pixels),
+                values=self.placed(images.values),
+                rows=self.placed(images.rows),
+            )
+        return self.placed(images)
+
     def _data(self, data: TrainerData) -> TrainerData:
         if self.device.type == "cpu":
             return data
         return replace(
             data,
-            train_x=self.placed(data.train_x),
+            train_images=self._images(data.train_images),
             train_y=self.placed(data.train_y),
-            val_x=self.placed(data.val_x),
+            val_images=self._images(data.val_images),
             val_y=self.placed(data.val_y),
-            test_x=self.placed(data.test_x),
+            test_images=self._images(data.test_images),
             test_y=self.placed(data.test_y),
         )
 
