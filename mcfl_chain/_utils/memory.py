@@ -30,3 +30,15 @@ def release_freed_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def resident_mb() -> tuple[float, float] | None:
+    """This process's resident memory now and at its highest, in MB (Linux's
+    ``VmRSS`` and ``VmHWM``); None where ``/proc`` does not tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        now, peak = (int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    except (OSError, KeyError, ValueError):
+        return None
+    return now, peak
