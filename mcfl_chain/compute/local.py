@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
@@ -85,7 +86,7 @@ class LocalCompute:
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
         self._templates: dict[str, nn.Module] = {}
-        self._on_device: dict[int, tuple[object, object]] = {}
+        self._on_device: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self._lock = threading.Lock()
         self._scorers = threading.local()
 
@@ -105,14 +106,27 @@ class LocalCompute:
 
     def _cached(self, tensor: torch.Tensor) -> torch.Tensor:
         # Keyed by identity: a trainer's splits are built once and live as long as it.
+        # Held weakly: floats read anew from shared bytes (a host's test split, once a
+        # round) leave the cache with the tensor they came from.
         key = id(tensor)
         with self._lock:
             hit = self._on_device.get(key)
-            if hit is not None and hit[0] is tensor:
-                return hit[1]  # type: ignore[return-value]
+            if hit is not None and hit[0]() is tensor:
+                return hit[1]
             moved = tensor.to(self.device)
-            self._on_device[key] = (tensor, moved)
+            self._on_device[key] = (weakref.ref(tensor, self._forget(key)), moved)
             return moved
+
+    def _forget(self, key: int) -> Callable[[weakref.ref[torch.Tensor]], None]:
+        entries = self._on_device
+
+        def forget(dead: weakref.ref[torch.Tensor]) -> None:
+            # Runs where the tensor is freed, perhaps under the lock: no lock here (one
+            # dict operation is atomic), and only the dead tensor's own entry goes.
+            if (hit := entries.get(key)) is not None and hit[0] is dead:
+                entries.pop(key, None)
+
+        return forget
 
     def _images(self, images: Images) -> Images:
         if isinstance(images, SharedImages):
