@@ -42,3 +42,25 @@ def resident_mb() -> tuple[float, float] | None:
     except (OSError, KeyError, ValueError):
         return None
     return now, peak
+
+
+_M_ARENA_MAX = -8
+"""glibc's ``mallopt`` parameter for the most malloc arenas."""
+
+
+def limit_malloc_arenas(count: int) -> bool:
+    """At most ``count`` malloc arenas from now on (glibc; nothing elsewhere). Returns
+    whether the limit was set.
+
+    glibc gives threads that contend for the heap arenas of their own, up to eight per
+    core, and each arena keeps the fragments of what its threads freed: a host's dozens
+    of trainer threads, each decoding blobs and scoring models in turn, spread the same
+    live memory over many more resident pages. Threads of one interpreter take turns
+    anyway, so a few arenas cost them next to nothing.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        return False
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, max(1, count)))

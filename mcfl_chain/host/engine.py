@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import torch
 
-from mcfl_chain._utils.memory import resident_mb
+from mcfl_chain._utils.memory import limit_malloc_arenas, resident_mb
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
@@ -271,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU cores to use")
     args = parser.parse_args(argv)
     trainers = [HostedTrainer.from_json(t) for t in json.loads(args.plan.read_text())]
+    # Before the trainers' threads exist: they would each get an arena of their own.
+    limit_malloc_arenas(2 * max(1, args.threads))
     try:
         host = Host(trainers, device=args.device, threads=args.threads)
         host.build()
