@@ -320,9 +320,9 @@ def scripted_data(n: int = 8) -> SimpleNamespace:
     return SimpleNamespace(
         spec=SimpleNamespace(seed=0),
         train_y=torch.zeros(n, dtype=torch.int64),
-        val_images=torch.zeros(n, 1, 28, 28),
+        val_x=torch.zeros(n, 1, 28, 28),
         val_y=torch.zeros(n, dtype=torch.int64),
-        test_images=torch.zeros(n, 1, 28, 28),
+        test_x=torch.zeros(n, 1, 28, 28),
         test_y=torch.zeros(n, dtype=torch.int64),
     )
 
