@@ -49,11 +49,11 @@ def official_split(dataset_name: str, data_dir: str | None) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec(dataset_name, group="official split"),
         num_classes=dataset.num_classes,
-        train_x=x[:cut],
+        train_images=x[:cut],
         train_y=y[:cut],
-        val_x=x[:0],
+        val_images=x[:0],
         val_y=y[:0],
-        test_x=x[cut:],
+        test_images=x[cut:],
         test_y=y[cut:],
         indices=torch.arange(len(dataset)).numpy(),
     )

@@ -30,3 +30,37 @@ def release_freed_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def resident_mb() -> tuple[float, float] | None:
+    """This process's resident memory now and at its highest, in MB (Linux's
+    ``VmRSS`` and ``VmHWM``); None where ``/proc`` does not tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        now, peak = (int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    except (OSError, KeyError, ValueError):
+        return None
+    return now, peak
+
+
+_M_ARENA_MAX = -8
+"""glibc's ``mallopt`` parameter for the most malloc arenas."""
+
+
+def limit_malloc_arenas(count: int) -> bool:
+    """At most ``count`` malloc arenas from now on (glibc; nothing elsewhere). Returns
+    whether the limit was set.
+
+    glibc gives threads that contend for the heap arenas of their own, up to eight per
+    core, and each arena keeps the fragments of what its threads freed: a host's dozens
+    of trainer threads, each decoding blobs and scoring models in turn, spread the same
+    live memory over many more resident pages. Threads of one interpreter take turns
+    anyway, so a few arenas cost them next to nothing.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        return False
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, max(1, count)))

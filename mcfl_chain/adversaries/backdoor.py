@@ -121,4 +121,4 @@ class Backdoor(Adversary):
         x, y = data.train_x.clone(), data.train_y.clone()
         x[chosen] = add_trigger(x[chosen], self.size, self.value)
         y[chosen] = self.target
-        return dataclasses.replace(data, train_x=x, train_y=y)
+        return dataclasses.replace(data, train_images=x, train_y=y)

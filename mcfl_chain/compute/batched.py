@@ -54,7 +54,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
 import torch
 from torch import nn
@@ -69,7 +69,7 @@ from mcfl_chain.learning.models import (
     model_kind,
 )
 from mcfl_chain.learning.optimisers import Settings, get_optimiser
-from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.scenario import Images, SharedImages, TrainerData, decode
 from mcfl_chain.learning.training import Evaluation, TrainReport
 
 StateDict = dict[str, torch.Tensor]
@@ -206,7 +206,7 @@ def train_batched(
             raise ValueError(
                 f"epochs and batch_size must be >= 1, got {job.epochs} and {job.batch_size}"
             )
-        if job.data.train_x.shape[0] == 0:
+        if job.data.num_samples == 0:
             raise ValueError("cannot train on an empty set: a job's train split has no sample")
     if not jobs:
         return []
@@ -243,7 +243,7 @@ def train_batched(
         assert result is not None
         state, outcome = result
         report = TrainReport(
-            num_samples=int(job.data.train_x.shape[0]),
+            num_samples=job.data.num_samples,
             epochs=job.epochs,
             loss=outcome.loss,
             seconds=loop_seconds,
@@ -408,21 +408,56 @@ def _stack(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tenso
     return torch.stack([tensor.detach() for tensor in tensors]).to(device)
 
 
-def _flat(tensors: Sequence[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, list[int]]:
-    """The tensors concatenated once on ``device``, each distinct tensor once (models of one
-    trainer share its data), and each one's row offset there."""
-    where: dict[int, int] = {}
+def _flat(
+    tensors: Sequence[torch.Tensor], device: torch.device, keys: Sequence[Hashable]
+) -> tuple[torch.Tensor, list[int]]:
+    """The tensors concatenated once on ``device``, each distinct key's once (models of
+    one trainer share its data), and each one's row offset there. Samples and their
+    labels are flattened with the same keys (the pair's identities), so that their
+    offsets agree."""
+    where: dict[Hashable, int] = {}
     distinct: list[torch.Tensor] = []
     offsets: list[int] = []
     rows = 0
-    for tensor in tensors:
-        if id(tensor) not in where:
-            where[id(tensor)] = rows
+    for tensor, key in zip(tensors, keys, strict=True):
+        if key not in where:
+            where[key] = rows
             distinct.append(tensor)
             rows += tensor.shape[0]
-        offsets.append(where[id(tensor)])
+        offsets.append(where[key])
     flat = distinct[0] if len(distinct) == 1 else torch.cat(distinct)
     return flat.to(device), offsets
+
+
+def _training_images(
+    shares: Sequence[Images], device: torch.device, keys: Sequence[Hashable]
+) -> tuple[Callable[[torch.Tensor], torch.Tensor], list[int]]:
+    """The jobs' training images as one function from row positions (any shape) to
+    float32 images on ``device``, and each job's first row there.
+
+    Shares of one dataset's bytes (a host's trainers) are read from those bytes a batch
+    at a time: no float copy of anyone's share exists beyond the current batch (on the
+    CPU, not even a copy of the bytes). Otherwise each distinct share's floats are
+    concatenated once, as the float path always did; both give the same bits.
+    """
+    first = shares[0]
+    if isinstance(first, SharedImages) and all(
+        isinstance(share, SharedImages) and share.shares_pixels(first) for share in shares
+    ):
+        rows, offsets = _flat([cast(SharedImages, share).rows for share in shares], device, keys)
+        pixels, values = first.pixels, first.values.to(device)
+        if pixels.device != device:
+            # Only the rows these jobs read travel, once, as bytes.
+            pixels = pixels[rows.cpu()].to(device)
+            rows = torch.arange(rows.shape[0], device=device)
+        return (lambda index: decode(pixels, values, rows[index])), offsets
+    floats = {id(share): _as_floats(share) for share in shares}
+    x_all, offsets = _flat([floats[id(share)] for share in shares], device, keys)
+    return (lambda index: x_all[index]), offsets
+
+
+def _as_floats(images: Images) -> torch.Tensor:
+    return images.floats() if isinstance(images, SharedImages) else images
 
 
 def _used_parameters(
@@ -455,9 +490,12 @@ def _train_chunk(
     """Train jobs of one ``epochs``, ``batch_size`` and buffers as one computation."""
     epochs, batch_size, count = jobs[0].epochs, jobs[0].batch_size, len(jobs)
     buffers = {name: jobs[0].start[name].to(device) for name, _ in module.named_buffers()}
-    x_all, offsets = _flat([job.data.train_x for job in jobs], device)
-    y_all = _flat([job.data.train_y for job in jobs], device)[0] if kind == "classifier" else None
-    trained = _used_parameters(module, buffers, x_all[:1])
+    keys = [(id(job.data.train_images), id(job.data.train_y)) for job in jobs]
+    images, offsets = _training_images([job.data.train_images for job in jobs], device, keys)
+    y_all = (
+        _flat([job.data.train_y for job in jobs], device, keys)[0] if kind == "classifier" else None
+    )
+    trained = _used_parameters(module, buffers, images(torch.zeros(1, dtype=torch.int64)))
     # Grouped by penalised names: all of this chunk's jobs have the same ones (or none),
     # and the penalty's gradient reaches them whether the forward pass does or not.
     penalties = [job.penalty for job in jobs if job.penalty is not None]
@@ -492,7 +530,7 @@ def _train_chunk(
 
     # The batch layout is the same every epoch (only the order changes): step s of model j
     # holds samples [s·B, (s+1)·B) of its permutation, padded with weight 0 past n_j.
-    sizes = [int(job.data.train_x.shape[0]) for job in jobs]
+    sizes = [job.data.num_samples for job in jobs]
     steps = max(math.ceil(n / batch_size) for n in sizes)
     weights_cpu = torch.zeros(count, steps * batch_size)
     for j, n in enumerate(sizes):
@@ -523,7 +561,7 @@ def _train_chunk(
         index = index_cpu.view(count, steps, batch_size).transpose(0, 1).to(device)
         epoch_total.zero_()
         for s in range(steps):
-            x = x_all[index[s]]
+            x = images(index[s])
             target = x if y_all is None else y_all[index[s]]
             grads, losses = step(params, x, target, weights[s])
             epoch_total += losses.to(torch.float64) * step_counts[s]
@@ -559,6 +597,8 @@ def _train_chunk(
     validations: list[Evaluation | None] = [None] * count
     scored = [j for j, job in enumerate(jobs) if validate and job.data.val_y.shape[0]]
     if scored:
+        # Floats made once per share (a shared one's are new on every read).
+        val_x = {id(jobs[j].data.val_images): jobs[j].data.val_x for j in scored}
         index_of = torch.tensor(scored, device=device)
         picked = {name: p.index_select(0, index_of) for name, p in params.items()}
         scores = _score(
@@ -566,7 +606,7 @@ def _train_chunk(
             kind,
             picked,
             buffers,
-            [jobs[j].data.val_x for j in scored],
+            [val_x[id(jobs[j].data.val_images)] for j in scored],
             [jobs[j].data.val_y for j in scored],
         )
         for j, score in zip(scored, scores, strict=True):
@@ -604,8 +644,9 @@ def _score(
     ``(xs[i], ys[i])``: samples at the same position of every set go through together."""
     device = next(iter(params.values())).device
     count = len(xs)
-    x_all, offsets = _flat(xs, device)
-    y_all = _flat(ys, device)[0] if kind == "classifier" else None
+    keys = [(id(x), id(y)) for x, y in zip(xs, ys, strict=True)]
+    x_all, offsets = _flat(xs, device, keys)
+    y_all = _flat(ys, device, keys)[0] if kind == "classifier" else None
     sizes = torch.tensor([x.shape[0] for x in xs], device=device)
     starts = torch.tensor(offsets, device=device)
     longest = max(int(x.shape[0]) for x in xs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 
 from mcfl_chain.learning.models import ModelKind, create_model
-from mcfl_chain.learning.scenario import TrainerData
+from mcfl_chain.learning.scenario import Images, SharedImages, TrainerData
 from mcfl_chain.learning.training import Evaluation, evaluate, train
 
 StateDict = dict[str, torch.Tensor]
@@ -85,7 +86,7 @@ class LocalCompute:
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
         self._templates: dict[str, nn.Module] = {}
-        self._on_device: dict[int, tuple[object, object]] = {}
+        self._on_device: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self._lock = threading.Lock()
         self._scorers = threading.local()
 
@@ -105,25 +106,49 @@ class LocalCompute:
 
     def _cached(self, tensor: torch.Tensor) -> torch.Tensor:
         # Keyed by identity: a trainer's splits are built once and live as long as it.
+        # Held weakly: floats read anew from shared bytes (a host's test split, once a
+        # round) leave the cache with the tensor they came from.
         key = id(tensor)
         with self._lock:
             hit = self._on_device.get(key)
-            if hit is not None and hit[0] is tensor:
-                return hit[1]  # type: ignore[return-value]
+            if hit is not None and hit[0]() is tensor:
+                return hit[1]
             moved = tensor.to(self.device)
-            self._on_device[key] = (tensor, moved)
+            self._on_device[key] = (weakref.ref(tensor, self._forget(key)), moved)
             return moved
+
+    def _forget(self, key: int) -> Callable[[weakref.ref[torch.Tensor]], None]:
+        entries = self._on_device
+
+        def forget(dead: weakref.ref[torch.Tensor]) -> None:
+            # Runs where the tensor is freed, perhaps under the lock: no lock here (one
+            # dict operation is atomic), and only the dead tensor's own entry goes.
+            if (hit := entries.get(key)) is not None and hit[0] is dead:
+                entries.pop(key, None)
+
+        return forget
+
+    def _images(self, images: Images) -> Images:
+        if isinstance(images, SharedImages):
+            # The dataset's bytes go once to the device; floats are made there when read.
+            return replace(
+                images,
+                pixels=self.placed(images.pixels),
+                values=self.placed(images.values),
+                rows=self.placed(images.rows),
+            )
+        return self.placed(images)
 
     def _data(self, data: TrainerData) -> TrainerData:
         if self.device.type == "cpu":
             return data
         return replace(
             data,
-            train_x=self.placed(data.train_x),
+            train_images=self._images(data.train_images),
             train_y=self.placed(data.train_y),
-            val_x=self.placed(data.val_x),
+            val_images=self._images(data.val_images),
             val_y=self.placed(data.val_y),
-            test_x=self.placed(data.test_x),
+            test_images=self._images(data.test_images),
             test_y=self.placed(data.test_y),
         )
 

@@ -5,7 +5,8 @@ A host builds every trainer it is given exactly as ``mcfl-chain worker`` would
 network, its data share, its state directory) and runs each in a thread of its own.
 What the trainers share instead of paying for it once each:
 
-- one interpreter, one torch runtime, one copy of the dataset while shares are cut;
+- one interpreter, one torch runtime, one copy of each dataset (its bytes, of which each
+  trainer's share is a list of rows: :class:`~mcfl_chain.learning.scenario.SharedImages`);
 - the chain's events and head (:mod:`mcfl_chain.host.chain`);
 - one compute that trains every hosted trainer's updates of a phase as one batched
   computation, on the CPU or a GPU (:mod:`mcfl_chain.host.compute`).
@@ -31,6 +32,7 @@ from typing import IO, Any
 
 import torch
 
+from mcfl_chain._utils.memory import limit_malloc_arenas, resident_mb
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
@@ -180,6 +182,7 @@ class Host:
         # On the CPU, parallelism is across models (the batch's parts, the trainers'
         # scoring), one core each: a LeNet op is too small to split between cores.
         torch.set_num_threads(1 if self.device.type == "cpu" else self.threads)
+        self._log_memory(f"{len(self.workers)} trainer(s) built")
 
     def run(self) -> int:
         """Play every trainer's rounds; returns 0 when all of them ended well, else 1
@@ -207,9 +210,17 @@ class Host:
             self._shared.fetches if self._shared is not None else 0,
             self._shared.status_batches if self._shared is not None else 0,
         )
+        self._log_memory("trainers done")
         for index, reason in sorted(self.failures.items()):
             print(f"trainer {index}: {reason}", file=sys.stderr)
         return 1 if self.failures else 0
+
+    @staticmethod
+    def _log_memory(when: str) -> None:
+        """The host's resident memory, now and at its peak (what a trainer costs)."""
+        memory = resident_mb()
+        if memory is not None:
+            log.info("%s: resident memory %.0f MB, peak %.0f MB", when, *memory)
 
     def stop(self) -> None:
         for worker in self.workers.values():
@@ -260,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU cores to use")
     args = parser.parse_args(argv)
     trainers = [HostedTrainer.from_json(t) for t in json.loads(args.plan.read_text())]
+    # Before the trainers' threads exist: they would each get an arena of their own.
+    limit_malloc_arenas(2 * max(1, args.threads))
     try:
         host = Host(trainers, device=args.device, threads=args.threads)
         host.build()

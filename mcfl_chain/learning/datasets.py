@@ -85,7 +85,15 @@ class LabeledDataset:
         chosen = self.pixels[indices]
         if chosen.dtype != np.uint8:
             return chosen
-        return _channel_stride_one(chosen.astype(np.float32) / np.float32(255.0))
+        return _channel_stride_one(_byte_floats(chosen))
+
+    def byte_values(self) -> np.ndarray | None:
+        """What each stored byte stands for: ``float32`` of shape (256,), entry ``b`` the
+        value :meth:`take` gives a pixel stored as ``b`` (the same conversion, so looking
+        a byte up here is exact); None when the pixels are not bytes."""
+        if self.pixels.dtype != np.uint8:
+            return None
+        return _byte_floats(np.arange(256, dtype=np.uint8))
 
     @property
     def images(self) -> np.ndarray:
@@ -102,6 +110,11 @@ class LabeledDataset:
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
+
+
+def _byte_floats(stored: np.ndarray) -> np.ndarray:
+    """Bytes 0-255 as ``float32`` in [0, 1]: the one conversion of stored pixels."""
+    return stored.astype(np.float32) / np.float32(255.0)
 
 
 def _channel_stride_one(images: np.ndarray) -> np.ndarray:

@@ -130,11 +130,11 @@ def trainer_data_from_arrays(
     return TrainerData(
         spec=TrainerDataSpec(dataset=name, group="own data"),
         num_classes=classes,
-        train_x=train_x,
+        train_images=train_x,
         train_y=train_y,
-        val_x=val_x,
+        val_images=val_x,
         val_y=val_y,
-        test_x=test_x,
+        test_images=test_x,
         test_y=test_y,
         indices=np.arange(labels.shape[0]),
     )

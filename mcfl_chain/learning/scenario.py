@@ -18,8 +18,10 @@ Building a trainer's data, all from ``spec.seed`` (deterministic):
 from __future__ import annotations
 
 import math
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,23 +113,110 @@ class TrainerDataSpec:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class SharedImages:
+    """Images kept as their dataset stores them: rows of one ``uint8`` tensor of the
+    whole dataset, which every trainer built from that dataset in a process shares.
+
+    A host of many trainers keeps Fashion-MNIST once, as 55 MB of bytes, and each share
+    as its row numbers (12 kB for 1,500 images) instead of 4.7 MB of float32 each. The
+    bytes become float32 only when read, a batch at a time, on the device that reads
+    them, through :attr:`values` (the dataset's own conversion of each byte, so the
+    floats are those of converting first: :func:`decode`).
+
+    Attributes
+    ----------
+    pixels : torch.Tensor
+        ``uint8`` N×C×H×W, the whole dataset (read-only: it is shared).
+    values : torch.Tensor
+        ``float32`` (256,), what each byte stands for
+        (:meth:`~mcfl_chain.learning.datasets.LabeledDataset.byte_values`).
+    rows : torch.Tensor
+        ``int64``, the rows of ``pixels`` these images are, in order.
+    """
+
+    pixels: torch.Tensor
+    values: torch.Tensor
+    rows: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((self.rows.shape[0], *self.pixels.shape[1:]))
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def part(self, start: int, stop: int) -> SharedImages:
+        """Images ``start`` to ``stop`` (exclusive), sharing the same pixels."""
+        return replace(self, rows=self.rows[start:stop])
+
+    def floats(self) -> torch.Tensor:
+        """Every one of these images as ``float32`` (a new tensor on the pixels' device)."""
+        return decode(self.pixels, self.values, self.rows)
+
+    def shares_pixels(self, other: SharedImages) -> bool:
+        """Whether ``other`` reads the same stored pixels (one gather serves both)."""
+        return (
+            self.pixels.data_ptr() == other.pixels.data_ptr()
+            and self.pixels.shape == other.pixels.shape
+            and self.pixels.device == other.pixels.device
+        )
+
+
+def decode(pixels: torch.Tensor, values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``pixels[rows]`` as float32 images: each byte looked up in ``values`` (exact on
+    any device, where dividing by 255 on a GPU multiplies by a rounded reciprocal), in
+    the layout the float path gives (channel stride one: see
+    :func:`~mcfl_chain.learning.datasets.LabeledDataset.take`), so convolutions pick the
+    same kernels and the results are the same bits. ``rows`` may have any shape."""
+    stored = pixels[rows]
+    images = values.index_select(0, stored.flatten().to(torch.int32)).view(stored.shape)
+    if images.dim() >= 3 and images.shape[-3] == 1:
+        strides = list(images.stride())
+        strides[-3] = 1  # that axis has size 1: the stride addresses no memory
+        images = images.as_strided(images.shape, strides)
+    return images
+
+
+Images = torch.Tensor | SharedImages
+"""A split's images: float32 in memory, or rows of a shared byte dataset."""
+
+
 @dataclass(frozen=True)
 class TrainerData:
-    """One trainer's tensors, preloaded once (no per-sample transform while training).
+    """One trainer's data, preloaded once (no per-sample transform while training).
 
-    ``*_x`` are float32 N×1×28×28, ``*_y`` int64 N. ``indices`` are the dataset indices of
-    the kept samples in train, validation, test order.
+    ``*_images`` are the splits' images: float32 N×1×28×28 tensors, or
+    :class:`SharedImages` (rows of a dataset's bytes that a host's trainers share,
+    turned into floats when read); ``*_x`` give them as float32 tensors either way.
+    ``*_y`` are int64 N. ``indices`` are the dataset indices of the kept samples in
+    train, validation, test order.
     """
 
     spec: TrainerDataSpec
     num_classes: int
-    train_x: torch.Tensor
+    train_images: Images
     train_y: torch.Tensor
-    val_x: torch.Tensor
+    val_images: Images
     val_y: torch.Tensor
-    test_x: torch.Tensor
+    test_images: Images
     test_y: torch.Tensor
     indices: np.ndarray = field(repr=False)
+
+    @property
+    def train_x(self) -> torch.Tensor:
+        """The training images as float32 (converted anew on each read when shared)."""
+        return _floats(self.train_images)
+
+    @property
+    def val_x(self) -> torch.Tensor:
+        """The validation images as float32 (converted anew on each read when shared)."""
+        return _floats(self.val_images)
+
+    @property
+    def test_x(self) -> torch.Tensor:
+        """The test images as float32 (converted anew on each read when shared)."""
+        return _floats(self.test_images)
 
     @property
     def num_samples(self) -> int:
@@ -140,7 +229,13 @@ class TrainerData:
         return np.bincount(labels, minlength=self.num_classes)
 
 
-def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) -> TrainerData:
+def _floats(images: Images) -> torch.Tensor:
+    return images.floats() if isinstance(images, SharedImages) else images
+
+
+def build_trainer_data(
+    spec: TrainerDataSpec, root: str | Path | None = None, *, shared: bool = False
+) -> TrainerData:
     """Build a trainer's train / validation / test tensors from its spec (deterministic).
 
     Parameters
@@ -149,6 +244,11 @@ def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) ->
         Dataset, masks, seed, cap and split.
     root : str or pathlib.Path, optional
         Data directory passed to :func:`~mcfl_chain.learning.datasets.load_dataset`.
+    shared : bool, default False
+        Keep the images as :class:`SharedImages`, rows of the dataset's bytes, where the
+        dataset stores bytes and no mask transforms the images (a host building many
+        trainers: the dataset is kept once for all of them). The floats read from them
+        are the same bits as without.
 
     Returns
     -------
@@ -183,21 +283,54 @@ def build_trainer_data(spec: TrainerDataSpec, root: str | Path | None = None) ->
             f"only {order.shape[0]} samples kept for {spec.dataset!r}: the train split "
             f"{spec.split[0]} leaves no training sample; keep more samples"
         )
-    images = apply_transforms(spec.masks, dataset.take(order))
-    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+    values = dataset.byte_values()
+    x: Images
+    if shared and values is not None and not _transforms(spec.masks):
+        rows = torch.from_numpy(order.astype(np.int64))
+        x = SharedImages(_stored(dataset.pixels), torch.from_numpy(values), rows)
+    else:
+        images = apply_transforms(spec.masks, dataset.take(order))
+        x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
     y = torch.from_numpy(dataset.labels[order].copy())
     cut = (n_train, n_train + n_val)
     return TrainerData(
         spec=spec,
         num_classes=dataset.num_classes,
-        train_x=x[: cut[0]],
+        train_images=_part(x, 0, cut[0]),
         train_y=y[: cut[0]],
-        val_x=x[cut[0] : cut[1]],
+        val_images=_part(x, cut[0], cut[1]),
         val_y=y[cut[0] : cut[1]],
-        test_x=x[cut[1] :],
+        test_images=_part(x, cut[1], len(order)),
         test_y=y[cut[1] :],
         indices=order,
     )
+
+
+_STORED: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+"""One tensor per stored byte array (by identity), while a trainer's data holds it."""
+
+
+def _stored(pixels: np.ndarray) -> torch.Tensor:
+    """The dataset's bytes as one tensor object for every trainer (sharing the array's
+    memory), so that a device keeps one copy of it and one gather serves them all. The
+    tensor holds the array, so the id is not reused while the entry lives."""
+    tensor = _STORED.get(id(pixels))
+    if tensor is None:
+        with warnings.catch_warnings():
+            # The dataset's arrays are read-only on purpose; nothing writes through this.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            tensor = torch.from_numpy(pixels)
+        _STORED[id(pixels)] = tensor
+    return tensor
+
+
+def _part(images: Images, start: int, stop: int) -> Images:
+    return images.part(start, stop) if isinstance(images, SharedImages) else images[start:stop]
+
+
+def _transforms(masks: Sequence[Mask]) -> bool:
+    """Whether a mask changes the images (feature skew), which then exist only as floats."""
+    return any(type(mask).transform is not Mask.transform for mask in masks)
 
 
 # --- Whole scenarios --------------------------------------------------------------------

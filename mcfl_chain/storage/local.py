@@ -121,7 +121,9 @@ class LocalStorage(Storage):
                         f"blob {cid} has {size} bytes, more than the "
                         f"{bound}-byte bound; raise max_bytes if it is expected"
                     )
-                data = blob.read(bound + 1)
+                # The file's size, not the bound: read(n) allocates n bytes up front
+                # (a 256 MB buffer per LeNet blob of 250 kB, many threads at once).
+                data = blob.read(size + 1)
         except FileNotFoundError:
             raise BlobNotFound(f"blob {cid} is not in the local store {self.root}") from None
         except OSError as exc:

@@ -77,7 +77,10 @@ def build_worker(
         host of many trainers gives them one shared compute.
     keep_datasets
         Keep whole datasets loaded after cutting this trainer's share, for the next
-        trainer a host builds (a lone worker lets them go).
+        trainer a host builds (a lone worker lets them go), and keep the share as rows
+        of the dataset's bytes where it can
+        (:class:`~mcfl_chain.learning.scenario.SharedImages`): a host holds each
+        dataset once for all its trainers.
 
     Raises
     ------
@@ -312,7 +315,7 @@ def _trainer_task_and_data(
             samples_per_trainer=config.samples,
             **config.scenario_params,
         )[config.trainer_index]
-        data = build_trainer_data(spec)
+        data = build_trainer_data(spec, shared=keep_datasets)
     except (DatasetError, ValueError, TypeError) as exc:
         raise WorkerSetupError(f"cannot build this trainer's data: {exc}") from exc
     finally:

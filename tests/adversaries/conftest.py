@@ -22,11 +22,11 @@ def make_trainer_data(n_train: int = 20, num_classes: int = 10) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec("digits", seed=1),
         num_classes=num_classes,
-        train_x=torch.full((n_train, 1, 28, 28), 0.5),
+        train_images=torch.full((n_train, 1, 28, 28), 0.5),
         train_y=labels,
-        val_x=torch.zeros(2, 1, 28, 28),
+        val_images=torch.zeros(2, 1, 28, 28),
         val_y=torch.tensor([0, 1]),
-        test_x=torch.zeros(5, 1, 28, 28),
+        test_images=torch.zeros(5, 1, 28, 28),
         test_y=torch.tensor([0, 1, 2, 3, 4]),
         indices=np.arange(n_train + 7),
     )

@@ -35,11 +35,11 @@ def _data(n: int = 48) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec("digits"),
         num_classes=10,
-        train_x=x,
+        train_images=x,
         train_y=y,
-        val_x=x[:0],
+        val_images=x[:0],
         val_y=y[:0],
-        test_x=x[:0],
+        test_images=x[:0],
         test_y=y[:0],
         indices=torch.arange(n).numpy(),
     )

@@ -13,12 +13,18 @@ from mcfl_chain.algorithms.proximal import proximal_penalty
 from mcfl_chain.compute import batched
 from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
 from mcfl_chain.compute.device import DEVICES, resolve_device
+from mcfl_chain.learning.masks import Partition
 from mcfl_chain.learning.models import (
     Architecture,
     create_model,
     register_architecture,
 )
-from mcfl_chain.learning.scenario import TrainerData, TrainerDataSpec
+from mcfl_chain.learning.scenario import (
+    SharedImages,
+    TrainerData,
+    TrainerDataSpec,
+    build_trainer_data,
+)
 from mcfl_chain.learning.training import Evaluation, TrainReport, evaluate, train
 
 # Parameters agree to ~1e-7 here (the batched kernels only sum in another order); 1e-5
@@ -45,11 +51,11 @@ def _data(n_train: int, n_val: int, seed: int) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec("digits"),
         num_classes=10,
-        train_x=x[:n_train],
+        train_images=x[:n_train],
         train_y=y[:n_train],
-        val_x=x[n_train:],
+        val_images=x[n_train:],
         val_y=y[n_train:],
-        test_x=x[:0],
+        test_images=x[:0],
         test_y=y[:0],
         indices=torch.arange(n).numpy(),
     )
@@ -211,6 +217,39 @@ def test_repeat_calls_are_bit_identical() -> None:
     for (state_1, report_1), (state_2, report_2) in zip(first, second, strict=True):
         assert all(torch.equal(state_1[name], state_2[name]) for name in state_1)
         assert report_1.loss == report_2.loss and report_1.validation == report_2.validation
+
+
+def test_training_from_shared_bytes_is_bit_identical_to_training_from_floats() -> None:
+    # Prepare: a host's trainers (rows of the dataset's bytes) and the same trainers
+    # built alone (float32 shares), on real images; different sizes pad the batches.
+    specs = [
+        TrainerDataSpec("fashion-mnist", (Partition(i, 40),), seed=i, n_samples=n)
+        for i, n in enumerate((40, 57))
+    ]
+
+    def jobs(shared: bool) -> list[TrainJob]:
+        return [
+            TrainJob(create_model("lenet5", 0).state_dict(), data, epochs=1, seed=i)
+            for i, data in enumerate(build_trainer_data(spec, shared=shared) for spec in specs)
+            for _ in range(2)  # a trainer's updates read its one share
+        ]
+
+    shared = jobs(True)
+    assert all(isinstance(job.data.train_images, SharedImages) for job in shared)
+    # Execute
+    from_bytes = train_batched("lenet5", shared)
+    from_floats = train_batched("lenet5", jobs(False))
+    # Assert
+    for (state, report), (expected, report_f) in zip(from_bytes, from_floats, strict=True):
+        assert all(torch.equal(state[name], expected[name]) for name in expected)
+        assert report.loss == report_f.loss and report.validation == report_f.validation
+    # one model alone through train, from the shared share and from the floats
+    singles = []
+    for shared in (True, False):
+        model = create_model("lenet5", 0)
+        train(model, build_trainer_data(specs[1], shared=shared), 1, seed=3, validate=False)
+        singles.append(model.state_dict())
+    assert all(torch.equal(singles[0][name], singles[1][name]) for name in singles[1])
 
 
 @pytest.mark.parametrize("arch", ["lenet-light", "lenet-cae"])

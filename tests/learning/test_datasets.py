@@ -126,6 +126,11 @@ def test_fashion_mnist_from_the_debian_package() -> None:
     expected = dataset.pixels[some].astype(np.float64) / 255.0
     np.testing.assert_array_equal(taken, expected.astype(np.float32))
     np.testing.assert_array_equal(taken, dataset.images[some])
+    # a byte looked up in its table is that same float: every byte value checked
+    table = dataset.byte_values()
+    assert table is not None and table.dtype == np.float32
+    np.testing.assert_array_equal(table[dataset.pixels[some]], taken)
+    np.testing.assert_array_equal(table, (np.arange(256) / 255.0).astype(np.float32))
 
 
 def test_release_datasets_drops_the_cache():

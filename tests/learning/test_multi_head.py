@@ -65,11 +65,11 @@ def _data(n: int = 64) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec("digits"),
         num_classes=10,
-        train_x=x,
+        train_images=x,
         train_y=y,
-        val_x=empty_x,
+        val_images=empty_x,
         val_y=empty_y,
-        test_x=empty_x,
+        test_images=empty_x,
         test_y=empty_y,
         indices=torch.arange(n).numpy(),
     )

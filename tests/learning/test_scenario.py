@@ -13,6 +13,7 @@ from mcfl_chain.learning.scenario import (
     SCENARIOS,
     ScenarioContext,
     ScenarioKind,
+    SharedImages,
     TrainerDataSpec,
     build_trainer_data,
     declared_group_count,
@@ -82,6 +83,30 @@ def test_fashion_mnist_trainers_get_the_layout_and_values_recorded_runs_were_tra
     expected = torch.from_numpy((raw.astype(np.float64) / 255.0).astype(np.float32))
     assert torch.equal(torch.cat([plain.train_x, plain.val_x, plain.test_x]), expected)
     assert torch.equal(rotated.train_x, torch.flip(plain.train_x, dims=(2, 3)))
+
+
+def test_shared_shares_read_the_dataset_bytes_as_the_same_floats_in_the_same_layout() -> None:
+    # Prepare: two trainers of a host, and one built alone
+    specs = [
+        TrainerDataSpec("fashion-mnist", (Partition(i, 40),), seed=5, n_samples=300)
+        for i in range(2)
+    ]
+    alone = build_trainer_data(specs[0])
+    # Execute
+    first, second = (build_trainer_data(spec, shared=True) for spec in specs)
+    # Assert: rows of one byte tensor, not copies; the floats read are the same bits
+    assert isinstance(first.train_images, SharedImages)
+    assert isinstance(second.test_images, SharedImages)
+    assert first.train_images.pixels is second.test_images.pixels
+    assert first.train_images.pixels.dtype == torch.uint8
+    assert first.train_images.shape == alone.train_x.shape
+    for a, b in zip(_all_tensors(first), _all_tensors(alone), strict=True):
+        assert torch.equal(a, b) and a.stride() == b.stride()
+    # a mask that transforms the images, or a dataset of floats, keeps floats
+    rotated = TrainerDataSpec("fashion-mnist", (Partition(0, 40), Rotation(90)), n_samples=30)
+    assert isinstance(build_trainer_data(rotated, shared=True).train_images, torch.Tensor)
+    digits = TrainerDataSpec("digits", (Partition(0, 9),))
+    assert isinstance(build_trainer_data(digits, shared=True).train_images, torch.Tensor)
 
 
 def test_a_mask_that_keeps_nothing_is_reported() -> None:

@@ -106,8 +106,9 @@ def test_process_and_batched_engines_build_the_identical_dag(tmp_path: Path) -> 
 
 
 def test_the_batched_engine_trains_in_batches_and_repeats_bit_for_bit(tmp_path: Path) -> None:
-    # Execute: the same real-training network twice
-    config = _config(engine="batched", n_trainers=3, rounds=2)
+    # Execute: the same real-training network twice, on a dataset of bytes (the hosts
+    # keep it once and read the trainers' shares from it a batch at a time)
+    config = _config(engine="batched", n_trainers=3, rounds=2, dataset="fashion-mnist")
     dags = [_run_and_check(config, tmp_path / f"run{k}") for k in range(2)]
 
     # Assert: the same weights to the bit (every update's and model's CID), whatever
@@ -126,6 +127,7 @@ def test_the_batched_engine_trains_in_batches_and_repeats_bit_for_bit(tmp_path: 
     hosts = sorted(run.glob("host-*.log"))
     assert 1 <= len(hosts) <= 3
     assert all("batched training:" in log.read_text() for log in hosts)
+    assert all("trainer(s) built: resident memory" in log.read_text() for log in hosts)
     assert "Traceback" not in (run / "trainers" / "000" / "worker.log").read_text()
 
 

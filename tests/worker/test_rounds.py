@@ -921,11 +921,11 @@ def trainer_data(n_train: int = 10) -> TrainerData:
     return TrainerData(
         spec=TrainerDataSpec("digits", seed=1),
         num_classes=10,
-        train_x=torch.full((n_train, 1, 28, 28), 0.5),
+        train_images=torch.full((n_train, 1, 28, 28), 0.5),
         train_y=torch.arange(n_train) % 10,
-        val_x=torch.zeros(4, 1, 28, 28),
+        val_images=torch.zeros(4, 1, 28, 28),
         val_y=torch.tensor([0, 1, 2, 3]),
-        test_x=torch.zeros(4, 1, 28, 28),
+        test_images=torch.zeros(4, 1, 28, 28),
         test_y=torch.tensor([4, 5, 6, 7]),
         indices=np.arange(n_train + 8),
     )
