@@ -23,12 +23,14 @@ import numpy as np
 import pytest
 from web3 import Web3
 
+from mcfl_chain._utils.forked import start_module
 from mcfl_chain._utils.process import LOOPBACK, free_port, start_service, stop_service
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.accounts import PASSWORD_ENV, PRIVATE_KEY_ENV, create_keystore
 from mcfl_chain.chain.client import ChainClient, Phase
 from mcfl_chain.chain.deployment import Deployment
 from mcfl_chain.chain.devnet import find_anvil
+from mcfl_chain.simulation.runner import WORKER_PRELOAD
 from mcfl_chain.worker.preflight import load_deployment
 
 pytestmark = pytest.mark.slow
@@ -95,24 +97,26 @@ def _fund(url: str, address: str, wei: int = 10**19) -> None:
 
 
 def _start_worker(folder: Path, name: str, args: list[str], env: dict[str, str]):
-    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed by _finish
-    command = [sys.executable, "-m", "mcfl_chain", "worker", *args]
-    command += ["--state-dir", str(folder / name), "--wait-log-interval", "10"]
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return proc, log
+    """`mcfl-chain worker` with ``args``, its output in ``folder/<name>.log``: forked as
+    the simulator forks its workers, which then behave exactly as `python -m` would
+    (tests/simulation/test_forked_workers.py), without a fresh interpreter's seconds of
+    imports each."""
+    args = [*args, "--state-dir", str(folder / name), "--wait-log-interval", "10"]
+    return start_module(
+        "mcfl_chain", ["worker", *args], log=folder / f"{name}.log", env=env, preload=WORKER_PRELOAD
+    )
 
 
 def _finish(workers, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     try:
-        for proc, _ in workers:
+        for proc in workers:
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
-        for proc, log in workers:
+        for proc in workers:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            log.close()
 
 
 def _models_transactions(chain: ChainClient) -> Counter[str]:
@@ -212,7 +216,7 @@ def test_organisations_join_a_two_second_chain_by_cid_with_their_own_keys_and_ta
 
     # Assert: every organisation played its two rounds and stopped cleanly.
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in setups}
-    for (proc, _), name in zip(workers, setups, strict=True):
+    for proc, name in zip(workers, setups, strict=True):
         assert proc.returncode == 0, logs[name][-3000:]
         assert "played 2 round(s)" in logs[name]
     deployment = load_deployment(uri, f"local:{tmp_path / 'blobs'}", 1.0)
@@ -291,7 +295,7 @@ def test_own_image_files_train_the_builtin_lenet_on_a_bare_chain(anvil, tmp_path
     _finish(workers, timeout=900)
 
     # Assert: both played 2 rounds on their own files; accuracy is reported per round.
-    for i, (proc, _) in enumerate(workers):
+    for i, proc in enumerate(workers):
         log = (tmp_path / f"hospital-{i}.log").read_text()
         assert proc.returncode == 0, log[-3000:]
         assert "played 2 round(s)" in log
@@ -373,7 +377,7 @@ def test_a_reorg_shallower_than_the_confirmations_neither_loses_nor_repeats_a_vo
     # Assert: the reorgs happened and dropped votes, which were sent again; the network
     # completed its rounds with exactly one vote per trainer and phase on chain.
     logs = [(tmp_path / f"org-{i}.log").read_text() for i in range(2)]
-    for (proc, _), log in zip(workers, logs, strict=True):
+    for proc, log in zip(workers, logs, strict=True):
         assert proc.returncode == 0, log[-3000:]
     assert reorgs.done == 4
     # A vote the reorg removes after the worker saw it mined is "a reorg dropped it";
