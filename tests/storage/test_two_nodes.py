@@ -47,7 +47,12 @@ from mcfl_chain.storage.daemon import (
 from mcfl_chain.worker.blobs import Blobs
 from mcfl_chain.worker.timing import RoundClock
 
-pytestmark = pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning"),
+    # Two daemons exchanging blocks over bitswap: about 90 s of CPU in all, a fifth of
+    # what `make check` would cost with them; `make test` runs them.
+    pytest.mark.slow,
+]
 
 LOOPBACK_ANY_PORT = "/ip4/127.0.0.1/tcp/0"
 
