@@ -120,7 +120,9 @@ class IpfsStorage(Storage):
         as a (transient) timeout.
     fetch_timeout
         Seconds the node may spend finding a blob before answering that it cannot;
-        keep it below ``timeout`` so a missing blob is told apart from a hung node.
+        keep it below ``timeout`` so a missing blob is told apart from a hung node. Once
+        found, a blob's transfer has no total bound (a large one on a slow link arrives
+        whole); ``timeout`` bounds each wait for its next bytes.
     has_timeout
         Node-side wait of :meth:`has`, short because an IPFS node cannot say "absent"
         at once: it looks for the blob until this expires.
@@ -273,13 +275,36 @@ class IpfsStorage(Storage):
                 return self._missing(text)
             return StorageError(f"the IPFS node at {self.address} refused to read {text}: {exc}")
 
-        opts = {"length": bound + 1, "timeout": f"{self.fetch_timeout:g}s"}
-        data = bytes(self._call(f"reading {text}", lambda c: c.cat(text, opts=opts), not_found))
+        too_large = BlobTooLarge(
+            f"blob {text} has more than {bound} bytes, the read bound; raise "
+            f"max_bytes if it is expected"
+        )
+
+        def read(client: ipfshttpclient.Client) -> bytes:
+            # The node's `timeout` bounds a whole request, and a stream it cuts short still
+            # ends like a whole one: so it bounds only the search for the root (stat), which
+            # also says how many bytes the file has. The transfer is bounded per HTTP read
+            # (`timeout`), and a short one is retried, not taken for a corrupt blob.
+            stat = client.files.stat(f"/ipfs/{text}", opts={"timeout": f"{self.fetch_timeout:g}s"})
+            size = stat.get("Size")
+            if not isinstance(size, int) or size < 0:
+                raise StorageError(
+                    f"the IPFS node at {self.address} gave {text} a size of {size!r}: "
+                    f"not a byte count; use another node"
+                )
+            if size > bound:
+                raise too_large
+            data = bytes(client.cat(text, opts={"length": bound + 1}))
+            if len(data) < size:
+                raise StorageUnavailable(
+                    f"the IPFS node at {self.address} cut its stream of {text} after "
+                    f"{len(data)} of its {size} bytes"
+                )
+            return data
+
+        data = self._call(f"reading {text}", read, not_found)
         if len(data) > bound:
-            raise BlobTooLarge(
-                f"blob {text} has more than {bound} bytes, the read bound; raise "
-                f"max_bytes if it is expected"
-            )
+            raise too_large
         if parsed.codec.name == "raw":
             genuine = verify_raw(parsed, data)
         else:

@@ -6,6 +6,7 @@ bounds) is checked in ``test_backend_contract.py``; here what is particular to I
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from mcfl_chain._utils.process import ServiceState, free_port
 from mcfl_chain.storage import (
+    BlobNotFound,
     IpfsStorage,
     RetryPolicy,
     StorageTimeout,
@@ -44,6 +46,32 @@ def test_round_trip_of_a_root_over_intermediate_nodes(ipfs_store: IpfsStorage) -
     assert cid == unixfs_cid_for_bytes(data) and cid_codec(cid) == "dag-pb"
     assert ipfs_store.has(cid)
     assert ipfs_store.get(cid) == data
+
+
+def test_a_transfer_longer_than_the_fetch_timeout_arrives_whole(
+    ipfs_node: ServiceState,
+) -> None:
+    # Prepare: a 45 MB blob takes longer to stream than this store's fetch_timeout (the
+    # node ends a stream whose request timed out as if it were whole: CI saw 23.6 MB of
+    # 45.6 MB arrive, reported as a corrupt blob). The search for the local root stays
+    # bounded by the short fetch_timeout, which a loaded machine may overrun: a miss
+    # (BlobNotFound) is tried again, a short read (CorruptBlob) fails the test.
+    data = os.urandom(MAX_LINKS * CHUNK_SIZE + 1)
+    with IpfsStorage(
+        storage_spec(ipfs_node).removeprefix("ipfs:"), timeout=20.0, fetch_timeout=0.1
+    ) as store:
+        cid = store.put(data)
+
+        # Execute
+        read = None
+        for _ in range(4):
+            with contextlib.suppress(BlobNotFound):
+                read = store.get(cid)
+                break
+
+    # Assert
+    assert read is not None, "the node missed its own root 4 times within 0.1 s"
+    assert read == data
 
 
 def test_a_second_process_reads_what_the_first_wrote(
