@@ -59,13 +59,35 @@ RULES = [(0, 0), (0, 0), (1, 0), (2, 2000)]
 """(code, parameter) an aggregation may carry: FedAvg twice as often, median, trimmed mean."""
 
 
-def _views(contract):
-    """web3's handle on ``contract``'s functions, for reads: the invariants read the state
-    after every step, and through ape each call also re-validates its arguments and looks
-    up the contract's code, about three times the EVM's own work for a view."""
-    abi = [item.model_dump(mode="json", by_alias=True) for item in contract.contract_type.abi]
-    web3 = contract.provider.web3
-    return web3.eth.contract(address=contract.address, abi=abi).functions
+class _Views:
+    """Reads of a contract's views through web3, each made once per chain state.
+
+    The invariants read the state after every step, and through ape each call also
+    re-validates its arguments and looks up the contract's code (about three times the
+    EVM's own work). A step that changed nothing on chain (a refused call: a revert undoes
+    everything) is checked against the same reads; :meth:`forget` drops them when a call
+    went through or the clock moved. Calls name their (funded) sender, or web3 asks the
+    node for its accounts before each one.
+    """
+
+    def __init__(self, contract, sender):
+        abi = [item.model_dump(mode="json", by_alias=True) for item in contract.contract_type.abi]
+        web3 = contract.provider.web3
+        self._functions = web3.eth.contract(address=contract.address, abi=abi).functions
+        self._sender = {"from": sender}
+        self._read: dict[tuple, object] = {}
+
+    def __getattr__(self, name):
+        def read(*args):
+            key = (name, *args)
+            if key not in self._read:
+                self._read[key] = getattr(self._functions, name)(*args).call(self._sender)
+            return self._read[key]
+
+        return read
+
+    def forget(self):
+        self._read.clear()
 
 
 class ProtocolMachine(RuleBasedStateMachine):
@@ -79,7 +101,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         env["chain"].restore(env["snapshot"])
         env["snapshot"] = env["chain"].snapshot()
         self.trainers, self.models, self.updates = env["contracts"]
-        self.read_trainers, self.read_models = _views(self.trainers), _views(self.models)
+        reader = env["people"][0].address
+        self.read_trainers = _Views(self.trainers, reader)
+        self.read_models = _Views(self.models, reader)
         self.people = env["people"][:ACCOUNTS]
         self.admin = env["admin"]
         self.allowlist = env["policy"] == ALLOWLIST
@@ -110,9 +134,15 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def _send(self, call, *args, sender):
         try:
-            return call(*args, sender=sender)
+            receipt = call(*args, sender=sender)
         except ContractLogicError:
             return None
+        self._state_changed()
+        return receipt
+
+    def _state_changed(self):
+        self.read_trainers.forget()
+        self.read_models.forget()
 
     def _phase_number(self):
         return 2 * self.round + self.phase + 1
@@ -136,7 +166,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self._check_phase_end(len(self.counted) >= self.quorum or self.expired)
 
     def _check_phase_end(self, should_end, why=None):
-        ended = tuple(self.read_models.statusOf(ZERO).call()[1:3]) != (self.round, self.phase)
+        ended = tuple(self.read_models.statusOf(ZERO)[1:3]) != (self.round, self.phase)
         assert ended == should_end
         if ended:
             event(why or ("phase ended by its deadline" if self.expired else "by quorum"))
@@ -367,19 +397,20 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _record_created(self, e):
         rule = (e.rule, e.ruleParameter)
         assert e.modelId == model_id(list(e.parents), list(e.updateIds), *rule)
-        assert rule in RULES and tuple(self.read_models.ruleOf(e.modelId).call()) == rule
+        assert rule in RULES and tuple(self.read_models.ruleOf(e.modelId)) == rule
         assert e.modelId not in self.dag
-        assert e.round == self.round == self.read_models.roundOf(e.modelId).call()
-        assert all(self.read_models.modelExists(p).call() for p in e.parents)
+        assert e.round == self.round == self.read_models.roundOf(e.modelId)
+        assert all(self.read_models.modelExists(p) for p in e.parents)
         event("merge created" if len(e.parents) > 1 else "model created")
         self.dag[e.modelId] = {"parents": list(e.parents), "round": e.round, "popularity": 0}
 
     @precondition(lambda self: self.started)
     @rule()
     def wait_past_deadline(self):
-        target = self.read_models.phaseDeadline().call()
+        target = self.read_models.phaseDeadline()
         if target > self.chain.blocks.head.timestamp:
             self.chain.pending_timestamp = target
+            self._state_changed()
         self.expired = True
 
     # -- invariants ------------------------------------------------------------------------
@@ -394,9 +425,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     @invariant()
     def dag_is_rooted_acyclic_and_popularity_counts_aggregations(self):
         # On chain: the models aggregated in this step (every model in teardown).
-        assert self.read_models.totalSupply().call() == len(self.dag)
+        assert self.read_models.totalSupply() == len(self.dag)
         for model in self.touched:
-            assert self.read_models.popularityOf(model).call() == self.dag[model]["popularity"]
+            assert self.read_models.popularityOf(model) == self.dag[model]["popularity"]
         self.touched = set()
         for record in self.dag.values():
             for parent in record["parents"]:
@@ -405,7 +436,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def teardown(self):
         for model, record in self.dag.items():
-            assert self.read_models.popularityOf(model).call() == record["popularity"]
+            assert self.read_models.popularityOf(model) == record["popularity"]
 
     def _assert_acyclic(self):
         """Depth-first search over parent links: no node is met again on its own path."""
@@ -432,9 +463,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         assert self.voters <= set(self.trainer_of.values())
         if self.allowlist:
             trainers = self.read_trainers
-            assert trainers.totalSupply().call() <= trainers.lastTrainerId().call() <= self.granted
+            assert trainers.totalSupply() <= trainers.lastTrainerId() <= self.granted
             for address in (person.address for person in self.people):
-                assert trainers.isAllowed(address).call() == (address in self.admitted)
+                assert trainers.isAllowed(address) == (address in self.admitted)
 
     @invariant()
     def members_acted_within_a_phase_and_carry_overs_do_not_chain(self):
@@ -455,7 +486,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def round_state_and_quorum_match_the_reference(self):
         """Read through `statusOf` (one call per live trainer gives everything)."""
         for address in sorted(self.trainer_of) or [ZERO]:
-            status = self.read_models.statusOf(address).call()
+            status = self.read_models.statusOf(address)
             started, round_, phase, voted, member, _, votes, quorum, voters = status
             assert started == self.started
             assert (round_, phase) == (self.round, self.phase) >= self.position
