@@ -42,6 +42,25 @@ CID_SHAPE_REASON = (
 NOT_STARTED = "Models: rounds have not started: fewer than minTrainers trainers are registered"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_per_transaction_inspection():
+    """Skip two things ape does after every transaction that these contracts never need,
+    a fifth of the contract tests' time: tracing it for Vyper ``print()`` output (the
+    contracts print nothing) and, after a deployment, reading the new code for a known
+    proxy pattern (none is a proxy)."""
+    import ape_ethereum.ecosystem
+    import ape_ethereum.provider
+
+    def post_send(tx, receipt):
+        pass
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ape_ethereum.provider, "_post_send_transaction", post_send)
+    patch.setattr(ape_ethereum.ecosystem.Ethereum, "get_proxy_info", lambda self, address: None)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def deployer(accounts):
     return accounts[0]
