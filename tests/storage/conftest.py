@@ -15,8 +15,9 @@ from mcfl_chain._utils.process import ServiceState
 from mcfl_chain.storage import IpfsStorage, LocalStorage, RetryPolicy
 from mcfl_chain.storage.daemon import start_ipfs, stop_ipfs, storage_spec
 
-# Short waits keep the failure tests quick; a missing blob costs FETCH_TIMEOUT.
-FETCH_TIMEOUT = 1.0
+# Short waits keep the failure tests quick (a missing blob costs FETCH_TIMEOUT), yet long
+# enough for the node to find its own blocks on a machine the other workers load.
+FETCH_TIMEOUT = 2.0
 FAST_RETRY = RetryPolicy(attempts=3, initial_delay=0.05, max_delay=0.1)
 
 
@@ -44,7 +45,7 @@ def ipfs_store(ipfs_node: ServiceState) -> Iterator[IpfsStorage]:
         storage_spec(ipfs_node).removeprefix("ipfs:"),
         timeout=10.0,
         fetch_timeout=FETCH_TIMEOUT,
-        has_timeout=0.5,
+        has_timeout=1.0,
         retry=FAST_RETRY,
     ) as store:
         yield store
