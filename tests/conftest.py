@@ -75,51 +75,26 @@ def pytest_configure_node(node) -> None:
     node.workerinput["dist"] = node.config.getoption("dist")
 
 
-# Fixtures that start a daemon, a chain or a network once per worker process (module or
-# session scope): the ordering below keeps the slow tests using one in one worker's block,
-# so it starts once there rather than once per worker (two js-ipfs nodes: ~20 s of CPU).
-SHARED_FIXTURES = frozenset(
-    {"ipfs_node", "nodes", "network", "devnet", "devnets", "node", "scripted"}
-)
-
-
-def _shared_fixture(item: pytest.Item) -> str | None:
-    """The shared fixture (module or session scope) ``item`` uses, if any."""
-    info = getattr(item, "_fixtureinfo", None)
-    for name in sorted(SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))):
-        definition = info.name2fixturedefs[name][-1]
-        if definition.scope in ("module", "session"):
-            return f"{definition.baseid}::{name}"
-    return None
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # On pytest-xdist workers, spread the end-to-end tests (`slow`) over the workers and
     # start them first. --dist worksteal first gives each of the W workers a contiguous
     # block (the k-th of the idle ones len(pending) // (W - k) tests), then lets an idle
     # worker take the second half of the busiest one's queue: so each block is its share
     # of the slow tests, then short tests that can be taken from its end. (With all slow
-    # tests first, one worker ran them all in turn; under --dist loadgroup, with each
-    # idle worker taking the next test, the run took 14 min instead of 12.) Slow tests
-    # that share a fixture go to one block together. Otherwise pytest's order is kept.
+    # tests first, one worker ran them all in turn.) Otherwise pytest's order is kept.
     workerinput = getattr(config, "workerinput", {})
     workers = workerinput.get("workercount", 0)
     if workers < 2 or workerinput.get("dist") != "worksteal":
         return
-    units: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        if item.get_closest_marker("slow"):
-            units.setdefault(_shared_fixture(item) or item.nodeid, []).append(item)
-    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for unit in sorted(units.values(), key=len, reverse=True):
-        min(shares, key=len).extend(unit)
+    slow = [item for item in items if item.get_closest_marker("slow")]
     fast = iter([item for item in items if not item.get_closest_marker("slow")])
     ordered: list[pytest.Item] = []
     left = len(items)
     for k in range(workers):
         size = left // (workers - k)
         left -= size
-        ordered += shares[k] + list(itertools.islice(fast, max(0, size - len(shares[k]))))
+        share = slow[k::workers]
+        ordered += share + list(itertools.islice(fast, max(0, size - len(share))))
     ordered += list(fast)
     assert len(ordered) == len(items)
     items[:] = ordered
