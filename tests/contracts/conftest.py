@@ -45,7 +45,7 @@ NOT_STARTED = "Models: rounds have not started: fewer than minTrainers trainers 
 @pytest.fixture(scope="session", autouse=True)
 def _no_per_transaction_inspection():
     """Skip two things ape does after every transaction that these contracts never need,
-    a fifth of the contract tests' time: tracing it for Vyper ``print()`` output (the
+    a tenth of the contract tests' time: tracing it for Vyper ``print()`` output (the
     contracts print nothing) and, after a deployment, reading the new code for a known
     proxy pattern (none is a proxy)."""
     import ape_ethereum.ecosystem
