@@ -1,7 +1,7 @@
 # mcfl-chain — everything installs into this folder (.venv, node_modules); nothing by hand.
 #   make demo   set up, start a devnet and storage, run a small MCFL network, print where results are
 #   make test   set up and run the whole suite with `ape test`, on parallel workers
-#   make check  the inner loop: the suite less its end-to-end networks (`slow`), in ~4 min
+#   make check  the inner loop: unit and contract tests (not `slow`, not `integration`), <2 min
 #   make lint   ruff (lint + format check) and mypy over the package
 SHELL := /bin/bash
 VENV  ?= .venv
@@ -15,6 +15,8 @@ TEST_ARGS ?=
 # rather than computing, so more workers than this machine's 2 cores pay.
 TEST_WORKERS ?= 4
 XDIST := -n $(TEST_WORKERS) --dist worksteal
+# make check computes rather than waits: one worker per core.
+CHECK_WORKERS ?= 2
 
 .PHONY: setup python node system test check lint demo clean
 setup: python node system
@@ -57,7 +59,8 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
 
 check: setup
-	@rc=0; $(BIN)/ape test tests -m "not slow" $(XDIST) $(TEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/ape test tests -m "not slow and not integration" \
+	  -n $(CHECK_WORKERS) --dist worksteal $(TEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected"; exit 0; fi; exit $$rc
 
 lint: python

@@ -5,6 +5,7 @@ import contextlib
 import gc
 import itertools
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,20 +17,35 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
 
-from mcfl_chain.storage.cid import cid_for_bytes  # noqa: E402
 
-torch.set_num_threads(1)
+def _controller(config: pytest.Config) -> bool:
+    """Whether this process only hands tests to pytest-xdist workers (it runs none)."""
+    return bool(getattr(config.option, "tx", None)) and not hasattr(config, "workerinput")
 
-# Chain calls take milliseconds each and vary with load: no per-example deadline.
-settings.register_profile(
-    "mcfl",
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-settings.load_profile("mcfl")
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _controller(config):
+        # Under pytest-xdist every worker loads ape's project manifest
+        # (.build/__local__.json) when it starts, and one that finds it stale compiles and
+        # rewrites it, unlocked, while the others read it. The controller compiles first,
+        # so workers only read. It imports nothing the tests need (torch, hypothesis:
+        # ~4 s before the workers can start).
+        from ape import project
+
+        project.load_contracts()
+        return
+    import torch
+    from hypothesis import HealthCheck, settings
+
+    torch.set_num_threads(1)
+    # Chain calls take milliseconds each and vary with load: no per-example deadline.
+    settings.register_profile(
+        "mcfl",
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    settings.load_profile("mcfl")
 
 
 def fake_cid(label: str) -> str:
@@ -37,6 +53,8 @@ def fake_cid(label: str) -> str:
 
     Import it with ``from conftest import fake_cid`` (``tests/`` is on ``sys.path``).
     """
+    from mcfl_chain.storage.cid import cid_for_bytes
+
     return cid_for_bytes(label.encode())
 
 
@@ -59,20 +77,59 @@ class FakeClock:
         self.now += seconds
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Under pytest-xdist every worker loads ape's project manifest (.build/__local__.json)
-    # when it starts, and one that finds it stale compiles and rewrites it, unlocked,
-    # while the others read it. The controller compiles first, so workers only read.
-    if getattr(config.option, "tx", None) and not hasattr(config, "workerinput"):
-        from ape import project
-
-        project.load_contracts()
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     # pytest-xdist sets a worker's own --dist to "no": the controller passes its value.
     node.workerinput["dist"] = node.config.getoption("dist")
+
+
+# The folders whose tests drive outside programs (devnets, IPFS daemons, worker
+# processes, browsers, whole CLI commands) rather than a pure layer or the contracts:
+# `make check`, the inner loop, leaves them to `make test` (`-m "not integration"`).
+# A test elsewhere that does the same sets ``pytestmark = pytest.mark.integration``.
+INTEGRATION_FOLDERS = frozenset(
+    {"chain", "storage", "worker", "host", "simulation", "network", "explorer", "cli"}
+)
+_TESTS = Path(__file__).resolve().parent
+
+
+def _leaves_out_integration(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` deselects every integration test, whatever its other marks."""
+    if "integration" not in markexpr:
+        return False
+    try:  # pytest's own parser (private: on any change, collect and let -m deselect)
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(markexpr)
+    except Exception:
+        return False
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"})
+    others.remove("integration")
+    for values in itertools.product((False, True), repeat=len(others)):
+        marks = {**dict(zip(others, values, strict=True)), "integration": True}
+        if expression.evaluate(_has(marks)):
+            return False
+    return True
+
+
+def _has(marks: dict[str, bool]) -> Callable[..., bool]:
+    return lambda name, /, **kwargs: marks.get(name, False)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # Not even importing the integration folders' modules when -m leaves them out (as
+    # `make check` does) saves each worker about 5 s of collection.
+    if collection_path.parent == _TESTS and collection_path.name in INTEGRATION_FOLDERS:
+        if _leaves_out_integration(config.getoption("markexpr", "") or ""):
+            return True
+    return None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Here rather than in pytest_collection_modifyitems: `-m` selects in that hook.
+    folder = item.path.resolve().relative_to(_TESTS).parts[0]
+    if folder in INTEGRATION_FOLDERS:
+        item.add_marker(pytest.mark.integration)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -104,9 +104,12 @@ def deploy(
     return trainers, models, updates
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def network(project, deployer):
-    """Freshly deployed and linked contracts: open registration, minTrainers 3, 600 s phases."""
+    """Deployed and linked contracts: open registration, minTrainers 3, 600 s phases.
+
+    Deployed once per module: ape's function isolation gives every test the chain as it
+    was after this deployment (each test's transactions are undone after it)."""
     return deploy(project, deployer)
 
 

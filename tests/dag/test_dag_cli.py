@@ -40,6 +40,9 @@ from mcfl_chain.dag.trainers import TRANSFER
 from mcfl_chain.learning.tasks import load_task
 from mcfl_chain.storage import LocalStorage, cid_for_bytes
 
+# A devnet and the CLI, as the folders of tests/conftest.py's INTEGRATION_FOLDERS.
+pytestmark = pytest.mark.integration
+
 GENESIS = cid_for_bytes(b"genesis weights")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "breast_cancer_mlp.py"
 NAMES = ("M1", "M2", "M3", "M4", "M5", "M6", "M7", "M8")

@@ -49,8 +49,8 @@ from mcfl_chain.worker.timing import RoundClock
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning"),
-    # Two daemons exchanging blocks over bitswap: about 90 s of CPU in all, a fifth of
-    # what `make check` would cost with them; `make test` runs them.
+    # Two daemons exchanging blocks over bitswap: about 90 s of CPU in all, so the
+    # workers start these first.
     pytest.mark.slow,
 ]
 
