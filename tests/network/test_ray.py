@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -52,7 +53,9 @@ pytestmark = pytest.mark.slow
 
 RAY = str(Path(sys.executable).with_name("ray"))
 HEAD_PORT = 6379
-NO_METRICS = '{"enable_metrics_collection": false}'
+# No metrics agent (a minimal install has none); workers at the default priority, as the
+# engine's local cluster has them (Ray's nice 15 starves them beside the rest of the suite).
+SYSTEM_CONFIG = '{"enable_metrics_collection": false, "worker_niceness": 0}'
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,9 @@ def _loopback(address: str) -> bool:
 class Sampler:
     """Samples ``sample()`` every half second on a thread while in its block."""
 
-    def __init__(self, sample: Callable[[], list[Listener]]) -> None:
+    def __init__(self, sample: Callable[[], list[Any]]) -> None:
         self.sample = sample
-        self.seen: set[Listener] = set()
+        self.seen: set[Any] = set()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -129,6 +132,18 @@ def _ray_processes() -> list[psutil.Process]:
             return False
 
     return [p for p in psutil.Process().children(recursive=True) if ray(p)]
+
+
+def _priorities() -> list[tuple[str, int]]:
+    """Each running Ray worker (``ray::…``) process's name and nice value."""
+    found = []
+    for proc in _ray_processes():
+        try:
+            if proc.name().startswith("ray::"):
+                found.append((proc.name(), proc.nice()))
+        except psutil.Error:
+            pass
+    return found
 
 
 def _metrics(run: Path) -> list[dict]:
@@ -194,7 +209,7 @@ def test_the_relay_carries_requests_to_the_named_service_only():
 def test_a_local_ray_cluster_runs_the_network_with_every_server_on_loopback(tmp_path: Path):
     # Execute: the engine starts (and stops) the cluster; sockets sampled meanwhile
     run = tmp_path / "run"
-    with Sampler(_own_listeners) as sockets:
+    with Sampler(_own_listeners) as sockets, Sampler(_priorities) as priorities:
         _run_and_check(_config(engine="ray", n_trainers=3, rounds=2), run)
 
     # Assert: the cluster's servers were seen, and every one listened on loopback
@@ -209,6 +224,9 @@ def test_a_local_ray_cluster_runs_the_network_with_every_server_on_loopback(tmp_
         (r, i) for r in range(2) for i in range(3)
     ]
     assert {line["engine"] for line in lines} == {"ray"}
+    # ... at this process's priority (Ray's default, nice 15, starves them beside others)
+    assert any(name.startswith("ray::_HostActor") for name, _ in priorities.seen), priorities.seen
+    assert {nice for _, nice in priorities.seen} == {psutil.Process().nice()}, priorities.seen
     hosts = sorted(run.glob("host-*.log"))
     assert len(hosts) == min(3, os.cpu_count() or 1)
     assert all("on node 127.0.0.1 " in h.read_text() for h in hosts)
@@ -316,7 +334,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             _ip("-n", namespace, "addr", "add", f"{built.ip_of(namespace)}/24", "dev", "eth0")
             _ip("-n", namespace, "link", "set", "eth0", "up")
             _ip("-n", namespace, "link", "set", "lo", "up")
-        common = ["--num-cpus=1", "--disable-usage-stats", f"--system-config={NO_METRICS}"]
+        common = ["--num-cpus=1", "--disable-usage-stats", f"--system-config={SYSTEM_CONFIG}"]
         _start_node(
             built.head,
             tmp_path / "ray-head.log",

@@ -197,8 +197,18 @@ class RayEngine:
                         object_store_memory=OBJECT_STORE_BYTES,
                         _node_ip_address=LOOPBACK,
                         _temp_dir=str(self._temp),
-                        # No metrics agent to wait for (a minimal install has none).
-                        _system_config={"enable_metrics_collection": False},
+                        _system_config={
+                            # No metrics agent to wait for (a minimal install has none).
+                            "enable_metrics_collection": False,
+                            # Ray starts its workers, the hosts here, at nice 15: beside
+                            # any other load they starved (a 26 s test run took 3 to 9
+                            # min on a busy machine, or never ended). The process and
+                            # batched engines' trainers run at the default priority.
+                            "worker_niceness": 0,
+                            # Every host is an actor with a process of its own: no idle
+                            # workers started for the driver to wait on.
+                            "prestart_worker_first_driver": False,
+                        },
                         **options,
                     )
                 except BaseException:
