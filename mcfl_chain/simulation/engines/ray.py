@@ -201,8 +201,8 @@ class RayEngine:
                             # No metrics agent to wait for (a minimal install has none).
                             "enable_metrics_collection": False,
                             # Ray starts its workers, the hosts here, at nice 15: beside
-                            # any other load they starved (a 26 s test run took 3 to 9
-                            # min on a busy machine, or never ended). The process and
+                            # any other load they starved (a test run of 26 s took 3 to
+                            # 9 min on a busy machine, or failed). The process and
                             # batched engines' trainers run at the default priority.
                             "worker_niceness": 0,
                             # Every host is an actor with a process of its own: no idle
