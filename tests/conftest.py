@@ -127,8 +127,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     # Here rather than in pytest_collection_modifyitems: `-m` selects in that hook.
-    folder = item.path.resolve().relative_to(_TESTS).parts[0]
-    if folder in INTEGRATION_FOLDERS:
+    path = item.path.resolve()
+    # The hook sees every item of the session, also any outside tests/ that a run names.
+    if path.is_relative_to(_TESTS) and path.relative_to(_TESTS).parts[0] in INTEGRATION_FOLDERS:
         item.add_marker(pytest.mark.integration)
 
 

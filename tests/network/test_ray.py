@@ -139,8 +139,9 @@ def _priorities() -> list[tuple[str, int]]:
     found = []
     for proc in _ray_processes():
         try:
-            if proc.name().startswith("ray::"):
-                found.append((proc.name(), proc.nice()))
+            name = proc.name()
+            if name.startswith("ray::"):
+                found.append((name, proc.nice()))
         except psutil.Error:
             pass
     return found
