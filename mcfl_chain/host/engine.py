@@ -173,7 +173,7 @@ class Host:
                     )
                 self._shared = shared
                 worker.chain = HostedChainClient.adopt(worker.chain, shared)
-                worker.options.labels.update(engine=self.engine, device=self.device.type)
+                worker.reporter.labels.update(engine=self.engine, device=self.device.type)
                 worker.book.share_caches(self._updates, self._models)
                 worker.heavy_work = self._heavy
                 self.workers[trainer.index] = worker

@@ -76,7 +76,6 @@ import contextlib
 import copy
 import gc
 import hashlib
-import json
 import logging
 import math
 import threading
@@ -107,6 +106,7 @@ from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
+from mcfl_chain.dag.quorum import phase_members, voters_in
 from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
@@ -122,8 +122,9 @@ from mcfl_chain.strategies.base import (
 )
 from mcfl_chain.worker.blobs import Blobs
 from mcfl_chain.worker.budget import nothing_left
+from mcfl_chain.worker.deadlines import Deadlines
 from mcfl_chain.worker.errors import WorkerHalted
-from mcfl_chain.worker.metrics_file import append_line
+from mcfl_chain.worker.reporting import Reporter
 from mcfl_chain.worker.state import StateError, WorkerState
 from mcfl_chain.worker.timing import RoundClock
 
@@ -258,12 +259,24 @@ class Worker:
                 f"choose a selection rule instead"
             )
         self.me = chain.address
+        self.deadlines = Deadlines(
+            chain,
+            dag,
+            self.clock,
+            self.sync,
+            grace=options.advance_grace,
+            stagger=options.advance_stagger,
+            wait_log_interval=options.wait_log_interval,
+        )
+        """When to end a phase whose deadline passed, and the lines of a waiting trainer."""
+        self.reporter = Reporter(
+            chain, self.clock, self.blobs, options.metrics_path, options.labels
+        )
+        """Its metrics file: one line per round."""
         self.trainer_id = 0
         """This trainer's identity on chain (its trainer token), set when ``run`` starts."""
         self.rounds_done = 0
-        self._round_started = time.perf_counter()
         self._aggregated: dict[int, list[dict[str, Any]]] = {}
-        self._next_advance = 0.0
         self._stop = threading.Event()
         self._first_part: int | None = None
         self._raced = False
@@ -272,11 +285,6 @@ class Worker:
         self._looked = False
         """Whether it looked at the chain's round yet (``state.first_round``)."""
         self._samples: int | None = None
-        self._turn: tuple[tuple[int, Phase], float] | None = None
-        self._waiting: tuple[bool, int, Phase] | None = None
-        self._waiting_since = 0.0
-        self._next_wait_log = 0.0
-        self._gas_reported = 0
         self._awaited: int | None = None
         """The last round whose proposals an adaptive adversary waited for."""
         self._coalition_ids: set[int] | None = None
@@ -400,8 +408,8 @@ class Worker:
                         f"chain: registering {self.me} as a trainer failed: {exc}"
                     ) from exc
             # Rounds report their own transactions' gas; the one-off registration is not one.
-            self._gas_reported = self.chain.gas_used
-            self.trainer_id = self.chain.trainer_id()
+            self.reporter.start()
+            self.trainer_id = self.deadlines.trainer_id = self.chain.trainer_id()
             log.info("trainer %d (%s)", self.trainer_id, self.me)
             # The history first: past participation sets where --rounds counts from.
             self.sync()
@@ -469,21 +477,13 @@ class Worker:
                 # were killed for memory by round 18. One collection per phase returns
                 # it (milliseconds once the start-up objects are frozen: cli.worker).
                 gc.collect()
-            elif (
-                status.started
-                and time.time() >= self._next_advance
-                # past the deadline, or a cohort's phase without members left to vote
-                and (
-                    time.time() >= status.deadline
-                    or (sitting_out and status.votes >= status.quorum)
-                )
-            ):
-                self._end_after_deadline(status.round, status.phase)
+            elif self.deadlines.may_end(status, without_members=sitting_out):
+                self.deadlines.end_phase(status.round, status.phase)
             else:
                 with self.clock.measure("waiting"):
                     self._stop.wait(self.options.poll_interval)
                     status = self.chain.status()
-                self._say_whom_it_waits_for(status)
+                self.deadlines.say_whom_it_waits_for(status)
                 continue
             with self.clock.measure("chain"):
                 status = self.chain.status()
@@ -554,126 +554,6 @@ class Worker:
         if first is None:
             first = self.state.first_round
         return first is not None and round_ >= first + budget
-
-    def _votes_in(self, round_: int, phase: Phase) -> list[dict[str, Any]]:
-        """TrainerVoted records of (round, phase), as synced."""
-        return [
-            v for v in self.dag.votes if v.get("round") == round_ and v.get("phase") == int(phase)
-        ]
-
-    def _voters_in(self, round_: int, phase: Phase) -> set[int]:
-        """Trainer ids that voted in (round, phase), counted or not."""
-        return {int(v["trainer_id"]) for v in self._votes_in(round_, phase)}
-
-    def _members(self, status: TrainerStatus) -> set[int]:
-        """Trainer ids whose votes count in the current phase (PROTOCOL §4): the
-        previous phase's voters; in round 0's first phase the trainers registered when
-        it opened (ids 1 to its quorum, unless one exited before); in a carry-over phase
-        also the previous phase's members that did not vote."""
-        return self._phase_members(status.round, status.phase, status.quorum)
-
-    def _phase_members(
-        self, round_: int, phase: Phase, quorum: int, carry: bool = True
-    ) -> set[int]:
-        if round_ == 0 and phase is Phase.PROPOSE:
-            return set(range(1, quorum + 1))
-        before = (
-            (round_ - 1, Phase.AGGREGATE) if phase is Phase.PROPOSE else (round_, Phase.PROPOSE)
-        )
-        members = self._voters_in(*before)
-        if carry and quorum > len(members):  # a carry-over phase (exits aside)
-            opened = [
-                int(r["quorum"])
-                for r in self.dag.phases
-                if "quorum" in r and (r["round"], r["phase"]) == (before[0], int(before[1]))
-            ]
-            members |= self._phase_members(*before, opened[-1] if opened else 0, carry=False)
-        return members
-
-    # -- phase deadlines -------------------------------------------------------------------
-
-    def _end_turn(self, round_: int, phase: Phase) -> float:
-        """When this trainer may end (round, phase), its deadline being past.
-
-        The voters of the phase, ordered by trainer id, take turns: rank 0 ends it
-        ``advance_grace`` seconds after it saw the deadline past, rank k
-        ``k × advance_stagger`` seconds later still, each only if the phase is still
-        open then; so one transaction ends the phase instead of a burst of them of which
-        all but one revert.
-        """
-        if self._turn is None or self._turn[0] != (round_, phase):
-            with self.clock.measure("chain"):
-                self.sync()
-            voters = sorted(self._voters_in(round_, phase))
-            rank = voters.index(self.trainer_id) if self.trainer_id in voters else len(voters)
-            wait = self.options.advance_grace + rank * self.options.advance_stagger
-            self._turn = ((round_, phase), time.time() + wait)
-        return self._turn[1]
-
-    def _end_after_deadline(self, round_: int, phase: Phase) -> None:
-        """Past the phase deadline, end the phase with an empty call, in turn."""
-        due = self._end_turn(round_, phase)
-        if time.time() < due:
-            self._next_advance = due
-            return
-        self._next_advance = time.time() + 1.0  # do not hammer the node
-        with self.clock.measure("chain"):
-            status = self.chain.status()
-            if (status.round, status.phase) != (round_, phase):
-                return
-            missing = status.quorum - status.votes
-            try:
-                self.chain.end_phase(phase)
-                log.info(
-                    "round %d: %s deadline passed; ended the phase without %d of its %d members",
-                    round_,
-                    phase.name.lower(),
-                    missing,
-                    status.quorum,
-                )
-            except ChainError as exc:
-                # Another trainer ended it first: the next view shows the new phase.
-                log.debug("ending the phase after its deadline refused: %s", exc)
-
-    def _say_whom_it_waits_for(self, status: TrainerStatus) -> None:
-        """Every ``wait_log_interval`` s of waiting in one phase, log for whom and how long."""
-        now = time.monotonic()
-        where = (status.started, status.round, status.phase)
-        if where != self._waiting:
-            self._waiting, self._waiting_since = where, now
-            self._next_wait_log = now + self.options.wait_log_interval
-            return
-        if self.options.wait_log_interval <= 0 or now < self._next_wait_log:
-            return
-        self._next_wait_log = now + self.options.wait_log_interval
-        waited = now - self._waiting_since
-        with self.clock.measure("chain"):
-            if not status.started:
-                log.info(
-                    "waited %.0f s for round 0 to open: %d of the %d trainers it needs "
-                    "are registered",
-                    waited,
-                    self.chain.trainer_count(),
-                    self.chain.deployment.min_trainers,
-                )
-                return
-            self.sync()
-        voted = self._voters_in(status.round, status.phase)
-        missing = sorted(self._members(status) - voted)
-        if (left := status.deadline - time.time()) > 0:
-            end = f"the phase deadline passes in {left:.0f} s, then the phase ends without them"
-        else:
-            end = f"the phase deadline passed {-left:.0f} s ago: ending the phase without them"
-        log.info(
-            "round %d %s: waited %.0f s for trainer(s) %s (%d of %d votes); %s",
-            status.round,
-            status.phase.name.lower(),
-            waited,
-            ", ".join(map(str, missing)) or "?",
-            status.votes,
-            status.quorum,
-            end,
-        )
 
     # -- PROPOSE ---------------------------------------------------------------------------
 
@@ -1068,8 +948,9 @@ class Worker:
                 if (status.round, status.phase) != (round_, Phase.PROPOSE):
                     return  # too late anyway: the proposals will not be sent
                 self.sync()
-                voted = self._voters_in(round_, Phase.PROPOSE)
-                waiting = self._members(status) - voted - ours
+                voted = voters_in(self.dag, round_, Phase.PROPOSE)
+                members = phase_members(self.dag, round_, Phase.PROPOSE, status.quorum)
+                waiting = members - voted - ours
                 if not waiting:
                     return
                 if time.time() >= status.deadline - margin:
@@ -1349,7 +1230,7 @@ class Worker:
         if not rounds:
             return
         round_ = max(rounds)
-        if round_ in self.state.reported or self._in_metrics_file(round_):
+        if round_ in self.state.reported or self.reporter.written(round_):
             return
         self.strategy.begin_round(round_)
         on_chain = {
@@ -1382,32 +1263,10 @@ class Worker:
         self._aggregated[round_] = results
         self._report(round_)
 
-    def _in_metrics_file(self, round_: int) -> bool:
-        path = self.options.metrics_path
-        if path is None or not path.exists():
-            return False
-        for raw in path.read_text().splitlines():
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            # A file shared by several networks: another network's line is not this one's.
-            network = self.options.labels.get("network")
-            if (
-                line.get("round") == round_
-                and str(line.get("trainer", "")).lower() == self.me.lower()
-                and line.get("network", network) == network
-            ):
-                return True
-        return False
-
     # -- metrics ---------------------------------------------------------------------------
 
     def _report(self, round_: int) -> None:
-        """One JSON line per round: the paper's metric is the aggregated model's
-        performance on the trainer's own data, without fine-tuning (§5.1); here the
-        deployed model's (the aggregation with the best selection metric) on the
-        held-out test split.
+        """Write the round's metrics line (:mod:`mcfl_chain.worker.reporting`), once.
 
         The round counts as played only when this trainer has a proposal in it."""
         if round_ in self.state.reported:
@@ -1417,36 +1276,12 @@ class Worker:
             self.rounds_done += 1
         else:
             log.warning("round %d: sat out (no proposal of mine on chain)", round_)
-        results = self._aggregated.pop(round_, [])
-        best = max(
-            results,
-            key=lambda r: -math.inf if r["selection_metric"] is None else r["selection_metric"],
-            default=None,
+        self.reporter.write(
+            round_,
+            self.trainer_id,
+            self._aggregated.pop(round_, []),
+            self.state.chosen_for(round_) or [],
         )
-        now = time.perf_counter()
-        line = {
-            "round": round_,
-            "trainer": self.me,
-            "trainer_id": self.trainer_id,
-            **self.options.labels,
-            "accuracy": None if best is None else best["accuracy"],
-            "loss": None if best is None else best["loss"],
-            "model": None if best is None else best["model"],
-            "personal": {} if best is None else best.get("personal", {}),
-            "aggregations": results,
-            "trained": [("0x" + m.hex()) for m in (self.state.chosen_for(round_) or [])],
-            "seconds": round(now - self._round_started, 3),
-            "split": self.clock.split(),
-            "traffic": self.blobs.traffic.split(),
-            "gas": self.chain.gas_used - self._gas_reported,
-            "time": time.time(),
-        }
-        self._gas_reported = self.chain.gas_used
-        self.blobs.log_round(round_, line["traffic"])
-        self.blobs.release()
-        self._round_started = now
-        if self.options.metrics_path is not None:
-            append_line(self.options.metrics_path, line)  # whole or not at all
         self.state.mark_reported(round_)
 
 
