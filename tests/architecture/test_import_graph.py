@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mcfl_chain"
 ALLOWED: dict[str, set[str]] = {
     "_utils": set(),
     "algorithms": set(),
-    "learning": set(),
+    "learning": {"_utils"},
     "compute": {"learning"},
     "storage": {"_utils"},
     "chain": {"_utils"},

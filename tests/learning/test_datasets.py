@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mcfl_chain.learning import datasets
 from mcfl_chain.learning.datasets import (
+    MNIST_MD5,
     DatasetError,
     available_datasets,
     load_dataset,
+    packaged_directories,
     read_idx,
 )
 
@@ -89,9 +93,26 @@ def test_missing_files_name_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MCFL_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(datasets, "PACKAGED", {})  # a machine where `make node` never ran
     with pytest.raises(DatasetError, match="MCFL_DATA_DIR/mnist") as error:
         load_dataset("mnist", tmp_path / "nowhere")
     assert "train-images-idx3-ubyte" in str(error.value)
+    assert "make node" in str(error.value)
+
+
+def test_mnist_is_the_original_files_from_the_npm_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Arrange: the checkout's copy, which `make node` installs (package.json)
+    directory = packaged_directories("mnist")[0]
+    assert directory.is_dir(), f"{directory} is missing: run `make node`"
+    monkeypatch.delenv("MCFL_DATA_DIR", raising=False)
+
+    # Assert: the four files are MNIST's, to the byte, and load as the merged dataset
+    for stem, md5 in MNIST_MD5.items():
+        assert hashlib.md5((directory / stem).read_bytes()).hexdigest() == md5, stem
+    dataset = load_dataset("mnist")
+    assert dataset.images.shape == (70000, 1, 28, 28)
+    assert dataset.official_train_size == 60000
+    assert dataset.pixels.dtype == np.uint8 and dataset.num_classes == 10
 
 
 def test_unknown_dataset_lists_known_ones() -> None:
