@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -125,13 +124,23 @@ def check_peer_address(address: str) -> str:
 def _configure(
     ipfs_repo: Path, port: int, swarm: str | None = None, peers: Sequence[str] = ()
 ) -> None:
-    """API on ``LOOPBACK:port`` only; a swarm listener on ``swarm`` when online.
+    """Rewrite an initialised repo's config with :func:`_settings`."""
+    config_file = ipfs_repo / "config"
+    config = _settings(json.loads(config_file.read_text()), port, swarm, peers)
+    tmp = config_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(config, indent=2))
+    tmp.replace(config_file)
+
+
+def _settings(
+    config: dict[str, Any], port: int, swarm: str | None = None, peers: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``config`` with the API on ``LOOPBACK:port`` only and a swarm listener on
+    ``swarm`` when online.
 
     Whatever the mode, the node discovers and routes through nothing public: its only
     peers are ``peers`` (as its bootstrap list), no DHT, mDNS, UPnP or delegates.
     """
-    config_file = ipfs_repo / "config"
-    config = json.loads(config_file.read_text())
     addresses = config.setdefault("Addresses", {})
     addresses.update(
         {
@@ -149,9 +158,7 @@ def _configure(
     discovery.setdefault("webRTCStar", {})["Enabled"] = False
     config.setdefault("Swarm", {})["DisableNatPortMap"] = True
     config["Routing"] = {"Type": "none"}
-    tmp = config_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(config, indent=2))
-    tmp.replace(config_file)
+    return config
 
 
 def _check_exchange_fix(binary: Path) -> None:
@@ -172,25 +179,6 @@ def _check_exchange_fix(binary: Path) -> None:
         )
 
 
-def _initialise(binary: Path, ipfs_repo: Path, env: dict[str, str]) -> None:
-    if (ipfs_repo / "config").is_file():
-        return
-    ipfs_repo.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [str(binary), "init", "--profile", "test"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if result.returncode != 0:
-        raise ServiceError(
-            f"`jsipfs init` failed for the repo {ipfs_repo} (exit "
-            f"{result.returncode}):\n{(result.stderr or result.stdout)[-2000:]}"
-        )
-
-
 def start_ipfs(
     repo_dir: str | os.PathLike[str] = DEFAULT_REPO,
     port: int | None = None,
@@ -205,7 +193,7 @@ def start_ipfs(
     ----------
     repo_dir
         Directory for the node's repo, state file and log; created and initialised
-        (``jsipfs init --profile test``) on first use, reused afterwards.
+        (js-ipfs's ``test`` profile) on first use, reused afterwards.
     port
         API port on 127.0.0.1; a free one when ``None``.
     ready_timeout
@@ -256,15 +244,23 @@ def start_ipfs(
         listen = f"/ip4/{host}/tcp/{swarm_port}"
         _check_exchange_fix(binary)
     env = {**os.environ, "IPFS_PATH": str(ipfs_repo)}
-    _initialise(binary, ipfs_repo, env)
     port = free_port() if port is None else port
-    _configure(ipfs_repo, port, listen, peer_addresses)
+    # No preload: js-ipfs would otherwise announce every added block to ipfs.io's nodes.
+    command = [str(binary), "daemon", "--enable-preload=false"]
+    if (ipfs_repo / "config").is_file():
+        _configure(ipfs_repo, port, listen, peer_addresses)
+    else:
+        # The daemon initialises a new repo itself (the `test` profile, then these
+        # settings over it): one Node.js start instead of two (`jsipfs init` alone
+        # loads every module, about 5 s of CPU).
+        ipfs_repo.mkdir(parents=True, exist_ok=True)
+        settings = repo / "init-config.json"
+        settings.write_text(json.dumps(_settings({}, port, listen, peer_addresses), indent=2))
+        command += ["--init-config", str(settings), "--init-profile", "test"]
     # A node killed without shutting down leaves its lock (a directory) and its API file
     # behind; no node of ours runs on this repo (checked above), so they are stale.
     shutil.rmtree(ipfs_repo / "repo.lock", ignore_errors=True)
     (ipfs_repo / "api").unlink(missing_ok=True)
-    # No preload: js-ipfs would otherwise announce every added block to ipfs.io's nodes.
-    command = [str(binary), "daemon", "--enable-preload=false"]
     if listen is None:
         command.append("--offline")
     # js-ipfs renames its process "ipfs" (process.title): record that name for PID checks.
@@ -279,6 +275,7 @@ def start_ipfs(
         ready_timeout=ready_timeout,
         title="ipfs",
     )
+    (repo / "init-config.json").unlink(missing_ok=True)  # in the repo's config now
     for peer in peer_addresses:
         try:
             connect_peer(state, peer, timeout=5.0)
