@@ -1,12 +1,16 @@
-"""Shared test settings: hypothesis profiles sized for this 2-core machine; ``fake_cid``,
-``FakeClock``, ``tiny_disk``; the ``restore_architectures`` fixture."""
+"""Shared test settings: hypothesis profiles sized for this 2-core machine, a user cache
+of the run's own; ``fake_cid``, ``FakeClock``, ``tiny_disk``; the
+``restore_architectures`` fixture."""
 
+import atexit
 import contextlib
 import gc
 import itertools
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +19,17 @@ from pathlib import Path
 # here). One thread per test process and per process a test starts; tests about
 # threads set their own.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# One user cache for the whole run (XDG_CACHE_HOME: decoded datasets, npm packages
+# installed outside a checkout), made by the first process and inherited by pytest-xdist
+# workers and every process a test starts: the tests neither read the user's own cache
+# nor leave anything in it, and a dataset is decoded once per run, not once per process.
+_RUN_CACHE = "MCFL_TEST_RUN_CACHE"
+if not os.environ.get(_RUN_CACHE):
+    os.environ[_RUN_CACHE] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(
+        prefix="mcfl-test-cache-"
+    )
+    atexit.register(shutil.rmtree, os.environ[_RUN_CACHE], ignore_errors=True)
 
 import pytest  # noqa: E402
 

@@ -17,6 +17,7 @@ from mcfl_chain.learning.datasets import (
     load_dataset,
     packaged_directories,
     read_idx,
+    release_datasets,
 )
 
 
@@ -80,6 +81,31 @@ def test_mnist_from_a_user_directory_merges_train_then_test(tmp_path: Path) -> N
     np.testing.assert_array_equal(dataset.labels[:12], np.arange(12) % 10)
     np.testing.assert_array_equal(dataset.labels[30:], np.arange(7) % 10)
     assert not dataset.images.flags.writeable
+
+
+def test_a_decoded_dataset_is_kept_mapped_and_redone_when_its_files_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrange: a user cache of this test's own and a small MNIST
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _fake_mnist(tmp_path, n_train=12, n_test=4, compress=True)
+    first = load_dataset("mnist", tmp_path)
+    release_datasets()
+
+    # Execute: the next process's load reads the decoded arrays, mapped read-only
+    again = load_dataset("mnist", tmp_path)
+    release_datasets()
+    assert isinstance(again.pixels, np.memmap) and not again.pixels.flags.writeable
+    np.testing.assert_array_equal(again.pixels, first.pixels)
+    np.testing.assert_array_equal(again.labels, first.labels)
+    assert again.official_train_size == first.official_train_size == 12
+    assert len(list((tmp_path / "cache" / "mcfl-chain" / "datasets").iterdir())) == 1
+
+    # Assert: other files are decoded anew, not served from the old entry
+    _fake_mnist(tmp_path, n_train=20, n_test=4, compress=True)
+    changed = load_dataset("mnist", tmp_path)
+    release_datasets()
+    assert len(changed) == 24 and changed.official_train_size == 20
 
 
 def test_data_dir_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
