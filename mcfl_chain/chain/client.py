@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from eth_abi import decode as abi_decode
@@ -42,7 +42,7 @@ from mcfl_chain.chain._logs import EventDecoder
 from mcfl_chain.chain._rpc import REQUEST_TIMEOUT, PatientHTTPProvider, redact_url
 from mcfl_chain.chain._tx import FeePolicy, Transactor, as_account, revert_reason
 from mcfl_chain.chain.cids import cid_from_bytes, cid_to_bytes
-from mcfl_chain.chain.deployment import REGISTRATION_POLICIES, Deployment
+from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS, REGISTRATION_POLICIES, Deployment
 from mcfl_chain.chain.errors import ChainError, ChainUnavailable, ProtocolLimitError
 from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE, EVENT_SOURCES, ChainEvent
 
@@ -252,6 +252,14 @@ def status_from_view(values: Sequence[Any]) -> TrainerStatus:
     )
 
 
+def _rpc_error(answer: Any) -> str | None:
+    """The message of a JSON-RPC error answer, None for a result."""
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not error:
+        return None
+    return str(error.get("message", error) if isinstance(error, dict) else error)
+
+
 class ChainClient:
     """Contracts access for ONE trainer account.
 
@@ -322,6 +330,11 @@ class ChainClient:
             )
         self._tx = Transactor(self.w3, as_account(given[0]), fees=fees) if given else None
         self._my_trainer_id = 0
+        self._my_draw: tuple[int, int | None] | None = None
+        """This account's next draw as last read, with the count of its transactions
+        then: only its own transaction (a vote, ``join``) moves it."""
+        self._sends = 0
+        """Transactions this client has sent or dry-run so far."""
         self._my_votes: dict[tuple[int, Phase], bytes] = {}
         """Transactions of this account that carried its vote, by (round, phase)."""
         self.trainers = self._contract("Trainers")
@@ -383,6 +396,7 @@ class ChainClient:
         *,
         dry_run: bool = False,
     ) -> TxReceipt:
+        self._sends += 1
         tx: dict[str, Any] = {
             "to": call.address,
             "data": call._encode_transaction_data(),
@@ -724,8 +738,18 @@ class ChainClient:
         in a cohort network it proposes there and in no round before it; None before
         its first draw (it draws with :meth:`join`). Without cohorts, the current round.
         """
-        drawn, round_ = self._view(self.models.functions.drawnRoundOf(self.trainer_id()))
-        return int(round_) if drawn else None
+        if self._my_draw is not None and self._my_draw[0] == self._sends:
+            return self._my_draw[1]
+        # A trainer sitting a round out asks before every look at the chain: the draw is
+        # kept until this account's next transaction, the only thing that moves it.
+        sends = self._sends
+        if not self._my_trainer_id:
+            self._my_trainer_id = self.trainer_id()
+        drawn, round_ = self._view(self.models.functions.drawnRoundOf(self._my_trainer_id))
+        result = int(round_) if drawn else None
+        if self._my_trainer_id and self.cohort_bps() < ALL_TRAINERS_BPS:
+            self._my_draw = (sends, result)
+        return result
 
     def limits(self) -> ProtocolLimits:
         """The bounds of the two submissions, read from the contracts once."""
@@ -827,6 +851,38 @@ class ChainClient:
             raise
         return status_from_view(values)
 
+    def statuses(self, members: Sequence[str]) -> list[TrainerStatus]:
+        """The status of every address of ``members`` at the latest block, read in one
+        JSON-RPC batch request (a host's trainers, all at once)."""
+        if not members:
+            return []
+        requests = [
+            (
+                RPCEndpoint("eth_call"),
+                [{"to": self.models.address, "data": self._status_call(m)}, "latest"],
+            )
+            for m in members
+        ]
+        answers = cast(Any, self.w3.provider).make_batch_request(requests)
+        if not isinstance(answers, list):  # the whole batch refused: one error answer
+            raise ChainError(f"statusOf failed: {_rpc_error(answers) or answers}")
+        return [status_from_view(self._decoded_status(answer)) for answer in answers]
+
+    def _status_call(self, who: str) -> str:
+        data = self._status_calls.get(who)
+        if data is None:
+            data = self._status_calls[who] = self.models.encode_abi("statusOf", [who])
+        return data
+
+    def _decoded_status(self, answer: Any) -> Sequence[Any]:
+        error = _rpc_error(answer)
+        if error:
+            raise ChainError(f"statusOf failed: {error}")
+        try:
+            return abi_decode(self._status_types, HexBytes(answer.get("result") or "0x"))
+        except DecodingError as exc:  # no contract there (yet): an empty answer
+            raise ChainError(f"statusOf failed: the answer does not decode ({exc})") from exc
+
     def _read_status(self, who: str, block: int | None) -> Sequence[Any]:
         """``Models.statusOf(who)``'s values, through one raw ``eth_call``.
 
@@ -835,21 +891,12 @@ class ChainClient:
         every function's selector again on each call; the call data is encoded once per
         address instead, and the answer decoded with the function's output types.
         """
-        data = self._status_calls.get(who)
-        if data is None:
-            data = self._status_calls[who] = self.models.encode_abi("statusOf", [who])
         at = "latest" if block is None else hex(block)
         answer = self.w3.provider.make_request(
-            RPCEndpoint("eth_call"), [{"to": self.models.address, "data": data}, at]
+            RPCEndpoint("eth_call"),
+            [{"to": self.models.address, "data": self._status_call(who)}, at],
         )
-        error = answer.get("error")
-        if error:
-            message = error.get("message", error) if isinstance(error, dict) else error
-            raise ChainError(f"statusOf failed: {message}")
-        try:
-            return abi_decode(self._status_types, HexBytes(answer.get("result") or "0x"))
-        except DecodingError as exc:  # no contract there (yet): an empty answer
-            raise ChainError(f"statusOf failed: the answer does not decode ({exc})") from exc
+        return self._decoded_status(answer)
 
     def _vote_on_its_way(self, round_: int, phase: Phase, confirmed: int, latest: int) -> bool:
         """Whether this account voted in (round, phase) in a block not yet confirmed, or

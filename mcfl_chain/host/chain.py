@@ -23,11 +23,11 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from typing import Any, cast
+from typing import Any
 
 from web3.types import BlockIdentifier
 
-from mcfl_chain.chain.client import ChainClient, ChainEvent, TrainerStatus, status_from_view
+from mcfl_chain.chain.client import ChainClient, ChainEvent, TrainerStatus
 
 
 class SharedReads:
@@ -86,15 +86,8 @@ class SharedReads:
             head = self._head_now()
             if head != self._status_head:
                 started = time.monotonic()
-                reader = self._reader
-                with reader.w3.batch_requests() as batch:
-                    for member in self._members:
-                        batch.add(reader.models.functions.statusOf(member))
-                    values = batch.execute()
-                self._statuses = {
-                    m: status_from_view(cast(Any, v))
-                    for m, v in zip(self._members, values, strict=True)
-                }
+                values = self._reader.statuses(self._members)
+                self._statuses = dict(zip(self._members, values, strict=True))
                 self._status_head, self._status_read = head, started
                 self.status_batches += 1
             return self._status_read, self._statuses[address]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.host.chain import HostedChainClient, SharedReads
 
 
@@ -47,3 +47,47 @@ def test_a_client_waiting_for_confirmations_is_not_hosted(new_devnet):
 
     with pytest.raises(ValueError, match="confirmations"):
         HostedChainClient.adopt(client, shared)
+
+
+def test_a_cohort_trainers_draw_is_read_again_only_after_its_own_transaction(new_devnet):
+    # Prepare: a cohort network; count the node requests of one trainer's client
+    deployment = new_devnet(min_trainers=2, cohort=0.5)
+    client = ChainClient(deployment, account_index=1)
+    other = ChainClient(deployment, account_index=2)
+    client.register()
+    sent: list[str] = []
+    post = client.w3.provider._make_request
+
+    def counting(method, request_data):
+        sent.append(method)
+        return post(method, request_data)
+
+    client.w3.provider._make_request = counting
+    drawn = client.drawn_round()
+    reads = len(sent)
+
+    # Execute / Assert: asked again (a trainer sitting out asks before every look),
+    # it answers from memory, even after another trainer's transaction
+    other.register()
+    assert [client.drawn_round() for _ in range(3)] == [drawn] * 3
+    assert len(sent) == reads
+    assert drawn == ChainClient.read_only(deployment)._view(
+        client.models.functions.drawnRoundOf(client.trainer_id())
+    )[1]
+
+    # its own transaction may move the draw: the next look reads the chain again (a
+    # trainer drawn for a later round is refused a new draw, before anything is sent)
+    status = client.status()
+    assert status.started
+    if status.member:
+        client.submit_proposals([])
+    else:
+        with pytest.raises(ChainError, match="drawn for a later round"):
+            client.join()
+    sent.clear()
+    again = client.drawn_round()
+    assert sent, "the draw was not read again after the trainer's own transaction"
+    view = ChainClient.read_only(deployment)._view(
+        client.models.functions.drawnRoundOf(client.trainer_id())
+    )
+    assert (again is not None, again or 0) == (bool(view[0]), int(view[1]))
