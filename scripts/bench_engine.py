@@ -14,7 +14,10 @@ Fashion-MNIST's `groups` scenario and records:
 - the final accuracy (average and worst trainer, on their own test splits).
 
 Shares: 1,500 samples per trainer up to 38 trainers (1,050 trained on, the paper's
-order), 300 above (210 trained on), so that 1,000 trainers' data fit with room to spare.
+order), at most 300 above (210 trained on; `groups` shares each group's images among its
+trainers, so 1,000 trainers get 63-84 each). Above 200 trainers a round draws a cohort of
+100 trainers on average (``--cohort``, like Flower's ``fraction_fit``): the updates on
+one parent must fit an aggregation of the contracts (256).
 The process engine is not run above 60 trainers on a 24 GiB machine (about 330 MB a
 worker process): such rows say so instead of a figure.
 
@@ -88,6 +91,17 @@ def _samples(trainers: int) -> int:
     return 1500 if trainers <= 38 else 300
 
 
+COHORT_ABOVE = 200
+"""Above this many trainers a round draws a cohort (PROTOCOL §4, "Cohorts"): the updates
+on one parent must fit an aggregation (``MAX_UPDATES``, 256)."""
+COHORT_DRAWN = 100
+"""Trainers drawn for a round, on average, in those networks."""
+
+
+def _cohort(trainers: int) -> float:
+    return 1.0 if trainers <= COHORT_ABOVE else COHORT_DRAWN / trainers
+
+
 def _commit() -> str:
     try:
         return subprocess.run(
@@ -108,6 +122,7 @@ def measure(
         n_trainers=trainers,
         rounds=rounds,
         samples=_samples(trainers),
+        cohort=_cohort(trainers),
         arch="lenet5",
         strategy=strategy,
         engine=engine,
@@ -134,6 +149,7 @@ def measure(
         "device": device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"),
         "strategy": strategy,
         "samples": config.samples,
+        "cohort": config.cohort,
         "rounds": rounds,
         "round_s": statistics.median(r["seconds"] for r in measured),
         "split": {name: seconds / spent for name, seconds in split_total.items()},
@@ -157,7 +173,7 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
     for record in records:
         newest[(record["strategy"], record["trainers"], record["engine"])] = record
     table = Table(title="simulator engines (LeNet-5, Fashion-MNIST groups)")
-    for column in ("strategy", "trainers", "engine", "device", "samples", "round s"):
+    for column in ("strategy", "trainers", "engine", "device", "samples", "drawn", "round s"):
         table.add_column(column, justify="right")
     for column in ("outside train+eval", "peak RSS MB", "MB/trainer", "gas/trainer-round"):
         table.add_column(column, justify="right")
@@ -172,6 +188,7 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
             engine,
             r["device"],
             str(r["samples"]),
+            f"{r.get('cohort', 1.0):.0%}",
             f"{r['round_s']:.1f}",
             f"{100 * outside:.1f} %",
             f"{r['peak_rss_mb']:.0f}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -342,6 +343,7 @@ class ChainClient:
         self.updates = self._contract("Updates")
         self._max_samples: int | None = None
         self._cohort_bps: int | None = None
+        self._cohort_seed: bytes | None = None
         self._limits: ProtocolLimits | None = None
         self._status_calls: dict[str, str] = {}
         """``statusOf``'s call data, by address."""
@@ -446,6 +448,121 @@ class ChainClient:
             f"Trainers.register{paid}", self.trainers.functions.register(), gas=gas, value=value
         )
         return self.trainer_id()
+
+    def register_in_order(
+        self, accounts: Sequence[LocalAccount], gas: int = 500_000, timeout: float = 300.0
+    ) -> list[int]:
+        """Register every account of ``accounts`` as a trainer, their trainer ids in that
+        order; returns the ids.
+
+        A simulation registers hundreds of its own dev accounts before any worker starts.
+        One at a time, each waiting for its receipt, 1,000 took minutes; here each is
+        signed and sent over this one connection as soon as the previous one is
+        accepted, so the node mines them in that order, and the receipts are then read
+        in batch requests. Every one must succeed.
+
+        Raises
+        ------
+        ChainError
+            A registration was refused or reverted (which one, and the reason).
+        """
+        if not accounts:
+            return []
+        value = self.deposit()
+        data = self.trainers.encode_abi("register", [])
+        chain_id = self.w3.eth.chain_id
+        base = int(self.w3.eth.get_block("latest").get("baseFeePerGas") or 0)
+        fees = {"maxPriorityFeePerGas": 1, "maxFeePerGas": 2 * base + 1}
+        provider = cast(Any, self.w3.provider)
+        counts = provider.make_batch_request(
+            [(RPCEndpoint("eth_getTransactionCount"), [a.address, "pending"]) for a in accounts]
+        )
+        hashes: list[str] = []
+        for account, count in zip(accounts, counts, strict=True):
+            if _rpc_error(count):
+                raise ChainError(f"reading {account.address}'s nonce failed: {_rpc_error(count)}")
+            tx = {
+                "to": self.trainers.address,
+                "data": data,
+                "value": value,
+                "gas": gas,
+                "nonce": int(count["result"], 16),
+                "chainId": chain_id,
+                **fees,
+            }
+            signed = account.sign_transaction(tx)
+            try:
+                hashes.append(Web3.to_hex(self.w3.eth.send_raw_transaction(signed.raw_transaction)))
+            except (Web3RPCError, ValueError) as exc:
+                raise ChainError(
+                    f"Trainers.register from {account.address} could not be sent: {exc}"
+                ) from exc
+        receipts: dict[str, Any] = {}
+        deadline = time.monotonic() + timeout
+        while len(receipts) < len(hashes):
+            missing = [h for h in hashes if h not in receipts]
+            for tx_hash, answer in zip(
+                missing,
+                provider.make_batch_request(
+                    [(RPCEndpoint("eth_getTransactionReceipt"), [h]) for h in missing[:500]]
+                ),
+                strict=False,
+            ):
+                if answer.get("result"):
+                    receipts[tx_hash] = answer["result"]
+            if len(receipts) < len(hashes):
+                if time.monotonic() > deadline:
+                    raise ChainError(
+                        f"{len(hashes) - len(receipts)} registration(s) not mined within "
+                        f"{timeout:g} s"
+                    )
+                time.sleep(0.05)
+        for account, tx_hash in zip(accounts, hashes, strict=True):
+            if int(receipts[tx_hash]["status"], 16) != 1:
+                reason = self._replay_reason(account.address, data, value, receipts[tx_hash])
+                raise ChainError(
+                    f"Trainers.register from {account.address} reverted: "
+                    f"{reason or 'no reason given'}",
+                    reason,
+                )
+        ids = self.trainer_ids([a.address for a in accounts])
+        if 0 in ids or any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+            raise ChainError(f"the trainers were not registered in the order given: ids {ids}")
+        return ids
+
+    def _replay_reason(self, sender: str, data: str, value: int, receipt: Any) -> str | None:
+        call = {"from": sender, "to": self.trainers.address, "data": data, "value": value}
+        try:
+            self.w3.eth.call(cast(Any, call), int(receipt["blockNumber"], 16) - 1)
+        except Exception as exc:  # only to explain the revert
+            return revert_reason(exc)
+        return None
+
+    def trainer_ids(self, addresses: Sequence[str]) -> list[int]:
+        """The trainer id each address holds (0: none), read in one batch request."""
+        answers = cast(Any, self.w3.provider).make_batch_request(
+            [
+                (
+                    RPCEndpoint("eth_call"),
+                    [
+                        {
+                            "to": self.trainers.address,
+                            "data": self.trainers.encode_abi("trainerId", [a]),
+                        },
+                        "latest",
+                    ],
+                )
+                for a in addresses
+            ]
+        )
+        if not isinstance(answers, list):
+            raise ChainError(f"trainerId failed: {_rpc_error(answers) or answers}")
+        ids = []
+        for address, answer in zip(addresses, answers, strict=True):
+            if _rpc_error(answer):
+                raise ChainError(f"trainerId({address}) failed: {_rpc_error(answer)}")
+            ids.append(int(answer["result"], 16))
+        return ids
 
     def set_allowed(self, accounts: Sequence[str], allowed: bool = True) -> TxReceipt:
         """Admit ``accounts`` for one registration each (again, if they used an earlier
@@ -733,6 +850,13 @@ class ChainClient:
             self._cohort_bps = int(self._view(self.models.functions.cohortBps()))
         return self._cohort_bps
 
+    def cohort_seed(self) -> bytes:
+        """The seed of the cohort draws (``Models.cohortSeed``; fixed at deployment, read
+        once)."""
+        if self._cohort_seed is None:
+            self._cohort_seed = bytes(self._view(self.models.functions.cohortSeed()))
+        return self._cohort_seed
+
     def drawn_round(self) -> int | None:
         """The round this account's trainer is drawn for next (``Models.drawnRoundOf``):
         in a cohort network it proposes there and in no round before it; None before
@@ -801,6 +925,10 @@ class ChainClient:
         if self._view(self.trainers.functions.admissionUsed(address)):
             return "used"
         return "none"
+
+    def last_trainer_id(self) -> int:
+        """The highest trainer id minted so far (``Trainers.lastTrainerId``)."""
+        return int(self._view(self.trainers.functions.lastTrainerId()))
 
     def trainer_count(self) -> int:
         """Number of registered (live) trainers."""

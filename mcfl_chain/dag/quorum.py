@@ -5,10 +5,15 @@ A phase's members are the previous phase's voters; in round 0's first phase, the
 trainers registered when it opened (ids 1 to its quorum, unless one exited before). In a
 carry-over phase (its quorum larger than the previous phase's voters) the previous
 phase's own members that did not vote count too, once.
+
+In a cohort network (PROTOCOL §4, "Cohorts") a PROPOSE phase's members are the trainers
+drawn for its round, and an AGGREGATE phase's its PROPOSE phase's voters, with, in a
+carry-over, the drawn ones that were silent; the caller gives the draw.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mcfl_chain.chain.client import Phase
@@ -26,13 +31,26 @@ def voters_in(dag: ModelDAG, round_: int, phase: Phase) -> set[int]:
 
 
 def phase_members(
-    dag: ModelDAG, round_: int, phase: Phase, quorum: int, carry: bool = True
+    dag: ModelDAG,
+    round_: int,
+    phase: Phase,
+    quorum: int,
+    carry: bool = True,
+    drawn: Callable[[int], set[int]] | None = None,
 ) -> set[int]:
     """Trainer ids whose votes count in (round, phase), whose quorum is ``quorum``.
 
     ``carry=False`` leaves out the carried-over members (the recursion's one step back:
-    a silent member is carried over once, not forever).
+    a silent member is carried over once, not forever). ``drawn``: in a cohort network,
+    the trainer ids drawn for a round.
     """
+    if drawn is not None:
+        if phase is Phase.PROPOSE:
+            return drawn(round_)
+        members = voters_in(dag, round_, Phase.PROPOSE)
+        if carry and quorum > len(members):
+            members |= drawn(round_)
+        return members
     if round_ == 0 and phase is Phase.PROPOSE:
         return set(range(1, quorum + 1))
     before = (round_ - 1, Phase.AGGREGATE) if phase is Phase.PROPOSE else (round_, Phase.PROPOSE)

@@ -152,8 +152,11 @@ class Host:
         root.setLevel(logging.INFO)
         logging.getLogger("mcfl_chain").setLevel(logging.INFO)
         shared: SharedReads | None = None
+        checked: set[tuple[str, str | None]] = set()
+        """(deployment file, RPC URL) of the networks found on their chain so far."""
         try:
             for trainer in self.trainers:
+                network = (str(trainer.config.deployment), trainer.config.rpc)
                 self._trainer_log(trainer)
                 _current.index = trainer.index
                 compute = (
@@ -162,11 +165,17 @@ class Host:
                     else self.compute
                 )
                 try:
-                    worker = build_worker(trainer.config, compute=compute, keep_datasets=True)
+                    worker = build_worker(
+                        trainer.config,
+                        compute=compute,
+                        keep_datasets=True,
+                        network_checked=network in checked,
+                    )
                 except WorkerSetupError as exc:
                     raise WorkerSetupError(f"trainer {trainer.index}: {exc}") from exc
                 finally:
                     _current.index = -1
+                checked.add(network)
                 if shared is None:
                     shared = SharedReads(
                         ChainClient.read_only(worker.chain.deployment, trainer.config.rpc)

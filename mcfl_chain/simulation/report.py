@@ -70,6 +70,10 @@ def summarize(
     for line in lines:
         by_round[line["round"]].append(line)
     out = []
+    ended: float | None = None
+    """When the last trainer reported the round before (wall clock)."""
+    reported: set[Any] = set()
+    """The trainers that reported the round before."""
     for round_, rows in sorted(by_round.items()):
         values = [v for v in (metric_of(r) for r in rows) if v is not None]
         groups: dict[Any, list[float]] = defaultdict(list)
@@ -85,12 +89,30 @@ def summarize(
                 metric_avg=statistics.fmean(values) if values else None,
                 metric_max=max(values) if values else None,
                 models=models_per_round.get(round_, 0),
-                seconds=max(r["seconds"] for r in rows),
+                seconds=max(_round_seconds(r, reported, ended) for r in rows),
                 fair_accuracy=fair_accuracy(groups),
                 split=split,
             )
         )
+        times = [r["time"] for r in rows if isinstance(r.get("time"), (int, float))]
+        ended = max(times) if times else None
+        reported = {_who(r) for r in rows}
     return out
+
+
+def _who(line: dict[str, Any]) -> Any:
+    return line.get("trainer_index", line.get("trainer"))
+
+
+def _round_seconds(line: dict[str, Any], reported: set[Any], ended: float | None) -> float:
+    """A trainer's time in its round. Its line counts from its report of the round before;
+    a trainer that did not report that round (one sitting rounds out in a cohort
+    network, or a late joiner) counts from when the last trainer reported it, not from
+    its own last report rounds ago."""
+    seconds = float(line["seconds"])
+    if ended is None or _who(line) in reported or not isinstance(line.get("time"), (int, float)):
+        return seconds
+    return min(seconds, max(0.0, float(line["time"]) - ended))
 
 
 def write_csv(summaries: Sequence[RoundSummary], path: Path) -> None:

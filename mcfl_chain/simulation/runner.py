@@ -591,8 +591,8 @@ class Network:
         one run of the same seed to the next.
         """
         assert self.deployment is not None
-        for index in self.trainers:
-            ChainClient(self.deployment, account_index=self.account_index(index)).register()
+        accounts = [dev_account(self.account_index(index)) for index in self.trainers]
+        ChainClient.read_only(self.deployment).register_in_order(accounts)
 
     def trainer_dir(self, index: int) -> Path:
         """Trainer ``index``'s folder in the run: its state, log and metrics."""

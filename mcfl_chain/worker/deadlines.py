@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from mcfl_chain.chain.client import ChainClient, ChainError, Phase, TrainerStatus
+from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS
+from mcfl_chain.dag.cohort import cohort_of
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.dag.quorum import phase_members, voters_in
 from mcfl_chain.worker.timing import RoundClock
@@ -70,6 +72,8 @@ class Deadlines:
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
         self._next_wait_log = 0.0
+        self._cohort: tuple[int, set[int]] | None = None
+        """The last round whose cohort was drawn, and its trainer ids."""
 
     def may_end(self, status: TrainerStatus, without_members: bool = False) -> bool:
         """Whether to try ending the current phase now: its deadline is past, or
@@ -108,6 +112,28 @@ class Deadlines:
                 # Another trainer ended it first: the next view shows the new phase.
                 log.debug("ending the phase after its deadline refused: %s", exc)
 
+    def draw(self) -> Callable[[int], set[int]] | None:
+        """In a cohort network, the trainer ids drawn for a round (as
+        :func:`~mcfl_chain.dag.quorum.phase_members` takes them); None without cohorts."""
+        if self.chain.cohort_bps() >= ALL_TRAINERS_BPS:
+            return None
+        return self._drawn
+
+    def _drawn(self, round_: int) -> set[int]:
+        if self._cohort is None or self._cohort[0] != round_:
+            ids = cohort_of(
+                self.chain.cohort_seed(),
+                round_,
+                self.chain.cohort_bps(),
+                self.chain.last_trainer_id(),
+            )
+            self._cohort = (round_, ids)
+        return self._cohort[1]
+
+    def members(self, round_: int, phase: Phase, quorum: int) -> set[int]:
+        """The trainer ids whose votes count in (round, phase), from the synced DAG."""
+        return phase_members(self.dag, round_, phase, quorum, drawn=self.draw())
+
     def _turn_at(self, round_: int, phase: Phase) -> float:
         """When this trainer's turn to end (round, phase) comes (fixed at the first ask)."""
         if self._turn is None or self._turn[0] != (round_, phase):
@@ -142,7 +168,7 @@ class Deadlines:
                 return
             self.sync()
         voted = voters_in(self.dag, status.round, status.phase)
-        members = phase_members(self.dag, status.round, status.phase, status.quorum)
+        members = self.members(status.round, status.phase, status.quorum)
         missing = sorted(members - voted)
         if (left := status.deadline - time.time()) > 0:
             end = f"the phase deadline passes in {left:.0f} s, then the phase ends without them"

@@ -18,6 +18,8 @@ the worker refuses to join before it registers.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from pathlib import Path
 
@@ -38,7 +40,12 @@ from mcfl_chain.learning.descriptor import Task, TaskError, canonical_arch
 from mcfl_chain.learning.fingerprint import compare_layouts, layout_fingerprint, model_layout
 from mcfl_chain.learning.local_data import DataError
 from mcfl_chain.learning.models import create_model, get_architecture
-from mcfl_chain.learning.scenario import TrainerData, build_trainer_data, scenario_specs
+from mcfl_chain.learning.scenario import (
+    TrainerData,
+    TrainerDataSpec,
+    build_trainer_data,
+    scenario_specs,
+)
 from mcfl_chain.learning.tasks import LearningTask, builtin_task, load_task
 from mcfl_chain.storage.base import Storage
 from mcfl_chain.storage.errors import StorageError
@@ -63,6 +70,7 @@ def build_worker(
     compute: Compute | None = None,
     *,
     keep_datasets: bool = False,
+    network_checked: bool = False,
 ) -> Worker:
     """Check ``config`` against the network and build a ready-to-run :class:`Worker`.
 
@@ -81,6 +89,9 @@ def build_worker(
         of the dataset's bytes where it can
         (:class:`~mcfl_chain.learning.scenario.SharedImages`): a host holds each
         dataset once for all its trainers.
+    network_checked
+        The chain at this config's RPC URL was just found to hold its deployment's
+        network (a host's earlier trainer of the same deployment): not checked again.
 
     Raises
     ------
@@ -121,6 +132,7 @@ def build_worker(
             max_log_range=config.max_log_range,
             fees=_fees(config),
         ),
+        network_checked=network_checked,
     )
     try:
         check_model(network, arch, dep, store, custom=own_task is not None)
@@ -265,6 +277,25 @@ def _fees(config: WorkerConfig) -> FeePolicy:
         raise WorkerSetupError(f"--max-fee-gwei / --priority-fee-gwei: {exc}") from exc
 
 
+@functools.lru_cache(maxsize=4)
+def _scenario(
+    kind: str, n_trainers: int, seed: int, dataset: str, samples: int | None, params: str
+) -> tuple[TrainerDataSpec, ...]:
+    """Every trainer's data spec of a scenario, made once for all the trainers a host
+    builds (each needs one, and a 1,000-trainer scenario cut anew per trainer made a
+    host's start quadratic). ``params``: the scenario's parameters as JSON."""
+    return tuple(
+        scenario_specs(
+            kind,
+            n_trainers,
+            seed,
+            dataset=dataset,
+            samples_per_trainer=samples,
+            **json.loads(params),
+        )
+    )
+
+
 def _trainer_task_and_data(
     config: WorkerConfig, dep: Deployment, network: Task, keep_datasets: bool = False
 ) -> tuple[LearningTask | None, TrainerData, str]:
@@ -307,13 +338,13 @@ def _trainer_task_and_data(
             f"--trainer-index {config.trainer_index} must be below --n-trainers {config.n_trainers}"
         )
     try:
-        spec = scenario_specs(
+        spec = _scenario(
             config.scenario,
             config.n_trainers,
             config.seed,
-            dataset=dataset,
-            samples_per_trainer=config.samples,
-            **config.scenario_params,
+            dataset,
+            config.samples,
+            json.dumps(config.scenario_params, sort_keys=True),
         )[config.trainer_index]
         data = build_trainer_data(spec, shared=keep_datasets)
     except (DatasetError, ValueError, TypeError) as exc:

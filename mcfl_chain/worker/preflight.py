@@ -403,8 +403,13 @@ def prepare(
     storage: str,
     state_dir: str | Path | None,
     options: ChainOptions | None = None,
+    network_checked: bool = False,
 ) -> Prepared:
     """Every check above, in order; the services and state of a worker ready to run.
+
+    ``network_checked``: the chain at ``rpc`` was found to hold this deployment's
+    network moments ago (a host building its next trainer): :func:`check_network`'s
+    dozen reads are not made again.
 
     Raises
     ------
@@ -415,7 +420,8 @@ def prepare(
     try:
         chain = connect_chain(dep, rpc, account=account, options=options)
         shown = redact_url(rpc)  # messages never show an API key the URL may hold
-        check_network(chain, deployment_path, shown)
+        if not network_checked:
+            check_network(chain, deployment_path, shown)
         check_account(chain, account if isinstance(account, int) else None, shown)
         store = open_store(storage, options.give_up_after)
         try:

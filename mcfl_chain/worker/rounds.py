@@ -106,7 +106,7 @@ from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, UpdateRecord, short_id
 from mcfl_chain.dag.model_id import model_id as compute_model_id
-from mcfl_chain.dag.quorum import phase_members, voters_in
+from mcfl_chain.dag.quorum import voters_in
 from mcfl_chain.dag.weights import StateDict, Unavailable, WeightsBook
 from mcfl_chain.learning.codec import encode_weights
 from mcfl_chain.learning.models import create_model, get_architecture
@@ -949,7 +949,7 @@ class Worker:
                     return  # too late anyway: the proposals will not be sent
                 self.sync()
                 voted = voters_in(self.dag, round_, Phase.PROPOSE)
-                members = phase_members(self.dag, round_, Phase.PROPOSE, status.quorum)
+                members = self.deadlines.members(round_, Phase.PROPOSE, status.quorum)
                 waiting = members - voted - ours
                 if not waiting:
                     return

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mcfl_chain.chain.client import ChainClient, ChainError
+from mcfl_chain.dag.cohort import cohort_of
 from mcfl_chain.host.chain import HostedChainClient, SharedReads
 
 
@@ -71,9 +72,18 @@ def test_a_cohort_trainers_draw_is_read_again_only_after_its_own_transaction(new
     other.register()
     assert [client.drawn_round() for _ in range(3)] == [drawn] * 3
     assert len(sent) == reads
-    assert drawn == ChainClient.read_only(deployment)._view(
-        client.models.functions.drawnRoundOf(client.trainer_id())
-    )[1]
+    assert (
+        drawn
+        == ChainClient.read_only(deployment)._view(
+            client.models.functions.drawnRoundOf(client.trainer_id())
+        )[1]
+    )
+
+    # round 0's cohort as the worker computes it is whom the contract counts as members
+    cohort = cohort_of(client.cohort_seed(), 0, client.cohort_bps(), client.last_trainer_id())
+    assert client.last_trainer_id() == 2
+    for trainer in (client, other):
+        assert trainer.status().member == (trainer.trainer_id() in cohort)
 
     # its own transaction may move the draw: the next look reads the chain again (a
     # trainer drawn for a later round is refused a new draw, before anything is sent)

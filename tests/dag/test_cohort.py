@@ -1,6 +1,6 @@
 """The cohort draw (PROTOCOL §4): a Bernoulli draw per trainer and round at the share."""
 
-from mcfl_chain.dag.cohort import drawn_in, next_draw
+from mcfl_chain.dag.cohort import cohort_of, drawn_in, next_draw
 
 SEED = bytes.fromhex("5e" * 32)
 
@@ -26,3 +26,9 @@ def test_another_seed_draws_other_cohorts():
     other = bytes.fromhex("a1" * 32)
     mine = [drawn_in(SEED, t, 3, 5_000) for t in range(1, 200)]
     assert mine != [drawn_in(other, t, 3, 5_000) for t in range(1, 200)]
+
+
+def test_a_rounds_cohort_is_every_id_drawn_for_it():
+    cohort = cohort_of(SEED, 5, 3_000, 200)
+    assert cohort == {t for t in range(1, 201) if drawn_in(SEED, t, 5, 3_000)}
+    assert 0 < len(cohort) < 200 and cohort != cohort_of(SEED, 6, 3_000, 200)

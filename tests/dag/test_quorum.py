@@ -38,3 +38,15 @@ def test_a_silent_member_is_carried_over_once_not_forever():
     assert phase_members(dag, 1, A, 2) == {1, 3}
     # even a larger quorum carries over only the previous phase's own (uncarried) members
     assert phase_members(dag, 1, A, 3) == {1, 3}
+
+
+def test_in_a_cohort_network_a_round_is_for_its_drawn_trainers():
+    # Prepare: round 1 draws trainers 4 and 7 (round 0's voters were 1-3)
+    cohorts = {0: {1, 2, 3}, 1: {4, 7}}
+    votes = [(0, P, 1), (0, P, 2), (0, P, 3), (0, A, 1), (0, A, 2), (0, A, 3), (1, P, 4)]
+    dag = _dag(votes, [(0, P, 3), (0, A, 3), (1, P, 2)])
+    # Execute / Assert: PROPOSE's members are the drawn, whoever voted the phase before
+    assert phase_members(dag, 1, P, 2, drawn=cohorts.__getitem__) == {4, 7}
+    # AGGREGATE's are PROPOSE's voters; after a deadline (carry-over), the silent drawn too
+    assert phase_members(dag, 1, A, 1, drawn=cohorts.__getitem__) == {4}
+    assert phase_members(dag, 1, A, 2, drawn=cohorts.__getitem__) == {4, 7}

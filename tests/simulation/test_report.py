@@ -53,6 +53,25 @@ def test_summaries_per_round():
     assert sum(report.time_split(rounds).values()) == pytest.approx(1.0)
 
 
+def test_a_trainer_back_from_sitting_rounds_out_counts_its_round_from_the_last_ones_end():
+    # Prepare: trainer 2 (a cohort network's) reports round 0, sits round 1 out and
+    # reports round 2: its line counts 50 s since its own last report
+    lines = [
+        {**_line(0, 1, 0.5, "a", "m1", seconds=10.0), "time": 110.0},
+        {**_line(0, 2, 0.5, "a", "m1", seconds=12.0), "time": 112.0},
+        {**_line(1, 1, 0.6, "a", "m2", seconds=20.0), "time": 130.0},
+        {**_line(2, 1, 0.7, "a", "m3", seconds=25.0), "time": 155.0},
+        {**_line(2, 2, 0.7, "a", "m3", seconds=50.0), "time": 162.0},
+    ]
+
+    # Execute
+    rounds = report.summarize(lines, {})
+
+    # Assert: round 1 ended at 130; trainer 2's round 2 took 32 s, not 50; round 0's
+    # trainers all count their own time (nobody reported a round before)
+    assert [s.seconds for s in rounds] == [12.0, 20.0, 32.0]
+
+
 def test_outputs_are_written(tmp_path):
     rounds = report.summarize(LINES, {0: 1, 1: 2})
     report.write_csv(rounds, tmp_path / "rounds.csv")
