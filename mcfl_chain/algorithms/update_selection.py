@@ -47,7 +47,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from mcfl_chain.algorithms.divergence import weight_divergence
+from mcfl_chain.algorithms.divergence import BATCHED, ROWS_AT_ONCE, weight_divergence
 
 K = TypeVar("K", bound=Hashable)
 
@@ -107,9 +107,21 @@ def select_updates(
     if statistics not in STATISTICS:
         raise ValueError(f"statistics must be one of {', '.join(STATISTICS)}, got {statistics!r}")
     own_vector = vectors[own]
-    measured = {
-        key: divergence(own_vector, vector) for key, vector in vectors.items() if key != own
-    }
+    peers = [key for key in vectors if key != own]
+    batched = BATCHED.get(divergence)
+    if batched is not None and peers and all(vectors[k].shape == own_vector.shape for k in peers):
+        # Array operations over the peers, a block at a time (a block's copy, not all).
+        values = np.concatenate(
+            [
+                batched(own_vector, np.stack([vectors[key] for key in block]))
+                for block in (
+                    peers[i : i + ROWS_AT_ONCE] for i in range(0, len(peers), ROWS_AT_ONCE)
+                )
+            ]
+        )
+        measured = {key: float(d) for key, d in zip(peers, values, strict=True)}
+    else:
+        measured = {key: divergence(own_vector, vectors[key]) for key in peers}
     finite = {key: d for key, d in measured.items() if math.isfinite(d)}
     selected = [own]
     if statistics == "authors":

@@ -17,6 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mcfl_chain.algorithms.divergence import (
+    BATCHED,
     cosine_distance,
     elementwise_divergence,
     weight_divergence,
@@ -176,3 +177,22 @@ def test_the_elementwise_divergence_is_relative_and_signed_by_the_own_weights(
     assert elementwise_divergence(scale * own, scale * peer) == divergence
     if math.isfinite(divergence):
         assert elementwise_divergence(-own, -peer) == -divergence
+
+
+@PROPERTY
+@given(
+    vectors=proposals(min_peers=1, max_peers=150),
+    measure=st.sampled_from([weight_divergence, cosine_distance, elementwise_divergence]),
+)
+def test_the_batched_divergences_are_the_pairwise_ones(
+    vectors: dict[int, np.ndarray], measure: Divergence
+) -> None:
+    # Algorithm 2 measures every peer in array operations, blocks of ROWS_AT_ONCE rows
+    own = vectors[OWN]
+    peers = [k for k in vectors if k != OWN]
+    try:
+        pairwise = [measure(own, vectors[k]) for k in peers]
+    except ValueError:  # an all-zero peer has no direction: both forms refuse it
+        assume(False)
+    batched = BATCHED[measure](own, np.stack([vectors[k] for k in peers]))
+    np.testing.assert_allclose(batched, pairwise, rtol=1e-12, atol=1e-12)
