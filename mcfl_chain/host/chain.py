@@ -12,7 +12,11 @@ read N times over:
   a devnet every transaction is a new block. The host reads the head at most every
   ``refresh`` seconds and, when it moved, every hosted trainer's status in one JSON-RPC
   batch request; a trainer that sent a transaction since reads its own status directly,
-  so it never acts on a snapshot older than its own vote.
+  so it never acts on a snapshot older than its own vote;
+- their waits: a trainer with nothing to do sleeps until the host's reads show its status
+  changed in what it acts on (round, phase, its vote, its membership, a full quorum),
+  or for at most ``WAIT_AT_MOST`` seconds (deadlines are times, not chain changes): 500
+  trainers polling ten times a second each kept a host's interpreter busy with wake-ups.
 
 Only for a node that acts on the latest block (no confirmations, a devnet's case): with
 confirmations, a client reads views at its own depth and keeps the base behaviour.
@@ -28,6 +32,21 @@ from typing import Any
 from web3.types import BlockIdentifier
 
 from mcfl_chain.chain.client import ChainClient, ChainEvent, TrainerStatus
+
+WAIT_AT_MOST = 1.0
+"""Longest sleep of a hosted trainer waiting for news (its deadlines are checked then)."""
+
+
+def _news(status: TrainerStatus) -> tuple[object, ...]:
+    """What a waiting trainer acts on: a change of any of these wakes it."""
+    return (
+        status.started,
+        status.round,
+        status.phase,
+        status.voted,
+        status.member,
+        status.votes >= status.quorum,
+    )
 
 
 class SharedReads:
@@ -56,6 +75,12 @@ class SharedReads:
         self._status_head = -1
         self._status_read = -1.0
         """When (monotonic) the statuses in hand started to be read."""
+        self._wakes: dict[str, threading.Event] = {}
+        """Per member, set when its status changed in what it acts on."""
+        self._versions: dict[str, int] = {}
+        """Per member, how many times its status changed in what it acts on."""
+        self._poller: threading.Thread | None = None
+        self._closed = threading.Event()
         self.fetches = 0
         """Log requests sent so far (how much the host saved, for its report)."""
         self.status_batches = 0
@@ -77,20 +102,73 @@ class SharedReads:
         """Read ``address``'s status with the others from now on."""
         with self._lock:
             self._members.append(address)
+            self._wakes[address] = threading.Event()
+            self._versions[address] = 0
             self._status_head = -1  # the next look reads everyone's, this one's too
 
-    def status(self, address: str) -> tuple[float, TrainerStatus]:
-        """The status of member ``address`` and when (monotonic) its read started; every
-        member's status is read again, in one batch request, once the head moved."""
+    def status(self, address: str) -> tuple[float, TrainerStatus, int]:
+        """The status of member ``address``, when (monotonic) its read started and its
+        version (see :meth:`wait`); every member's status is read again, in one batch
+        request, once the head moved."""
         with self._lock:
-            head = self._head_now()
-            if head != self._status_head:
-                started = time.monotonic()
-                values = self._reader.statuses(self._members)
-                self._statuses = dict(zip(self._members, values, strict=True))
-                self._status_head, self._status_read = head, started
-                self.status_batches += 1
-            return self._status_read, self._statuses[address]
+            self._refresh_statuses()
+            return self._status_read, self._statuses[address], self._versions[address]
+
+    def _refresh_statuses(self) -> None:
+        """Every member's status again once the head moved (under the lock); wakes the
+        members whose news changed."""
+        head = self._head_now()
+        if head == self._status_head:
+            return
+        started = time.monotonic()
+        values = self._reader.statuses(self._members)
+        before = self._statuses
+        self._statuses = dict(zip(self._members, values, strict=True))
+        self._status_head, self._status_read = head, started
+        self.status_batches += 1
+        for member, status in self._statuses.items():
+            old = before.get(member)
+            if old is None or _news(old) != _news(status):
+                self._versions[member] += 1
+                self._wakes[member].set()
+
+    def wait(self, address: str, version: int, seconds: float) -> None:
+        """Return once member ``address``'s status changed in what it acts on
+        (:func:`_news`) since its version ``version`` (as :meth:`status` gave it), or
+        after ``seconds``."""
+        wake = self._wakes[address]
+        with self._lock:
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._poll, name="host-chain-reads", daemon=True
+                )
+                self._poller.start()
+        deadline = time.monotonic() + seconds
+        while self._versions[address] == version and not self._closed.is_set():
+            wake.clear()  # then look again: a change in between still counts
+            if self._versions[address] != version:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0 or not wake.wait(left):
+                return
+
+    def _poll(self) -> None:
+        """Reads the head every ``refresh`` seconds, and the statuses when it moved, for
+        the waiting members (until :meth:`close`)."""
+        while not self._closed.wait(self._refresh):
+            try:
+                with self._lock:
+                    self._refresh_statuses()
+            except Exception:  # a trainer's own read will say what failed
+                for wake in self._wakes.values():
+                    wake.set()
+                self._closed.wait(WAIT_AT_MOST)
+
+    def close(self) -> None:
+        """Stop the reads for waiting members; wake them all."""
+        self._closed.set()
+        for wake in self._wakes.values():
+            wake.set()
 
     def events(self, from_block: int, to_block: int) -> list[ChainEvent]:
         """The decoded events of ``[from_block, to_block]``, fetched once per block."""
@@ -124,6 +202,7 @@ class HostedChainClient(ChainClient):
 
     shared: SharedReads
     _own: tuple[float, TrainerStatus] | None
+    _version: int
     _sent: int
     _seen: int
 
@@ -140,6 +219,7 @@ class HostedChainClient(ChainClient):
         assert isinstance(client, HostedChainClient)
         client.shared = shared
         client._own = None
+        client._version = 0
         client._sent = client._seen = 0
         shared.add_member(client.address)
         return client
@@ -167,10 +247,18 @@ class HostedChainClient(ChainClient):
             started = time.monotonic()
             self._own = (started, super().status())
             return self._own[1]
-        read, status = self.shared.status(self.address)
+        read, status, self._version = self.shared.status(self.address)
         if self._own is not None and self._own[0] > read:
             return self._own[1]  # its own read is newer than the host's snapshot
         return status
+
+    def wait_for_news(self, status: TrainerStatus, seconds: float, stop: threading.Event) -> None:
+        if stop.is_set():
+            return
+        # Its host's reads wake it when its status changes; at the latest after
+        # WAIT_AT_MOST seconds (its deadlines), or sooner when it stops (Host.stop
+        # closes the shared reads).
+        self.shared.wait(self.address, self._version, max(seconds, WAIT_AT_MOST))
 
     def events(self, from_block: int, to_block: BlockIdentifier = "latest") -> list[ChainEvent]:
         if isinstance(to_block, int) and not isinstance(to_block, bool):

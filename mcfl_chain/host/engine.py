@@ -208,6 +208,8 @@ class Host:
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.5)
+        if self._shared is not None:
+            self._shared.close()
         sizes = self.compute.batches
         log.info(
             "batched training: %d computation(s) of %s model(s) on %s; %d trainer(s) "
@@ -234,6 +236,8 @@ class Host:
     def stop(self) -> None:
         for worker in self.workers.values():
             worker.stop()
+        if self._shared is not None:
+            self._shared.close()  # wakes the waiting trainers
 
     def _play(self, index: int) -> None:
         _current.index = index

@@ -481,7 +481,7 @@ class Worker:
                 self.deadlines.end_phase(status.round, status.phase)
             else:
                 with self.clock.measure("waiting"):
-                    self._stop.wait(self.options.poll_interval)
+                    self.chain.wait_for_news(status, self.options.poll_interval, self._stop)
                     status = self.chain.status()
                 self.deadlines.say_whom_it_waits_for(status)
                 continue

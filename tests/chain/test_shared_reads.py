@@ -4,11 +4,14 @@ the trainer's own transaction."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from mcfl_chain.chain.client import ChainClient, ChainError
 from mcfl_chain.dag.cohort import cohort_of
-from mcfl_chain.host.chain import HostedChainClient, SharedReads
+from mcfl_chain.host.chain import WAIT_AT_MOST, HostedChainClient, SharedReads
 
 
 def test_hosted_clients_fetch_events_once_and_reread_their_status_after_their_own_transaction(
@@ -101,3 +104,39 @@ def test_a_cohort_trainers_draw_is_read_again_only_after_its_own_transaction(new
         client.models.functions.drawnRoundOf(client.trainer_id())
     )
     assert (again is not None, again or 0) == (bool(view[0]), int(view[1]))
+
+
+def test_a_waiting_hosted_trainer_wakes_when_its_status_changes_not_on_a_timer(new_devnet):
+    # Prepare: trainer 1 registered, waiting for round 0 (minTrainers 2)
+    deployment = new_devnet(min_trainers=2)
+    shared = SharedReads(ChainClient.read_only(deployment), refresh=0.05)
+    first = HostedChainClient.adopt(ChainClient(deployment, account_index=1), shared)
+    second = ChainClient(deployment, account_index=2)
+    first.register()
+    first.status()  # its own read, after its own transaction
+    status = first.status()  # the host's snapshot
+    assert not status.started
+    stop = threading.Event()
+    # nothing changes: it sleeps its longest wait, not the poll interval it asks for
+    began = time.monotonic()
+    first.wait_for_news(status, 0.01, stop)
+    assert time.monotonic() - began >= 0.9 * WAIT_AT_MOST
+    status = first.status()
+    woke: list[float] = []
+
+    def wait() -> None:
+        began = time.monotonic()
+        first.wait_for_news(status, 60.0, stop)
+        woke.append(time.monotonic() - began)
+
+    # Execute: another trainer's registration opens round 0 while it waits
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    second.register()
+    waiter.join(30)
+
+    # Assert: it woke for the change, long before its 60 s, and sees round 0 open
+    assert woke and woke[0] < 30
+    assert first.status().started
+    shared.close()

@@ -210,6 +210,9 @@ class ScriptedChain:
     def limits(self) -> SimpleNamespace:
         return SimpleNamespace(max_proposals=16, max_aggregations=16)
 
+    def wait_for_news(self, status: TrainerStatus, seconds: float, stop: Any) -> None:
+        stop.wait(seconds)  # as ChainClient waits
+
     def status(self) -> TrainerStatus:
         return self.statuses()
 
