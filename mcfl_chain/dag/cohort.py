@@ -10,6 +10,8 @@ nobody can re-roll.
 
 from __future__ import annotations
 
+import functools
+
 from eth_abi import encode
 from eth_utils import keccak
 
@@ -36,10 +38,12 @@ def next_draw(seed: bytes, trainer_id: int, first: int, cohort_bps: int) -> int:
     return first + MAX_DRAW_ROUNDS - 1
 
 
-def cohort_of(seed: bytes, round_: int, cohort_bps: int, highest_id: int) -> set[int]:
+@functools.lru_cache(maxsize=64)
+def cohort_of(seed: bytes, round_: int, cohort_bps: int, highest_id: int) -> frozenset[int]:
     """The trainer ids from 1 to ``highest_id`` drawn for ``round_``.
 
     A trainer that joined after the round's draw (its own draw starts at the round after
     its ``join``) is in this set when the draw picks it, though the contract does not
-    count it: the set tells whom a round is for, not who was admitted."""
-    return {t for t in range(1, highest_id + 1) if drawn_in(seed, t, round_, cohort_bps)}
+    count it: the set tells whom a round is for, not who was admitted. Kept for the
+    trainers of a host, which all ask."""
+    return frozenset(t for t in range(1, highest_id + 1) if drawn_in(seed, t, round_, cohort_bps))

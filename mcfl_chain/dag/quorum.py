@@ -14,6 +14,7 @@ carry-over, the drawn ones that were silent; the caller gives the draw.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from mcfl_chain.chain.client import Phase
@@ -36,7 +37,7 @@ def phase_members(
     phase: Phase,
     quorum: int,
     carry: bool = True,
-    drawn: Callable[[int], set[int]] | None = None,
+    drawn: Callable[[int], AbstractSet[int]] | None = None,
 ) -> set[int]:
     """Trainer ids whose votes count in (round, phase), whose quorum is ``quorum``.
 
@@ -46,7 +47,7 @@ def phase_members(
     """
     if drawn is not None:
         if phase is Phase.PROPOSE:
-            return drawn(round_)
+            return set(drawn(round_))
         members = voters_in(dag, round_, Phase.PROPOSE)
         if carry and quorum > len(members):
             members |= drawn(round_)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 from mcfl_chain.chain.client import ChainClient, ChainError, Phase, TrainerStatus
 from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS
@@ -72,7 +73,7 @@ class Deadlines:
         self._waiting: tuple[bool, int, Phase] | None = None
         self._waiting_since = 0.0
         self._next_wait_log = 0.0
-        self._cohort: tuple[int, set[int]] | None = None
+        self._cohort: tuple[int, AbstractSet[int]] | None = None
         """The last round whose cohort was drawn, and its trainer ids."""
 
     def may_end(self, status: TrainerStatus, without_members: bool = False) -> bool:
@@ -112,14 +113,14 @@ class Deadlines:
                 # Another trainer ended it first: the next view shows the new phase.
                 log.debug("ending the phase after its deadline refused: %s", exc)
 
-    def draw(self) -> Callable[[int], set[int]] | None:
+    def draw(self) -> Callable[[int], AbstractSet[int]] | None:
         """In a cohort network, the trainer ids drawn for a round (as
         :func:`~mcfl_chain.dag.quorum.phase_members` takes them); None without cohorts."""
         if self.chain.cohort_bps() >= ALL_TRAINERS_BPS:
             return None
         return self._drawn
 
-    def _drawn(self, round_: int) -> set[int]:
+    def _drawn(self, round_: int) -> AbstractSet[int]:
         if self._cohort is None or self._cohort[0] != round_:
             ids = cohort_of(
                 self.chain.cohort_seed(),
