@@ -5,7 +5,11 @@ embedded store, every trainer's two transactions a round) of LeNet-5 trainers on
 Fashion-MNIST's `groups` scenario and records:
 
 - the round time: the median of rounds 2 to 4 (round 0 pays the start-up, round 1 the
-  first merges), and the time split of a trainer's round (training, evaluation,
+  first merges) of the slowest trainer's round (from its report of the round before),
+  and of the round's wall time (from the last report of the round before to its own
+  last: in a cohort network a trainer drawn in two rounds in a row can report the first
+  early and the second late, so its own round spans more than one), and the time split
+  of a trainer's round (training, evaluation,
   aggregation, chain, storage, waiting; under the batched engine a trainer's
   "training" includes its wait for the phase's batch);
 - the peak RSS of every process of the run (this script, Anvil, the workers or the
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import threading
@@ -130,6 +135,9 @@ def measure(
         phase_duration=3600,
     )
     run_dir = out / config.name
+    # A scratch folder: what an earlier (interrupted) run left there would be read as
+    # this run's rounds.
+    shutil.rmtree(run_dir, ignore_errors=True)
     started = time.monotonic()
     with PeakRSS() as rss:
         summary = run_simulation(config, run_dir, Console(quiet=True))
@@ -142,6 +150,10 @@ def measure(
     spent = sum(split_total.values()) or 1.0
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     gas = [line["gas"] for line in lines if line.get("round", 0) >= 1]
+    ends: dict[int, float] = {}
+    for line in lines:
+        ends[line["round"]] = max(ends.get(line["round"], 0.0), float(line.get("time", 0.0)))
+    walls = [ends[r] - ends[r - 1] for r in (2, 3, 4) if r in ends and r - 1 in ends]
     final = summary["final"]
     return {
         "trainers": trainers,
@@ -152,6 +164,7 @@ def measure(
         "cohort": config.cohort,
         "rounds": rounds,
         "round_s": statistics.median(r["seconds"] for r in measured),
+        "round_wall_s": statistics.median(walls) if walls else None,
         "split": {name: seconds / spent for name, seconds in split_total.items()},
         "peak_rss_mb": rss.peak / 2**20,
         "gas_per_trainer_round": statistics.fmean(gas) if gas else None,
@@ -173,7 +186,16 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
     for record in records:
         newest[(record["strategy"], record["trainers"], record["engine"])] = record
     table = Table(title="simulator engines (LeNet-5, Fashion-MNIST groups)")
-    for column in ("strategy", "trainers", "engine", "device", "samples", "drawn", "round s"):
+    for column in (
+        "strategy",
+        "trainers",
+        "engine",
+        "device",
+        "samples",
+        "drawn",
+        "round s",
+        "wall s",
+    ):
         table.add_column(column, justify="right")
     for column in ("outside train+eval", "peak RSS MB", "MB/trainer", "gas/trainer-round"):
         table.add_column(column, justify="right")
@@ -190,6 +212,7 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
             str(r["samples"]),
             f"{r.get('cohort', 1.0):.0%}",
             f"{r['round_s']:.1f}",
+            "-" if r.get("round_wall_s") is None else f"{r['round_wall_s']:.1f}",
             f"{100 * outside:.1f} %",
             f"{r['peak_rss_mb']:.0f}",
             f"{r['peak_rss_mb'] / n:.1f}",
