@@ -1010,23 +1010,19 @@ class ChainClient:
         JSON-RPC batch request (a host's trainers, all at once)."""
         if not members:
             return []
-        requests = [
-            (
-                RPCEndpoint("eth_call"),
-                [{"to": self.models.address, "data": self._status_call(m)}, "latest"],
-            )
-            for m in members
-        ]
+        requests = [(RPCEndpoint("eth_call"), self._status_params(m, "latest")) for m in members]
         answers = cast(Any, self.w3.provider).make_batch_request(requests)
         if not isinstance(answers, list):  # the whole batch refused: one error answer
             raise ChainError(f"statusOf failed: {_rpc_error(answers) or answers}")
         return [status_from_view(self._decoded_status(answer)) for answer in answers]
 
-    def _status_call(self, who: str) -> str:
+    def _status_params(self, who: str, at: str) -> list[Any]:
+        """``eth_call``'s parameters for ``statusOf(who)`` at block ``at`` (the call data
+        encoded once per address)."""
         data = self._status_calls.get(who)
         if data is None:
             data = self._status_calls[who] = self.models.encode_abi("statusOf", [who])
-        return data
+        return [{"to": self.models.address, "data": data}, at]
 
     def _decoded_status(self, answer: Any) -> Sequence[Any]:
         error = _rpc_error(answer)
@@ -1050,8 +1046,7 @@ class ChainClient:
         """
         at = "latest" if block is None else hex(block)
         answer = self.w3.provider.make_request(
-            RPCEndpoint("eth_call"),
-            [{"to": self.models.address, "data": self._status_call(who)}, at],
+            RPCEndpoint("eth_call"), self._status_params(who, at)
         )
         return self._decoded_status(answer)
 

@@ -46,7 +46,7 @@ def read_metrics(paths: Iterable[Path]) -> list[dict[str, Any]]:
                 lines.append(json.loads(raw))
             except ValueError:
                 continue
-    return sorted(lines, key=lambda m: (m["round"], str(m.get("trainer_index", m["trainer"]))))
+    return sorted(lines, key=lambda m: (m["round"], str(_who(m))))
 
 
 def metric_of(line: dict[str, Any]) -> float | None:
