@@ -212,8 +212,10 @@ class Host:
             self._shared.close()
         sizes = self.compute.batches
         log.info(
-            "batched training: %d computation(s) of %s model(s) on %s; %d trainer(s) "
-            "hosted, chain logs read %d time(s) and statuses in %d batch(es) for all of them",
+            "training (%s kernel): %d batched computation(s) of %s model(s) on %s; %d "
+            "trainer(s) hosted, chain logs read %d time(s) and statuses in %d batch(es) "
+            "for all of them",
+            self.compute.kernel,
             len(sizes),
             f"{min(sizes)}-{max(sizes)}" if sizes else "0",
             self.device,

@@ -52,7 +52,7 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 def test_concurrent_requests_train_as_one_batch_with_each_trainers_own_result(shares):
     # Prepare
-    compute = BatchingCompute("cpu", expected=lambda: 3, linger=5.0)
+    compute = BatchingCompute("cpu", expected=lambda: 3, linger=5.0, kernel="vmap")
 
     # Execute
     results = _train_in_threads(compute, shares)
@@ -69,7 +69,7 @@ def test_concurrent_requests_train_as_one_batch_with_each_trainers_own_result(sh
 
 def test_a_lone_request_gets_the_bits_it_gets_in_a_batch(shares):
     # Prepare: nobody else will come (expected 1)
-    compute = BatchingCompute("cpu", expected=lambda: 1)
+    compute = BatchingCompute("cpu", expected=lambda: 1, kernel="vmap")
 
     # Execute
     (lone,) = compute.train_many(ARCH, [_start(0)], shares[0], penalties=[None], **OPTIONS)
@@ -81,7 +81,7 @@ def test_a_lone_request_gets_the_bits_it_gets_in_a_batch(shares):
 
 def test_a_request_with_a_penalty_is_trained_alone_with_it(shares):
     # Prepare: a penalty pulling every weight to zero
-    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0, kernel="vmap")
 
     def penalty(model: torch.nn.Module) -> torch.Tensor:
         return sum(p.pow(2).sum() for p in model.parameters())
@@ -97,7 +97,7 @@ def test_a_request_with_a_penalty_is_trained_alone_with_it(shares):
 
 def test_a_quadratic_penalty_and_the_adam_preset_are_batched(shares):
     # Prepare: FedProx's term towards another model, with the authors' Adam
-    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0, kernel="vmap")
     penalty = proximal_penalty(_start(9), mu=1.0)
     options = {**OPTIONS, "optimiser": "adam-steplr"}
     results: dict[int, dict[str, torch.Tensor]] = {}
@@ -122,7 +122,7 @@ def test_a_quadratic_penalty_and_the_adam_preset_are_batched(shares):
 
 def test_a_failed_batch_is_every_waiting_trainers_error(shares):
     # Prepare: one request whose weights do not fit the architecture
-    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0)
+    compute = BatchingCompute("cpu", expected=lambda: 2, linger=5.0, kernel="vmap")
     errors: list[BaseException] = []
 
     def trainer(start: dict[str, torch.Tensor], i: int) -> None:
@@ -149,7 +149,7 @@ def test_a_failed_batch_is_every_waiting_trainers_error(shares):
 
 def test_a_trainers_several_updates_go_in_one_request(shares):
     # Prepare: one trainer training three parents in a phase, nobody else hosted
-    compute = BatchingCompute("cpu", expected=lambda: 1)
+    compute = BatchingCompute("cpu", expected=lambda: 1, kernel="vmap")
     starts = [_start(i) for i in range(3)]
 
     # Execute
@@ -165,7 +165,7 @@ def test_a_trainers_several_updates_go_in_one_request(shares):
 def test_a_trainers_candidates_are_scored_in_one_request_as_evaluate_scores_them(shares):
     # Prepare: three candidates, scored on one trainer's validation split
     local = LocalCompute("cpu")
-    batching = BatchingCompute("cpu", expected=lambda: 1)
+    batching = BatchingCompute("cpu", expected=lambda: 1, kernel="vmap")
     candidates = [_start(i) for i in range(3)]
     x, y = shares[0].val_x, shares[0].val_y
     kind = create_model(ARCH, seed=0).kind
@@ -182,3 +182,38 @@ def test_a_trainers_candidates_are_scored_in_one_request_as_evaluate_scores_them
     assert [e.accuracy for e in batched] == [e.accuracy for e in alone]
     assert [e.loss for e in batched] == pytest.approx([e.loss for e in alone], rel=1e-5)
     assert batching.batches == []  # scoring is no training batch
+
+
+def test_the_loop_kernel_gives_each_trainer_a_lone_workers_bits_a_slot_at_a_time(shares):
+    # Prepare: the CPU's default kernel, one slot, three trainers asking at once
+    compute = BatchingCompute("cpu", expected=lambda: 3, linger=5.0, parallel=1)
+    busy: list[int] = []
+    peak: list[int] = []
+    train = compute._local.train_many
+
+    def counting(*args, **kwargs):
+        busy.append(1)
+        peak.append(len(busy))
+        try:
+            return train(*args, **kwargs)
+        finally:
+            busy.pop()
+
+    compute._local.train_many = counting  # type: ignore[method-assign]
+
+    # Execute
+    results = _train_in_threads(compute, shares)
+
+    # Assert: no rendezvous and no batch, one trainer at a time, and each result is
+    # per-model training's to the bit (what a worker process computes)
+    assert compute.kernel == "loop" and compute.batches == [] and max(peak) == 1
+    for i in range(3):
+        assert _same(results[i], LocalCompute().train(ARCH, _start(i), shares[i], **OPTIONS))
+    x, y = shares[0].val_x, shares[0].val_y
+    kind = create_model(ARCH, seed=0).kind
+    candidates = [_start(i) for i in range(3)]
+    assert compute.evaluate_many(ARCH, candidates, x, y, kind) == [
+        evaluate(create_model(ARCH, seed=i), x, y, kind) for i in range(3)
+    ]
+    with pytest.raises(ValueError, match="kernel must be one of vmap, loop"):
+        BatchingCompute("cpu", expected=lambda: 1, kernel="grouped")  # type: ignore[arg-type]

@@ -3,13 +3,15 @@
 Real Anvil chains, real contracts, the embedded store. With training replaced by the
 deterministic stand-in (:mod:`mcfl_chain.compute.stand_in`), the process engine (a
 worker process per trainer) and the batched engine (trainers in host processes, one per
-core on the CPU, training batched) must build the identical DAG; with real training, the batched
-engine's network must pass ``dag --check`` and report every trainer's rounds.
+core on the CPU) must build the identical DAG; with real training, the batched engine's
+network must pass ``dag --check``, report every trainer's rounds, and (with the CPU's
+loop kernel) compute the process engine's weights to the bit.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,15 +107,20 @@ def test_process_and_batched_engines_build_the_identical_dag(tmp_path: Path) -> 
     assert {(line["engine"], line["training"]) for line in lines} == {("batched", "stand-in")}
 
 
-def test_the_batched_engine_trains_in_batches_and_repeats_bit_for_bit(tmp_path: Path) -> None:
-    # Execute: the same real-training network twice, on a dataset of bytes (the hosts
-    # keep it once and read the trainers' shares from it a batch at a time)
+def test_the_batched_engine_repeats_bit_for_bit_and_on_the_cpu_is_the_process_engine(
+    tmp_path: Path,
+) -> None:
+    # Execute: the same real-training network twice on the batched engine, on a dataset
+    # of bytes (the hosts keep it once and read the trainers' shares from it), and once
+    # on the process engine
     config = _config(engine="batched", n_trainers=3, rounds=2, dataset="fashion-mnist")
     dags = [_run_and_check(config, tmp_path / f"run{k}") for k in range(2)]
+    process = _run_and_check(replace(config, engine="process"), tmp_path / "process")
 
     # Assert: the same weights to the bit (every update's and model's CID), whatever
-    # the timing of the trainers' threads and so the batches' composition
-    assert _protocol_view(dags[0]) == _protocol_view(dags[1])
+    # the timing of the trainers' threads; and, with the CPU's loop kernel, the weights
+    # a worker process computes
+    assert _protocol_view(dags[0]) == _protocol_view(dags[1]) == _protocol_view(process)
     # every trainer reported every round, with the engine and device named
     run = tmp_path / "run0"
     lines = [json.loads(raw) for raw in (run / "metrics.jsonl").read_text().splitlines()]
@@ -123,10 +130,10 @@ def test_the_batched_engine_trains_in_batches_and_repeats_bit_for_bit(tmp_path: 
     assert {(line["engine"], line["device"]) for line in lines} == {("batched", "cpu")}
     assert all(line["accuracy"] is not None for line in lines)
     # host processes (one per core on the CPU, at most one per trainer), whose logs
-    # say each trained its trainers' updates together
+    # name the CPU's kernel (each trainer's models one by one)
     hosts = sorted(run.glob("host-*.log"))
     assert 1 <= len(hosts) <= 3
-    assert all("batched training:" in log.read_text() for log in hosts)
+    assert all("training (loop kernel)" in log.read_text() for log in hosts)
     assert all("trainer(s) built: resident memory" in log.read_text() for log in hosts)
     assert "Traceback" not in (run / "trainers" / "000" / "worker.log").read_text()
 
