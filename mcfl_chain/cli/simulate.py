@@ -180,8 +180,9 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     type=click.Choice(list(ENGINES)),
     help="process: one worker process per trainer (each as it would run on its own "
     "machine); batched: trainers as threads of host processes (one per core on the CPU, "
-    "one on a GPU), sharing chain reads, their training of a phase run as one batched "
-    "computation; ray: those hosts as actors on a Ray cluster (--ray-address), one a CPU "
+    "one on a GPU), sharing chain reads and data; on a GPU a phase's training runs as one "
+    "batched (vmap) computation, on the CPU each trainer's models one by one, the faster "
+    "kernels there; ray: those hosts as actors on a Ray cluster (--ray-address), one a CPU "
     "(or GPU) of it. The chain cannot tell them apart.  [default: process]",
 )
 @click.option(
@@ -200,8 +201,8 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
-    help="CPU cores of the batched engine's host: a phase's batch runs in this many parts "
-    "side by side, one core each; the ray engine's hosts, at most (one CPU each).  "
+    help="CPU cores the batched engine uses: on the CPU, one host process each; on a "
+    "GPU, the one host's threads; the ray engine's hosts, at most (one CPU each).  "
     "[default: every core; ray: every CPU of the cluster]",
 )
 @click.option(

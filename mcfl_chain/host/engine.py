@@ -8,8 +8,9 @@ What the trainers share instead of paying for it once each:
 - one interpreter, one torch runtime, one copy of each dataset (its bytes, of which each
   trainer's share is a list of rows: :class:`~mcfl_chain.learning.scenario.SharedImages`);
 - the chain's events and head (:mod:`mcfl_chain.host.chain`);
-- one compute that trains every hosted trainer's updates of a phase as one batched
-  computation, on the CPU or a GPU (:mod:`mcfl_chain.host.compute`).
+- one compute for every hosted trainer's training and scoring: on a GPU a phase's
+  updates as one batched computation, on the CPU model by model, a core at a time
+  (:mod:`mcfl_chain.host.compute`).
 
 Each trainer still signs and sends its own two transactions a round, keeps its own
 state and log, and writes its own metrics, so the run directory of a hosted network
@@ -32,7 +33,7 @@ from typing import IO, Any
 
 import torch
 
-from mcfl_chain._utils.memory import limit_malloc_arenas, resident_mb
+from mcfl_chain._utils.memory import SharedCollector, limit_malloc_arenas, resident_mb
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
@@ -105,8 +106,8 @@ class Host:
     device
         ``auto``, ``cpu`` or ``cuda``: where every hosted trainer trains and scores.
     threads
-        CPU cores the host uses: on the CPU, a phase's batch runs in this many parts side
-        by side, one core each.
+        CPU cores the host uses: on the CPU, this many trainers train or score at a
+        time (a vmap batch: in this many parts side by side), one core each.
     engine
         The simulator's engine that runs the host, as its trainers' metrics name it.
     """
@@ -137,6 +138,7 @@ class Host:
         # 200 FedAvg trainers each flattening 200 updates at once took 23 GB: a few at
         # a time plan their aggregations.
         self._heavy = threading.BoundedSemaphore(max(1, threads))
+        self._collect = SharedCollector(interval=1.0)
         self._updates = SharedLRU(max(256, 4 * len(self.trainers)))
         self._models = SharedLRU(max(32, 3 * len(self.trainers)))
 
@@ -185,6 +187,7 @@ class Host:
                 worker.reporter.labels.update(engine=self.engine, device=self.device.type)
                 worker.book.share_caches(self._updates, self._models)
                 worker.heavy_work = self._heavy
+                worker.collect_garbage = self._collect
                 self.workers[trainer.index] = worker
         finally:
             release_datasets()

@@ -80,7 +80,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +289,9 @@ class Worker:
         """The last round whose proposals an adaptive adversary waited for."""
         self._coalition_ids: set[int] | None = None
         """Trainer ids of this trainer and its adversary's coalition, once looked up."""
+        self.collect_garbage: Callable[[], object] = gc.collect
+        """Run after each phase (see ``_play``); a host shares one that runs at most
+        once a second for all of its trainers."""
         self.heavy_work: AbstractContextManager[Any] = contextlib.nullcontext()
         """Held while planning aggregations (every update decoded and flattened): a host
         lets only a few of its trainers do that at once, to bound its memory."""
@@ -476,7 +479,7 @@ class Worker:
                 # collection, which torch's large heap makes rare: 38 FedAvg trainers
                 # were killed for memory by round 18. One collection per phase returns
                 # it (milliseconds once the start-up objects are frozen: cli.worker).
-                gc.collect()
+                self.collect_garbage()
             elif self.deadlines.may_end(status, without_members=sitting_out):
                 self.deadlines.end_phase(status.round, status.phase)
             else:

@@ -1,11 +1,12 @@
-"""Trainers in host processes (:mod:`mcfl_chain.host`): shared chain reads and one batched
-computation per phase for all of a host's training, on the CPU or a GPU.
+"""Trainers in host processes (:mod:`mcfl_chain.host`): shared chain reads and data, and
+one compute for all of a host's training and scoring, on the CPU or a GPU.
 
-On a GPU, one host runs every trainer: the device is the limit, and one batch a phase
-keeps it busiest. On the CPU, one host per core, each running its share of the trainers
-on one core: a host's trainers are Python threads under one interpreter lock, and a
-host's per-trainer work between kernels (scoring, encoding, chain reads) held a second
-core's batch back when both ran in one process.
+On a GPU, one host runs every trainer: the device is the limit, and one batched (vmap)
+computation a phase keeps it busiest. On the CPU, one host per core, each running its
+share of the trainers on one core, their models one by one (the faster kernels there:
+:mod:`mcfl_chain.host.compute`): a host's trainers are Python threads under one
+interpreter lock, and a host's per-trainer work between kernels (scoring, encoding,
+chain reads) held a second core's work back when both ran in one process.
 
 Each trainer still has its own account, state directory, log and metrics file in the
 run directory, exactly where the process engine puts them.
