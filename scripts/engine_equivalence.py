@@ -35,6 +35,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain.host.compute import default_kernel
 from mcfl_chain.simulation.experiment import JsonLines, parse_seeds
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 from mcfl_chain.simulation.stats import mean_interval
@@ -90,6 +91,8 @@ def run_one(config: SimulationConfig, out: Path) -> dict[str, Any]:
         "engine": config.engine,
         "seed": config.seed,
         "device": "cpu",
+        # the batched engine's kernel on the CPU (records without one: vmap, before b86ee58)
+        **({"kernel": default_kernel("cpu")} if config.engine == "batched" else {}),
         "final_min": final["metric_min"],
         "final_avg": final["metric_avg"],
         "wall_s": round(time.monotonic() - started, 1),
