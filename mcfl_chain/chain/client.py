@@ -12,6 +12,7 @@ latest block says would revert is not sent.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -23,10 +24,12 @@ from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
 from eth_typing import ChecksumAddress
-from eth_utils import event_abi_to_log_topic
+from eth_utils import event_abi_to_log_topic, keccak
+from eth_utils.abi import get_abi_input_types
 from hexbytes import HexBytes
 from multiformats import CID
 from web3 import Web3
@@ -281,6 +284,28 @@ def _rpc_error(answer: Any) -> str | None:
     return str(error.get("message", error) if isinstance(error, dict) else error)
 
 
+@functools.lru_cache(maxsize=256)
+def _selector(signature: str) -> bytes:
+    return keccak(text=signature)[:4]
+
+
+def calldata(call: Any) -> str:
+    """The transaction data of a web3 contract call (``contract.functions.f(*args)``):
+    its selector and its arguments ABI-encoded by eth_abi, as web3 encodes them.
+
+    Why not web3's ``_encode_transaction_data``: it first walks every argument through
+    its normalisers, which took 7 % of a 200-trainer host's interpreter for lists of
+    200 update ids; the client's calls pass canonical values (bytes, ints, tuples,
+    checked before), which need none of that. A call with keyword arguments goes
+    through web3.
+    """
+    if call.kwargs:
+        return str(call._encode_transaction_data())
+    types = get_abi_input_types(call.abi)
+    signature = f"{call.abi['name']}({','.join(types)})"
+    return "0x" + (_selector(signature) + abi_encode(types, call.args)).hex()
+
+
 class ChainClient:
     """Contracts access for ONE trainer account.
 
@@ -421,7 +446,7 @@ class ChainClient:
         self._sends += 1
         tx: dict[str, Any] = {
             "to": call.address,
-            "data": call._encode_transaction_data(),
+            "data": calldata(call),
             "value": value,
         }
         if gas is not None:

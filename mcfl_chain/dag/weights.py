@@ -241,6 +241,32 @@ class WeightsBook:
         ]
         return (rule or self.rule).aggregate(updates, parent)
 
+    def aggregated(
+        self,
+        model_id: bytes,
+        update_ids: list[int],
+        weights: Mapping[int, StateDict],
+        rule: AggregationRule | None = None,
+        parent: Mapping[str, torch.Tensor] | None = None,
+    ) -> StateDict:
+        """:meth:`aggregate`, kept as the weights of ``model_id``, the id the chain gives
+        this aggregation: the trainers of a host that make the same aggregation (all of
+        FedAvg's) compute it once. The caller vouches that ``model_id`` names this
+        aggregation (its parents, these updates, this rule) and that rebuilding it gives
+        the same (a rule of its own with ``parent`` on a single parent, or rule 0).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`aggregate`.
+        """
+        cached = self._models.lookup(model_id)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        result = self.aggregate(update_ids, weights, rule, parent)
+        self._models.put(model_id, result)
+        return result
+
     def rebuild(self, model: ModelRecord, weights: Mapping[int, StateDict]) -> StateDict:
         """``model``'s weights from its updates' ``weights``, by the rule it records.
 

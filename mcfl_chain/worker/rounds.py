@@ -80,7 +80,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,6 +183,27 @@ class WorkerOptions:
     metrics_path: Path | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     """Written into every metrics line (trainer index, data group, tolerance...)."""
+
+
+class _Flattened(Mapping[int, np.ndarray]):
+    """Updates as flat vectors (:func:`flatten_state`), each made when first read: a
+    strategy that keeps every update without measuring it reads none."""
+
+    def __init__(self, weights: Mapping[int, StateDict]) -> None:
+        self._weights = weights
+        self._vectors: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, update_id: int) -> np.ndarray:
+        vector = self._vectors.get(update_id)
+        if vector is None:
+            vector = self._vectors[update_id] = flatten_state(self._weights[update_id])
+        return vector
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._weights)
+
+    def __len__(self) -> int:
+        return len(self._weights)
 
 
 @dataclass
@@ -1125,7 +1146,7 @@ class Worker:
             )
             return None
         with self.clock.measure("aggregation"):
-            vectors = {uid: flatten_state(w) for uid, w in good.items()}
+            vectors = _Flattened(good)  # FedAvg's selection never reads one
             start = flatten_state(parent_weights)
             selected = sorted(
                 set(
@@ -1138,8 +1159,13 @@ class Worker:
             selected = self._adversarys_updates(round_, own, selected, good)
             rule = self.strategy.aggregation_rule
             code = (rule.code, rule.parameter) if rule is not None else (0, 0)
+            model_id = compute_model_id(parents, selected, *code)
             try:
-                weights = self.book.aggregate(selected, good, rule, parent_weights)
+                if code[0] == 0 or len(parents) == 1:
+                    # What rebuilding the model gives: computed once per host.
+                    weights = self.book.aggregated(model_id, selected, good, rule, parent_weights)
+                else:
+                    weights = self.book.aggregate(selected, good, rule, parent_weights)
             except ValueError as exc:
                 log.error(
                     "round %d: %s refuses the updates on %s (%s); not aggregating on it",
@@ -1154,7 +1180,7 @@ class Worker:
             selected=selected,
             proposals=len(proposals),
             excluded=bad,
-            model_id=compute_model_id(parents, selected, *code),
+            model_id=model_id,
             weights=weights,
             rule=code,
             parents=parents,

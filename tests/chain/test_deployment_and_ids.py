@@ -163,3 +163,37 @@ def test_the_contracts_binary_cids_read_as_multiformats_reads_them(codec, digest
 def test_other_binary_cids_still_read_through_multiformats(codec, hashing):
     cid = CID("base32", 1, codec, multihash.digest(b"blob", hashing))
     assert cid_from_bytes(bytes(cid)) == cid.encode("base32")
+
+
+@given(
+    proposals=st.lists(
+        st.tuples(
+            st.binary(min_size=32, max_size=32), st.binary(max_size=40), st.integers(1, 2**64)
+        ),
+        max_size=4,
+    ),
+    heads=st.lists(
+        st.tuples(*(st.integers(0, 2**256 - 1) for _ in range(4)), st.binary(max_size=40)),
+        max_size=3,
+    ),
+    parents=st.lists(st.binary(min_size=32, max_size=32), max_size=3),
+    ids=st.lists(st.integers(0, 2**256 - 1), max_size=300),
+)
+def test_the_clients_calldata_is_web3s_encoding(proposals, heads, parents, ids):
+    # Prepare: the Models contract's ABI, no chain needed
+    from web3 import Web3
+
+    from mcfl_chain.chain.artifacts import load_artifacts
+    from mcfl_chain.chain.client import calldata
+
+    models = (
+        Web3().eth.contract(address="0x" + "12" * 20, abi=load_artifacts()["Models"].abi).functions
+    )
+
+    # Execute / Assert: the two transactions of a round, and a bare vote
+    for call in (
+        models.submitProposals(proposals),
+        models.submitAggregations(heads, parents, ids),
+        models.join(),
+    ):
+        assert calldata(call) == call._encode_transaction_data()

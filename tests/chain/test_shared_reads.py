@@ -34,6 +34,11 @@ def test_hosted_clients_fetch_events_once_and_reread_their_status_after_their_ow
     after = first.status()
     assert after.started and after.round == 0 and after is not before
 
+    # the head: its own after its own transaction, then the host's (read once here)
+    latest = reader.block_number()
+    assert first.block_number() == latest
+    assert first.block_number() == shared.head() < latest
+
     # events: the first trainer's sync fetches, the second's reads the host's copy
     head = reader.block_number()
     mine = first.events(deployment.deployment_block, head)

@@ -83,6 +83,28 @@ def test_books_sharing_caches_decode_each_update_once():
     assert len(fetched_too) == 1
 
 
+def test_an_aggregation_is_computed_once_per_host_and_is_the_models_rebuild():
+    # Prepare: two trainers of one host aggregating the same two updates (rule 0)
+    first, _ = _book_with_updates(2, cache_size=8)
+    second, _ = _book_with_updates(2, cache_size=8)
+    updates, models = SharedLRU(8), SharedLRU(8)
+    first.share_caches(updates, models)
+    second.share_caches(updates, models)
+    good, _ = first.usable_updates([1, 2])
+    key = model_id([ROOT_ID], [1, 2])
+
+    # Execute
+    mine = first.aggregated(key, [1, 2], good)
+    theirs = second.aggregated(key, [1, 2], good)
+
+    # Assert: computed once, and what FedAvg of the two gives; the model, once on chain,
+    # is read from the same entry
+    assert theirs is mine
+    expected = fedavg([(1, 10, good[1]), (2, 10, good[2])])
+    assert all(torch.equal(mine[k], expected[k]) for k in expected)
+    assert models.lookup(key) is mine
+
+
 def test_rejected_updates_are_remembered_not_fetched_again():
     # Prepare: update 1 names a CID no store holds.
     book, fetched = _book_with_updates(1, cache_size=2)
