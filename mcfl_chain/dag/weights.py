@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -244,22 +244,26 @@ class WeightsBook:
     def aggregated(
         self,
         model_id: bytes,
+        parents: Sequence[bytes],
         update_ids: list[int],
         weights: Mapping[int, StateDict],
         rule: AggregationRule | None = None,
         parent: Mapping[str, torch.Tensor] | None = None,
     ) -> StateDict:
-        """:meth:`aggregate`, kept as the weights of ``model_id``, the id the chain gives
-        this aggregation: the trainers of a host that make the same aggregation (all of
-        FedAvg's) compute it once. The caller vouches that ``model_id`` names this
-        aggregation (its parents, these updates, this rule) and that rebuilding it gives
-        the same (a rule of its own with ``parent`` on a single parent, or rule 0).
+        """:meth:`aggregate` of an aggregation on ``parents``, kept as the weights of
+        ``model_id`` (the id the chain gives it: the caller vouches for that) when
+        :meth:`rebuild` would give the same: with rule 0, or on a single parent (whose
+        weights ``parent`` are). The trainers of a host that make the same aggregation
+        (all of FedAvg's) then compute it once.
 
         Raises
         ------
         ValueError
             As :meth:`aggregate`.
         """
+        if not (rule is None or rule.code == 0 or len(parents) == 1):
+            # A merge under a rule of its own: rebuild gives that rule no parent.
+            return self.aggregate(update_ids, weights, rule, parent)
         cached = self._models.lookup(model_id)
         if cached is not None:
             return cached  # type: ignore[return-value]

@@ -1161,11 +1161,9 @@ class Worker:
             code = (rule.code, rule.parameter) if rule is not None else (0, 0)
             model_id = compute_model_id(parents, selected, *code)
             try:
-                if code[0] == 0 or len(parents) == 1:
-                    # What rebuilding the model gives: computed once per host.
-                    weights = self.book.aggregated(model_id, selected, good, rule, parent_weights)
-                else:
-                    weights = self.book.aggregate(selected, good, rule, parent_weights)
+                weights = self.book.aggregated(
+                    model_id, parents, selected, good, rule, parent_weights
+                )
             except ValueError as exc:
                 log.error(
                     "round %d: %s refuses the updates on %s (%s); not aggregating on it",

@@ -65,13 +65,19 @@ def test_a_recently_read_update_survives_eviction():
     assert len(fetched) == 4
 
 
+def _books_of_one_host() -> tuple[tuple[WeightsBook, list[str]], ...]:
+    """Two books (and what each fetched) of the same network sharing their caches, as
+    two trainers of one host do; the shared model cache is the first book's."""
+    books = (_book_with_updates(2, cache_size=8), _book_with_updates(2, cache_size=8))
+    updates, models = SharedLRU(8), SharedLRU(8)
+    for book, _ in books:
+        book.share_caches(updates, models)
+    return books
+
+
 def test_books_sharing_caches_decode_each_update_once():
     # Prepare: two readers of the same network (two trainers of one host)
-    first, fetched = _book_with_updates(2, cache_size=8)
-    second, fetched_too = _book_with_updates(2, cache_size=8)
-    updates, models = SharedLRU(8), SharedLRU(8)
-    first.share_caches(updates, models)
-    second.share_caches(updates, models)
+    (first, fetched), (second, fetched_too) = _books_of_one_host()
 
     # Execute
     mine = first.update(1)
@@ -85,17 +91,14 @@ def test_books_sharing_caches_decode_each_update_once():
 
 def test_an_aggregation_is_computed_once_per_host_and_is_the_models_rebuild():
     # Prepare: two trainers of one host aggregating the same two updates (rule 0)
-    first, _ = _book_with_updates(2, cache_size=8)
-    second, _ = _book_with_updates(2, cache_size=8)
-    updates, models = SharedLRU(8), SharedLRU(8)
-    first.share_caches(updates, models)
-    second.share_caches(updates, models)
+    (first, _), (second, _) = _books_of_one_host()
+    models = first._models
     good, _ = first.usable_updates([1, 2])
     key = model_id([ROOT_ID], [1, 2])
 
     # Execute
-    mine = first.aggregated(key, [1, 2], good)
-    theirs = second.aggregated(key, [1, 2], good)
+    mine = first.aggregated(key, [ROOT_ID], [1, 2], good)
+    theirs = second.aggregated(key, [ROOT_ID], [1, 2], good)
 
     # Assert: computed once, and what FedAvg of the two gives; the model, once on chain,
     # is read from the same entry
