@@ -18,18 +18,30 @@ back into ``--out`` as finished, so the campaign goes on where it stopped. Then
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
-       python scripts/run_experiments.py --declared tuning|evaluation [--list]   # issue 36
+       python scripts/run_experiments.py --declared sweep|tuning|evaluation [--list]   # issue 36
+
+The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
+sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
+chosen on validation splits; the choices go to docs/results/tuned.toml as each
+(scenario, method) completes), then ``tuning`` and ``evaluation`` of
+docs/results/protocol.toml, each method with its chosen settings. The declared stages
+run on the batched engine unless ``--engine`` says otherwise.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from mcfl_chain.simulation import campaign, experiment, protocol, results_report, stats
+from mcfl_chain.compute.device import resolve_device
+from mcfl_chain.simulation import campaign, experiment, protocol, results_report, stats, sweep
+from mcfl_chain.simulation.engines import ENGINES
+
+DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES)
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
@@ -48,20 +60,147 @@ def describe(run: campaign.PlannedRun, out: Path) -> str:
 
 
 def declared_plan(
-    protocol_path: Path, scenarios: Path, stage: str, out: Path, records: Path, console: Console
+    protocol_path: Path,
+    scenarios: Path,
+    stage: str,
+    out: Path,
+    records: Path,
+    console: Console,
+    tuned_path: Path = sweep.TUNED,
 ) -> campaign.Plan:
-    """The declared campaign's plan at ``stage``; the evaluation's comparators are chosen
-    from the tuning runs finished in ``out`` or recorded in ``records``. Prints the
-    test-split figures of the declared rule."""
+    """The declared campaign's plan at ``stage``, each method with the optimiser settings
+    of ``tuned_path``; the evaluation's comparators are chosen from the tuning runs
+    finished in ``out`` or recorded in ``records``. Prints the test-split figures of the
+    declared rule."""
     declaration = protocol.load_protocol(protocol_path)
     configs = campaign.load_scenarios(scenarios)
+    tuned = sweep.load_tuned(tuned_path)
     figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
     for folder in (records, out):  # a run directory wins over its record
         for key, seeds in results_report.load_runs(folder).items():
             figures.setdefault(key, {}).update(results_report.figures_of(seeds))
     for line in protocol.split_size_lines(declaration, configs):
         console.print(f"test split: {line}")
-    return protocol.declared_plan(declaration, configs, stage, figures)
+    return protocol.declared_plan(declaration, configs, stage, figures, tuned=tuned)
+
+
+def on_engine(plan: campaign.Plan, engine: str, device: str) -> campaign.Plan:
+    """``plan`` with every run on ``engine`` and ``device`` (recorded in its config.json)."""
+    runs = [replace(r, config=replace(r.config, engine=engine, device=device)) for r in plan.runs]
+    return campaign.Plan(runs, plan.notes)
+
+
+def choice_lines(
+    choices: dict[tuple[str, str], sweep.PointChoice], metric_of: dict[tuple[str, str], str]
+) -> list[str]:
+    """One line per (scenario, method) of the sweep: its point and the means per point."""
+    out = []
+    for (scenario, method), choice in choices.items():
+        metric = metric_of[scenario, method]
+        means = ", ".join(
+            f"{p} {'failed' if m is None else stats_value(m, metric)}"
+            for p, m in choice.means.items()
+        )
+        chosen = choice.point or f"not chosen ({choice.reason})"
+        out.append(f"{scenario} {method}: {chosen}" + (f"  [{means}]" if means else ""))
+    return out
+
+
+def stats_value(value: float, metric: str) -> str:
+    return f"{100 * value:.1f} %" if metric == "accuracy" else f"{value:.5f} MSE"
+
+
+def run_sweep(
+    protocol_path: Path,
+    grid_path: Path,
+    tuned_path: Path,
+    scenarios: Path,
+    out: Path,
+    records: Path,
+    engine: str,
+    device: str,
+    list_only: bool,
+    console: Console,
+) -> None:
+    """``--declared sweep``: plan the sweep, list it or make its unfinished runs (skipping
+    those finished in ``out`` or recorded in ``records``), and rewrite ``tuned_path``
+    with the choices after each run.
+
+    Raises
+    ------
+    experiment.ExperimentError
+        When the grid or protocol cannot be read, or a run fails.
+    """
+    declaration = protocol.load_protocol(protocol_path)
+    grid = sweep.load_grid(grid_path)
+    plan = sweep.sweep_plan(
+        declaration, grid, campaign.load_scenarios(scenarios), engine=engine, device=device
+    )
+    kept = sweep.records(records)
+    restored = kept.restore(plan.runs, out)
+    if restored:
+        console.print(f"{restored} finished sweep runs restored from their records in {records}")
+    metric_of = {(r.scenario, r.method): protocol.metric_of(r.config) for r in plan.runs}
+
+    def choose(write: bool = True) -> dict[tuple[str, str], sweep.PointChoice]:
+        """The choices from every finished run, written to ``tuned_path`` if ``write``."""
+        figures = sweep.sweep_figures(plan, [out, records])
+        choices = sweep.sweep_choices(declaration, grid, plan, figures)
+        if write:
+            sweep.write_tuned(tuned_path, sweep.tuned_text(grid, choices))
+        return choices
+
+    now = experiment.progress(plan.runs, out)
+    points = ", ".join(f"{p.name} ({dict(p.settings)})" for p in grid.points)
+    console.print(
+        f"sweep: {len(plan.runs)} runs ({len(grid.points)} grid points: {points}; seeds "
+        f"{', '.join(map(str, declaration.tuning_seeds))}) on engine {engine}, device {device}"
+    )
+    if list_only:
+        for index, run in enumerate(plan.runs, 1):
+            console.print(f"{index:4}  {experiment.listing(run, out)}")
+        for note in plan.notes:
+            console.print(f"note: {note}")
+        choices = choose(write=False)
+        started = {
+            k: c
+            for k, c in choices.items()
+            if c.point or len(c.missing) < len(grid.points) * len(declaration.tuning_seeds)
+        }
+        for line in choice_lines(started, metric_of):
+            console.print(f"choice: {line}")
+        waiting = sum(c.point is None for c in choices.values())
+        console.print(f"{len(choices) - waiting} of {len(choices)} (scenario, method)s chosen")
+        states = list(now.states.values())
+        estimate = experiment.estimate_seconds(now.todo, now.finished, sweep.kinds)
+        console.print(
+            f"{len(plan.runs)} sweep runs planned in {out}: {len(now.done)} done, "
+            f"{states.count('partial')} partial, {states.count('pending')} pending"
+            + (f"; about {experiment.duration(estimate)} to go" if estimate and now.todo else "")
+            + f"; choices in {tuned_path}"
+        )
+        return
+    experiment.refuse_other_options(
+        now.done, out, "give another --out, or remove that directory to make it again"
+    )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    console.print(f"{len(now.done)} done before, {len(now.todo)} to run; choices in {tuned_path}")
+    choose()
+
+    def keep(run: sweep.SweepRun, run_dir: Path) -> None:
+        kept.keep(run.name, run_dir)
+        sweep.drop_weights(run_dir)
+        choice = choose()[run.scenario, run.method]
+        if choice.point is not None:
+            console.print(f"sweep: {run.scenario} {run.method} chose {choice.point}")
+
+    started = time.monotonic()
+    experiment.execute(now.todo, out, console, keep=keep, kinds=sweep.kinds, finished=now.finished)
+    console.print(
+        f"sweep finished in {experiment.duration(time.monotonic() - started)}; choices in "
+        f"{tuned_path}; now run: python scripts/run_experiments.py --declared tuning"
+    )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -137,13 +276,48 @@ def declared_plan(
 )
 @click.option(
     "--declared",
-    type=click.Choice(protocol.STAGES),
-    help="The declared campaign of docs/results/protocol.toml (issue 36): 'tuning' runs "
-    "MCFL and every candidate on the tuning seeds, 'evaluation' MCFL, each scenario's "
-    "comparator (chosen from the tuning runs by the declared rule) and the paper's "
-    "baselines on the evaluation seeds; MCFL with the declared tolerance. Not with "
-    "--only, --methods, --seeds, --comparison or --published-size.  [default: out "
-    "runs/declared, records results/declared]",
+    type=click.Choice(DECLARED_STAGES),
+    help="The declared campaign of docs/results/protocol.toml (issue 36): 'sweep' runs "
+    "MCFL and every candidate on the tuning seeds at every point of the optimiser grid "
+    "(--sweep-grid) and writes each (scenario, method)'s choice, made on validation "
+    "splits, to --tuned; 'tuning' runs MCFL and every candidate on the tuning seeds, "
+    "'evaluation' MCFL, each scenario's comparator (chosen from the tuning runs by the "
+    "declared rule) and the paper's baselines on the evaluation seeds, each method with "
+    "its --tuned settings (a scenario the sweep has not finished is not planned); MCFL "
+    "with the declared tolerance. Not with --only, --methods, --seeds, --comparison or "
+    "--published-size.  [default: out runs/declared (sweep: runs/declared/sweep), "
+    "records results/declared (results/declared/sweep)]",
+)
+@click.option(
+    "--sweep-grid",
+    "grid_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=sweep.GRID,
+    show_default=True,
+    help="The optimiser grid --declared sweep runs.",
+)
+@click.option(
+    "--tuned",
+    "tuned_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=sweep.TUNED,
+    show_default=True,
+    help="The sweep's choices: written by --declared sweep, applied by --declared tuning "
+    "and evaluation.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(tuple(ENGINES)),
+    help="Run every planned run on this engine (recorded in its config.json).  [default: "
+    "batched with --declared, else the scenario files' (process)]",
+)
+@click.option(
+    "--device",
+    type=click.Choice(("auto", "cpu", "cuda")),
+    default="cpu",
+    show_default=True,
+    help="Where --declared runs train (auto: cuda where there is one); recorded in each "
+    "run's config.json as the device used.",
 )
 @click.option(
     "--protocol",
@@ -171,6 +345,10 @@ def main(
     max_rounds: int | None,
     records: Path | None,
     declared: str | None,
+    grid_path: Path,
+    tuned_path: Path,
+    engine: str | None,
+    device: str,
     protocol_path: Path,
     list_only: bool,
 ) -> None:
@@ -188,7 +366,31 @@ def main(
         if published_size
         else (Path("runs/experiments"), campaign.RECORDS)
     )
+    if declared == sweep.STAGE:
+        default_out, default_records = sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS
     out = out or default_out
+    engine = engine or ("batched" if declared else None)
+    try:
+        device = resolve_device(device).type  # the device used, not "auto", is recorded
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--device'") from exc
+    if declared == sweep.STAGE:
+        try:
+            run_sweep(
+                protocol_path,
+                grid_path,
+                tuned_path,
+                scenarios,
+                out,
+                records or default_records,
+                engine or "batched",
+                device,
+                list_only,
+                console,
+            )
+        except experiment.ExperimentError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
     kept = campaign.records(records or default_records)
     if comparison:
         if only or methods:
@@ -196,7 +398,9 @@ def main(
         only, methods = campaign.COMPARISON_SCENARIOS, campaign.COMPARISON_METHODS
     try:
         if declared:
-            plan = declared_plan(protocol_path, scenarios, declared, out, kept.folder, console)
+            plan = declared_plan(
+                protocol_path, scenarios, declared, out, kept.folder, console, tuned_path
+            )
         else:
             plan = campaign.plan(
                 campaign.load_scenarios(scenarios),
@@ -207,6 +411,8 @@ def main(
                 published=published_size,
                 max_rounds=max_rounds,
             )
+        if engine is not None:
+            plan = on_engine(plan, engine, device)
         if not plan.runs:
             for note in plan.notes:
                 console.print(f"note: {note}")

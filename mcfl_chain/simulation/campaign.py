@@ -555,14 +555,16 @@ COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
 """What a record keeps of the earlier rounds: the costs averaged over every round."""
 
 
-def record_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The metrics lines a record keeps: the final round's (:data:`RECORD_KEYS`) and the
-    earlier rounds' costs (:data:`COST_KEYS`)."""
+def record_lines(
+    lines: list[dict[str, Any]], keys: Sequence[str] = RECORD_KEYS
+) -> list[dict[str, Any]]:
+    """The metrics lines a record keeps: the final round's (``keys``, by default
+    :data:`RECORD_KEYS`) and the earlier rounds' costs (:data:`COST_KEYS`)."""
     last = max((line["round"] for line in lines), default=None)
     kept = []
     for line in lines:
         if line["round"] == last:
-            kept.append({k: line[k] for k in RECORD_KEYS if k in line})
+            kept.append({k: line[k] for k in keys if k in line})
         elif "traffic" in line or "gas" in line:
             kept.append({k: line[k] for k in COST_KEYS if k in line})
     return kept

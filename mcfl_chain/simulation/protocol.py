@@ -4,7 +4,9 @@ Issue 36 asks that the primary endpoints, the hypotheses, the seeds, the compara
 rule, the equivalence margins and the correction be committed before the runs they
 judge. This module reads that declaration (:func:`load_protocol`), plans its two stages
 (:func:`declared_plan`: every candidate on the tuning seeds, then MCFL and the chosen
-comparator on the evaluation seeds), picks each scenario's comparator by the declared
+comparator on the evaluation seeds), each method with the optimiser settings the
+declared sweep chose for it (:func:`with_tuned_settings`; the sweep itself is
+:mod:`~mcfl_chain.simulation.sweep`), picks each scenario's comparator by the declared
 rule (:func:`choose_comparator`), turns the Holm-corrected tests into the declared
 wording (:func:`verdict`) and builds the table "MCFL against the best alternative"
 (:func:`synthesis`, :func:`synthesis_table`) from finished runs' figures. A scenario
@@ -250,10 +252,12 @@ def declared_configs(
     return out
 
 
-def tuning_plan(
+def candidate_plan(
     declaration: Declaration, scenarios: Sequence[SimulationConfig], check: bool = True
 ) -> campaign.Plan:
-    """MCFL and every candidate on every declared scenario, over the tuning seeds."""
+    """MCFL and every candidate on every declared scenario, over the tuning seeds, with the
+    scenario files' own training settings (the runs the optimiser sweep repeats at each of
+    its grid points; :func:`tuning_plan` is this plan with the sweep's choices)."""
     configs = declared_configs(declaration, scenarios)
     return campaign.plan(
         list(configs.values()),
@@ -262,6 +266,68 @@ def tuning_plan(
         ablation=False,
         check=check,
     )
+
+
+Tuned = Mapping[str, Mapping[str, Mapping[str, Any]]]
+"""The optimiser sweep's choices (``docs/results/tuned.toml``): declared scenario → method
+→ the configuration fields it runs with (``optimiser``, ``lr``)."""
+
+
+def declared_scenario_names(
+    declaration: Declaration, scenarios: Sequence[SimulationConfig]
+) -> dict[str, str]:
+    """A planned run's ``scenario`` (MCFL's scenario file, or the baselines' stem) → the
+    declared scenario it belongs to."""
+    out = {}
+    for name, config in declared_configs(declaration, scenarios).items():
+        out[config.name] = name
+        out[campaign.baseline_stem(config)] = name
+    return out
+
+
+def with_tuned_settings(
+    declaration: Declaration,
+    scenarios: Sequence[SimulationConfig],
+    plan: campaign.Plan,
+    tuned: Tuned,
+) -> campaign.Plan:
+    """``plan`` with each run's training settings replaced by the sweep's choice for its
+    (declared scenario, method). A declared scenario where some planned method has no
+    choice yet is left out whole, with a note: its runs would be made with settings the
+    sweep may still overturn, and the comparator would be chosen among untuned methods."""
+    names = declared_scenario_names(declaration, scenarios)
+    waiting: dict[str, list[str]] = {}
+    for run in plan.runs:
+        scenario = names[run.scenario]
+        if run.method not in tuned.get(scenario, {}):
+            methods = waiting.setdefault(scenario, [])
+            if run.method not in methods:
+                methods.append(run.method)
+    runs = [
+        replace(run, config=replace(run.config, **tuned[names[run.scenario]][run.method]))
+        for run in plan.runs
+        if names[run.scenario] not in waiting
+    ]
+    notes = [
+        f"{scenario}: not planned, the optimiser sweep has not chosen the settings of "
+        + ", ".join(methods)
+        + " yet (run --declared sweep until it has; its choices are in docs/results/tuned.toml)"
+        for scenario, methods in waiting.items()
+    ]
+    return campaign.Plan(runs, [*notes, *plan.notes])
+
+
+def tuning_plan(
+    declaration: Declaration,
+    scenarios: Sequence[SimulationConfig],
+    tuned: Tuned,
+    check: bool = True,
+) -> campaign.Plan:
+    """MCFL and every candidate on every declared scenario, over the tuning seeds, each with
+    the optimiser settings the sweep chose for it (``tuned``); a scenario the sweep has not
+    finished is left out, with a note."""
+    plan = candidate_plan(declaration, scenarios, check)
+    return with_tuned_settings(declaration, scenarios, plan, tuned)
 
 
 Figures = Mapping[tuple[str, str], Mapping[int, stats.RunFigures]]
@@ -312,7 +378,7 @@ def scenario_choices(
 ) -> dict[str, Choice]:
     """Each declared scenario's comparator by the rule (or its frozen choice)."""
     configs = declared_configs(declaration, scenarios)
-    plan = tuning_plan(declaration, scenarios, check=False)
+    plan = candidate_plan(declaration, scenarios, check=False)
     out = {}
     for scenario in declaration.scenarios:
         config = configs[scenario.name]
@@ -337,11 +403,15 @@ def declared_plan(
     stage: str,
     figures: Figures | None = None,
     check: bool = True,
+    *,
+    tuned: Tuned,
 ) -> campaign.Plan:
     """The declared campaign's runs at ``stage``: ``tuning`` (MCFL and every candidate,
     tuning seeds) or ``evaluation`` (MCFL, the comparator chosen from the tuning runs'
-    ``figures`` and the ``evaluation_also`` methods, evaluation seeds, seed by seed). A
-    scenario whose comparator is not chosen yet is left out, with a note.
+    ``figures`` and the ``evaluation_also`` methods, evaluation seeds, seed by seed), each
+    run with the optimiser settings the sweep chose for its method (``tuned``). A
+    scenario whose comparator, or one of whose methods' settings, is not chosen yet is
+    left out, with a note.
 
     Raises
     ------
@@ -351,7 +421,7 @@ def declared_plan(
     if stage not in STAGES:
         raise ProtocolError(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
     if stage == "tuning":
-        return tuning_plan(declaration, scenarios, check)
+        return tuning_plan(declaration, scenarios, tuned, check)
     configs = declared_configs(declaration, scenarios)
     choices = scenario_choices(declaration, scenarios, figures or {})
     runs: list[campaign.PlannedRun] = []
@@ -377,7 +447,8 @@ def declared_plan(
         runs += part.runs
         notes += part.notes
     order = {seed: i for i, seed in enumerate(declaration.evaluation_seeds)}
-    return campaign.Plan(sorted(runs, key=lambda r: order[r.seed]), notes)
+    plan = campaign.Plan(sorted(runs, key=lambda r: order[r.seed]), notes)
+    return with_tuned_settings(declaration, scenarios, plan, tuned)
 
 
 def split_size_lines(declaration: Declaration, scenarios: Sequence[SimulationConfig]) -> list[str]:

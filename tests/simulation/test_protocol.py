@@ -108,6 +108,24 @@ def design():
     return declaration, configs, found
 
 
+def every_method_tuned(declaration: protocol.Declaration) -> protocol.Tuned:
+    """The sweep's choices with every (scenario, method) chosen: SGD at lr 0.05."""
+    chosen = {"optimiser": "sgd", "lr": 0.05}
+    methods = ("mcfl", *declaration.candidates)
+    return {s.name: {m: chosen for m in methods} for s in declaration.scenarios}
+
+
+def tuned_file(path: Path, declaration: protocol.Declaration) -> Path:
+    """A choices file (docs/results/tuned.toml's form) with every method chosen."""
+    lines = []
+    for scenario, methods in every_method_tuned(declaration).items():
+        for method, fields in methods.items():
+            lines += [f'["{scenario}".{method}]']
+            lines += [f"{k} = {v!r}".replace("'", '"') for k, v in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_the_committed_declaration_loads_and_plans_every_scenario():
     declaration = protocol.load_protocol(ROOT / protocol.PROTOCOL)
 
@@ -174,8 +192,11 @@ def test_the_comparator_is_the_best_mean_on_the_tuning_seeds():
 def test_the_declared_plan_tunes_every_candidate_then_evaluates_the_chosen_one(design):
     declaration, configs, found = design
 
-    tuning = protocol.declared_plan(declaration, configs, "tuning", check=False)
-    evaluation = protocol.declared_plan(declaration, configs, "evaluation", found, check=False)
+    tuned = every_method_tuned(declaration)
+    tuning = protocol.declared_plan(declaration, configs, "tuning", check=False, tuned=tuned)
+    evaluation = protocol.declared_plan(
+        declaration, configs, "evaluation", found, check=False, tuned=tuned
+    )
 
     assert {(r.method, r.seed) for r in tuning.runs if r.scenario == "ahead"} == {
         (m, s) for m in ("mcfl", "fedavg", "local") for s in (0, 1, 2)
@@ -380,8 +401,9 @@ def test_declared_lists_its_plan_and_test_splits(load_script, tmp_path):
     )
     path = tmp_path / "protocol.toml"
     path.write_text(declaration_text({"small": "equivalence"}))
+    tuned = tuned_file(tmp_path / "tuned.toml", protocol.load_protocol(path))
     args = ["--scenarios", str(scenarios), "--protocol", str(path), "--out", str(tmp_path / "o")]
-    args += ["--records", str(tmp_path / "r"), "--list"]
+    args += ["--records", str(tmp_path / "r"), "--tuned", str(tuned), "--list"]
 
     tuning = CliRunner().invoke(script.main, ["--declared", "tuning", *args])
     evaluation = CliRunner().invoke(script.main, ["--declared", "evaluation", *args])
@@ -407,6 +429,7 @@ def test_declared_evaluation_plans_the_comparator_chosen_from_the_tuning_records
     )
     path = tmp_path / "protocol.toml"
     path.write_text(declaration_text({"groups": "superiority"}))
+    tuned = tuned_file(tmp_path / "tuned.toml", protocol.load_protocol(path))
     for method, level in (("fedavg", 0.6), ("local", 0.7)):
         for seed in (0, 1, 2):
             name = f"groups-{method}-s{seed}"
@@ -414,6 +437,7 @@ def test_declared_evaluation_plans_the_comparator_chosen_from_the_tuning_records
             run_writer(tmp_path / "r" / name, config, lambda i, r, level=level: level)
     args = ["--scenarios", str(scenarios), "--protocol", str(path), "--out", str(tmp_path / "o")]
 
+    args += ["--tuned", str(tuned)]
     result = CliRunner().invoke(
         script.main, ["--declared", "evaluation", *args, "--records", str(tmp_path / "r"), "--list"]
     )
