@@ -98,7 +98,7 @@ def choice_lines(
     for (scenario, method), choice in choices.items():
         metric = metric_of[scenario, method]
         means = ", ".join(
-            f"{p} {'failed' if m is None else stats_value(m, metric)}"
+            f"{p} {'failed' if m is None else figure_text(m, metric)}"
             for p, m in choice.means.items()
         )
         chosen = choice.point or f"not chosen ({choice.reason})"
@@ -106,7 +106,8 @@ def choice_lines(
     return out
 
 
-def stats_value(value: float, metric: str) -> str:
+def figure_text(value: float, metric: str) -> str:
+    """A mean validation figure as the tables give it: accuracy in %, MSE to 5 places."""
     return f"{100 * value:.1f} %" if metric == "accuracy" else f"{value:.5f} MSE"
 
 
