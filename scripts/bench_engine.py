@@ -116,8 +116,21 @@ def _commit() -> str:
         return "?"
 
 
+def _machine() -> str:
+    """This machine, as its records name it (the report compares runs of one machine)."""
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB{gpu}"
+
+
 def measure(
-    trainers: int, engine: str, strategy: str, rounds: int, device: str, out: Path, console: Console
+    trainers: int,
+    engine: str,
+    strategy: str,
+    rounds: int,
+    device: str,
+    out: Path,
+    console: Console,
+    hosts: int | None = None,
 ) -> dict[str, Any]:
     """Run one network and return its record."""
     config = SimulationConfig(
@@ -132,6 +145,7 @@ def measure(
         strategy=strategy,
         engine=engine,
         device=device,
+        hosts=hosts if engine == "batched" else None,
         phase_duration=3600,
     )
     run_dir = out / config.name
@@ -155,10 +169,12 @@ def measure(
         ends[line["round"]] = max(ends.get(line["round"], 0.0), float(line.get("time", 0.0)))
     walls = [ends[r] - ends[r - 1] for r in (2, 3, 4) if r in ends and r - 1 in ends]
     final = summary["final"]
+    resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     return {
         "trainers": trainers,
         "engine": engine,
-        "device": device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"),
+        "device": resolved,
+        "hosts": len(list(run_dir.glob("host-*.json"))) or None,
         "strategy": strategy,
         "samples": config.samples,
         "cohort": config.cohort,
@@ -171,7 +187,7 @@ def measure(
         "final_avg": final["metric_avg"],
         "final_min": final["metric_min"],
         "wall_s": wall,
-        "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "machine": _machine(),
         "torch": torch.__version__,
         "commit": _commit(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -179,18 +195,41 @@ def measure(
     }
 
 
-def report(records: list[dict[str, Any]], console: Console) -> str:
-    """Print the table of the newest record of each (strategy, size, engine); return
-    the last line."""
-    newest: dict[tuple[str, int, str], dict[str, Any]] = {}
+Key = tuple[str, int, str, str, int | None]
+"""(strategy, trainers, engine, device, hosts) of a record."""
+
+
+def _key(record: dict[str, Any]) -> Key:
+    return (
+        record["strategy"],
+        record["trainers"],
+        record["engine"],
+        record["device"],
+        record.get("hosts"),
+    )
+
+
+def report(
+    records: list[dict[str, Any]],
+    console: Console,
+    machine: str | None = None,
+    device: str = "cpu",
+) -> str:
+    """Print the table of the newest record of each (strategy, size, engine, device,
+    hosts) made on ``machine`` (None: this one); return the last line, the 38-trainer
+    MCFL rounds of the batched engine on ``device`` and of the process engine."""
+    machine = machine or _machine()
+    newest: dict[Key, dict[str, Any]] = {}
     for record in records:
-        newest[(record["strategy"], record["trainers"], record["engine"])] = record
-    table = Table(title="simulator engines (LeNet-5, Fashion-MNIST groups)")
+        if record.get("machine") == machine:
+            newest[_key(record)] = record
+    table = Table(title=f"simulator engines (LeNet-5, Fashion-MNIST groups) on {machine}")
     for column in (
         "strategy",
         "trainers",
         "engine",
         "device",
+        "hosts",
         "samples",
         "drawn",
         "round s",
@@ -200,7 +239,9 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
     for column in ("outside train+eval", "peak RSS MB", "MB/trainer", "gas/trainer-round"):
         table.add_column(column, justify="right")
     table.add_column("final avg / worst", justify="right")
-    for (strategy, n, engine), r in sorted(newest.items()):
+    for (strategy, n, engine, _, _), r in sorted(
+        newest.items(), key=lambda kv: (*kv[0][:4], kv[0][4] or 0)
+    ):
         split = r["split"]
         outside = 1.0 - split.get("training", 0.0) - split.get("evaluation", 0.0)
         gas = r["gas_per_trainer_round"]
@@ -209,6 +250,7 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
             str(n),
             engine,
             r["device"],
+            "-" if r.get("hosts") is None else str(r["hosts"]),
             str(r["samples"]),
             f"{r.get('cohort', 1.0):.0%}",
             f"{r['round_s']:.1f}",
@@ -220,12 +262,18 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
             f"{r['final_avg']:.3f} / {r['final_min']:.3f}",
         )
     console.print(table)
-    batched = newest.get(("mcfl", 38, "batched"))
-    process = newest.get(("mcfl", 38, "process"))
+
+    def fastest(engine: str, on: str) -> dict[str, Any] | None:
+        """The fastest 38-trainer MCFL record of ``engine`` on ``on`` (any host count)."""
+        rows = [r for k, r in newest.items() if k[:4] == ("mcfl", 38, engine, on)]
+        return min(rows, key=lambda r: r["round_s"], default=None)
+
+    batched = fastest("batched", device)
+    process = fastest("process", "cpu")
     x = f"{batched['round_s']:.1f}" if batched else "n/a"
     y = f"{process['round_s']:.1f}" if process else "n/a"
     ratio = f"{process['round_s'] / batched['round_s']:.1f}" if batched and process else "n/a"
-    largest = max((n for (_, n, _) in newest), default=0)
+    largest = max((k[1] for k in newest), default=0)
     return (
         f"MCFL round at 38 trainers: {x} s batched vs {y} s process ({ratio} x); "
         f"largest network on this machine: {largest} trainers"
@@ -248,6 +296,12 @@ def report(records: list[dict[str, Any]], console: Console) -> str:
 @click.option("--rounds", default=5, show_default=True, help="Rounds per run (2-4 are measured).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu")
 @click.option(
+    "--hosts",
+    type=click.IntRange(min=1),
+    help="The batched engine's host processes (simulate --hosts).  [default: one per core "
+    "on the CPU, one on a GPU]",
+)
+@click.option(
     "--records",
     type=click.Path(dir_okay=False, path_type=Path),
     default=RECORDS,
@@ -269,6 +323,7 @@ def main(
     strategies: tuple[str, ...],
     rounds: int,
     device: str,
+    hosts: int | None,
     records: Path,
     out: Path,
     again: bool,
@@ -281,11 +336,18 @@ def main(
             wanted = [int(n) for n in sizes.split(",") if n.strip()]
         except ValueError as exc:
             raise click.BadParameter(f"--sizes takes integers: {exc}") from exc
-        done = {(r["strategy"], r["trainers"], r["engine"]) for r in JsonLines(records).load()}
+        machine = _machine()
+        resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        done = {
+            (r["strategy"], r["trainers"], r["engine"], r["device"])
+            for r in JsonLines(records).load()
+            if r.get("machine") == machine and (r["engine"] != "batched" or r.get("hosts") == hosts)
+        }
         for strategy in strategies:
             for n in wanted:
                 for engine in [e.strip() for e in engines.split(",") if e.strip()]:
-                    if (strategy, n, engine) in done and not again:
+                    on = resolved if engine != "process" else "cpu"
+                    if (strategy, n, engine, on) in done and not again:
                         console.print(f"{strategy} {n} {engine}: recorded already (--again)")
                         continue
                     if engine == "process" and n > PROCESS_LIMIT:
@@ -295,13 +357,23 @@ def main(
                         )
                         continue
                     console.print(f"{strategy} {n} {engine}: running {rounds} rounds ...")
-                    record = measure(n, engine, strategy, rounds, device, out, console)
+                    record = measure(
+                        n,
+                        engine,
+                        strategy,
+                        rounds,
+                        device if engine != "process" else "cpu",
+                        out,
+                        console,
+                        hosts=hosts,
+                    )
                     JsonLines(records).append(record)
                     console.print(
                         f"  {record['round_s']:.1f} s a round, peak "
                         f"{record['peak_rss_mb']:.0f} MB, final avg {record['final_avg']:.3f}"
                     )
-    click.echo(report(JsonLines(records).load(), console))
+    resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    click.echo(report(JsonLines(records).load(), console, device=resolved))
 
 
 if __name__ == "__main__":

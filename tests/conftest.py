@@ -173,6 +173,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = ordered
 
 
+@pytest.fixture(scope="session")
+def compute_device():
+    """Where the batched-compute tests train and score: ``$MCFL_TEST_DEVICE``, ``cpu``
+    unless set (CI has no GPU; set it to ``cuda`` to run the same tests once on a GPU
+    machine). Asking for ``cuda`` where torch sees none fails, not skips."""
+    from mcfl_chain.compute.device import prepare_device, resolve_device
+
+    device = resolve_device(os.environ.get("MCFL_TEST_DEVICE", "cpu"))
+    prepare_device(device)
+    return device
+
+
 @pytest.fixture
 def restore_architectures():
     """Undo the registrations of tasks' models a test makes (the registry is global)."""

@@ -202,8 +202,16 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     "--threads",
     type=click.IntRange(min=1),
     help="CPU cores the batched engine uses: on the CPU, one host process each; on a "
-    "GPU, the one host's threads; the ray engine's hosts, at most (one CPU each).  "
+    "GPU, the hosts' threads together; the ray engine's hosts, at most (one CPU each).  "
     "[default: every core; ray: every CPU of the cluster]",
+)
+@click.option(
+    "--hosts",
+    type=click.IntRange(min=1),
+    help="The batched engine's host processes (its trainers cut into this many shares). "
+    "On a GPU, several hosts share the device and split --threads between them, so that "
+    "the per-trainer Python work of a large network runs on more than one core.  "
+    "[default: one per core on the CPU, one on a GPU]",
 )
 @click.option(
     "--out",

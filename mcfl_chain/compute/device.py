@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -38,3 +40,24 @@ def resolve_device(name: str) -> torch.device:
             f"PyTorch on a machine with an NVIDIA GPU, or use device 'cpu' or 'auto'"
         )
     return torch.device(name)
+
+
+def prepare_device(device: torch.device) -> None:
+    """Make ``device`` compute reproducibly: on CUDA, full float32 and deterministic kernels.
+
+    A run must repeat bit for bit on the same engine and device, and a GPU's figures
+    must be comparable with the CPU's. By default PyTorch lets cuDNN convolutions use
+    TF32 (10-bit mantissas) and picks kernels by benchmark and with atomic adds, whose
+    order varies from run to run. LeNet-sized models leave a GPU mostly idle, so the
+    exact kernels cost little. Ops without a deterministic CUDA kernel warn instead of
+    failing (``warn_only``). Nothing changes on the CPU.
+    """
+    if device.type != "cuda":
+        return
+    # cuBLAS reads this when it starts: before the first matrix product.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)

@@ -35,7 +35,7 @@ import torch
 
 from mcfl_chain._utils.memory import SharedCollector, limit_malloc_arenas, resident_mb
 from mcfl_chain.chain.client import ChainClient
-from mcfl_chain.compute.device import resolve_device
+from mcfl_chain.compute.device import prepare_device, resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.dag.weights import SharedLRU
 from mcfl_chain.host.chain import HostedChainClient, SharedReads
@@ -123,6 +123,7 @@ class Host:
             raise ValueError("a host needs at least one trainer")
         self.trainers = list(trainers)
         self.device = resolve_device(device)
+        prepare_device(self.device)
         self.threads = threads
         self.engine = engine
         self.workers: dict[int, Worker] = {}

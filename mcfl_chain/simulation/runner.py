@@ -167,6 +167,11 @@ class SimulationConfig(FileConfig):
     """CPU cores the batched engine's host uses: a phase's batch runs in this many parts
     side by side, one core each (None: every core). The ray engine: at most this many
     hosts, one CPU each (None: one per CPU of the cluster)."""
+    hosts: int | None = None
+    """The batched engine's host processes, the trainers cut into this many near-equal
+    shares (None: one per core on the CPU, one on a GPU). On a GPU, several hosts share
+    the device, each with ``threads / hosts`` cores: a host's per-trainer work between
+    kernels (chain reads, aggregation, encoding) runs under one interpreter lock."""
     training: str = "real"
     """real, or stand-in: a deterministic step instead of SGD, to check that engines
     build the same DAG (:mod:`mcfl_chain.compute.stand_in`; such a run learns nothing)."""
@@ -340,6 +345,13 @@ class SimulationConfig(FileConfig):
                 parse_ray_address(self.ray_address)
             except ValueError as exc:
                 raise SimulationError(str(exc)) from exc
+        if self.hosts is not None:
+            if self.engine != "batched":
+                raise SimulationError(
+                    f"hosts only applies to engine 'batched', not {self.engine!r}"
+                )
+            if isinstance(self.hosts, bool) or not isinstance(self.hosts, int) or self.hosts < 1:
+                raise SimulationError(f"hosts must be a whole number >= 1, not {self.hosts!r}")
         if self.engine == "ray" and importlib.util.find_spec("ray") is None:
             raise SimulationError("engine 'ray' needs the ray package: run `make setup`")
         try:

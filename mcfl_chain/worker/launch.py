@@ -31,7 +31,7 @@ from mcfl_chain.algorithms.robust import parse_defence
 from mcfl_chain.chain._tx import FeePolicy
 from mcfl_chain.chain.accounts import PRIVATE_KEY_ENV, AccountError, Prompt, load_signing_account
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.compute.device import resolve_device
+from mcfl_chain.compute.device import prepare_device, resolve_device
 from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.learning.codec import MalformedWeightsError, read_layout
@@ -111,6 +111,7 @@ def build_worker(
         device = resolve_device(config.device)
     except ValueError as exc:
         raise WorkerSetupError(f"--device {config.device}: {exc}") from exc
+    prepare_device(device)
     own_task, data, group = _trainer_task_and_data(config, dep, network, keep_datasets)
     arch = network.arch if own_task is None else own_task.arch
     strategy = make_strategy(

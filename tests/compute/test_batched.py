@@ -29,8 +29,14 @@ from mcfl_chain.learning.training import Evaluation, TrainReport, evaluate, trai
 
 # Parameters agree to ~1e-7 here (the batched kernels only sum in another order); 1e-5
 # leaves room for other CPUs' kernels and is still far below one SGD step's size
-# (lr × gradient ≈ 1e-3).
+# (lr × gradient ≈ 1e-3). A GPU's float32 kernels (TF32 off: prepare_device) against the
+# CPU's reference get 1e-4, still a tenth of a step.
 ATOL = 1e-5
+GPU_ATOL = 1e-4
+
+
+def _atol(device: torch.device) -> float:
+    return ATOL if device.type == "cpu" else GPU_ATOL
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -92,8 +98,10 @@ def _assert_close_evaluations(got: Evaluation | None, expected: Evaluation | Non
         assert got.accuracy == pytest.approx(expected.accuracy, abs=1.0 / expected.num_samples)
 
 
-def _assert_matches_train(arch: str, jobs: list[TrainJob]) -> list[dict[str, torch.Tensor]]:
-    results = train_batched(arch, jobs)
+def _assert_matches_train(
+    arch: str, jobs: list[TrainJob], device: torch.device
+) -> list[dict[str, torch.Tensor]]:
+    results = train_batched(arch, jobs, device)
     assert len(results) == len(jobs)
     for job, (state, report) in zip(jobs, results, strict=True):
         expected_state, expected = _sequential(arch, job)
@@ -102,7 +110,7 @@ def _assert_matches_train(arch: str, jobs: list[TrainJob]) -> list[dict[str, tor
             start = job.start[name]
             assert value.device.type == "cpu" and value.is_contiguous()
             assert value.dtype == start.dtype and value.shape == start.shape
-            torch.testing.assert_close(value, expected_state[name], atol=ATOL, rtol=0)
+            torch.testing.assert_close(value, expected_state[name], atol=_atol(device), rtol=0)
         assert report.num_samples == expected.num_samples and report.epochs == expected.epochs
         assert report.loss == pytest.approx(expected.loss, rel=1e-5)
         assert report.seconds == results[0][1].seconds > 0
@@ -111,7 +119,7 @@ def _assert_matches_train(arch: str, jobs: list[TrainJob]) -> list[dict[str, tor
 
 
 @pytest.mark.parametrize("arch", ["lenet-light", "lenet5", "lenet-cae"])
-def test_batched_training_matches_train(arch: str) -> None:
+def test_batched_training_matches_train(arch: str, compute_device: torch.device) -> None:
     # Prepare: different sample counts (so steps and last batches differ), SGD settings and
     # seeds in one computation; one job without a validation split.
     jobs = [
@@ -136,10 +144,10 @@ def test_batched_training_matches_train(arch: str) -> None:
         ),
     ]
     # Execute / Assert
-    _assert_matches_train(arch, jobs)
+    _assert_matches_train(arch, jobs, compute_device)
 
 
-def test_adam_preset_and_proximal_penalties_match_train() -> None:
+def test_adam_preset_and_proximal_penalties_match_train(compute_device: torch.device) -> None:
     # Prepare: the authors' Adam over two epochs (its StepLR decays in between), with and
     # without FedProx's term, beside SGD with it: three groups of one call, sizes differ.
     arch = "lenet-light"
@@ -159,15 +167,17 @@ def test_adam_preset_and_proximal_penalties_match_train() -> None:
         for i, (optimiser, penalty) in enumerate(settings)
     ]
     # Execute / Assert: the batched Adam and penalty are the per-model ones.
-    states = _assert_matches_train(arch, jobs)
+    states = _assert_matches_train(arch, jobs, compute_device)
     # ... and they matter: without the penalty the model ends elsewhere.
-    plain = train_batched(arch, [replace(jobs[1], penalty=None)])[0][0]
+    plain = train_batched(arch, [replace(jobs[1], penalty=None)], compute_device)[0][0]
     assert (
         plain["classifier.1.weight"] - states[1]["classifier.1.weight"]
     ).abs().max() > 100 * ATOL
 
 
-def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order() -> None:
+def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order(
+    compute_device: torch.device,
+) -> None:
     # Prepare: three groups (by epochs and batch size), interleaved; chunks of two models.
     data = _data(30, 5, 0)  # one trainer's data shared by several models
     settings = [(1, 16), (2, 8), (1, 16), (1, 7)]
@@ -176,17 +186,19 @@ def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order() -> None:
         for i, (e, b) in enumerate(settings)
     ]
     # Execute
-    results = train_batched("lenet-light", jobs, max_models=2)
+    results = train_batched("lenet-light", jobs, compute_device, max_models=2)
     # Assert
     for job, (state, report) in zip(jobs, results, strict=True):
         expected_state, expected = _sequential("lenet-light", job)
         assert report.epochs == job.epochs
         assert report.loss == pytest.approx(expected.loss, rel=1e-5)
         for name in state:
-            torch.testing.assert_close(state[name], expected_state[name], atol=ATOL, rtol=0)
+            torch.testing.assert_close(
+                state[name], expected_state[name], atol=_atol(compute_device), rtol=0
+            )
 
 
-def test_multi_head_models_keep_their_buffer_and_unused_heads() -> None:
+def test_multi_head_models_keep_their_buffer_and_unused_heads(compute_device: torch.device) -> None:
     # Prepare: models predicting with head 0 and head 1 (two groups); weight decay, which
     # SGD must not apply to a head that gets no gradient.
     arch = "lenet-light-heads2"
@@ -197,7 +209,7 @@ def test_multi_head_models_keep_their_buffer_and_unused_heads() -> None:
         for i, start in enumerate(starts)
     ]
     # Execute
-    states = _assert_matches_train(arch, jobs)
+    states = _assert_matches_train(arch, jobs, compute_device)
     # Assert
     for start, state in zip(starts, states, strict=True):
         choice = int(start["head_choice"])
@@ -207,19 +219,21 @@ def test_multi_head_models_keep_their_buffer_and_unused_heads() -> None:
             assert torch.equal(state[name], start[name]) == name.startswith(kept), name
 
 
-def test_repeat_calls_are_bit_identical() -> None:
+def test_repeat_calls_are_bit_identical(compute_device: torch.device) -> None:
     jobs = [
         TrainJob(create_model("lenet-light", i).state_dict(), _data(n, 4, i), epochs=2, seed=i)
         for i, n in enumerate((33, 50))
     ]
-    first = train_batched("lenet-light", jobs)
-    second = train_batched("lenet-light", jobs)
+    first = train_batched("lenet-light", jobs, compute_device)
+    second = train_batched("lenet-light", jobs, compute_device)
     for (state_1, report_1), (state_2, report_2) in zip(first, second, strict=True):
         assert all(torch.equal(state_1[name], state_2[name]) for name in state_1)
         assert report_1.loss == report_2.loss and report_1.validation == report_2.validation
 
 
-def test_training_from_shared_bytes_is_bit_identical_to_training_from_floats() -> None:
+def test_training_from_shared_bytes_is_bit_identical_to_training_from_floats(
+    compute_device: torch.device,
+) -> None:
     # Prepare: a host's trainers (rows of the dataset's bytes) and the same trainers
     # built alone (float32 shares), on real images; different sizes pad the batches.
     specs = [
@@ -237,8 +251,8 @@ def test_training_from_shared_bytes_is_bit_identical_to_training_from_floats() -
     shared = jobs(True)
     assert all(isinstance(job.data.train_images, SharedImages) for job in shared)
     # Execute
-    from_bytes = train_batched("lenet5", shared)
-    from_floats = train_batched("lenet5", jobs(False))
+    from_bytes = train_batched("lenet5", shared, compute_device)
+    from_floats = train_batched("lenet5", jobs(False), compute_device)
     # Assert
     for (state, report), (expected, report_f) in zip(from_bytes, from_floats, strict=True):
         assert all(torch.equal(state[name], expected[name]) for name in expected)
@@ -253,14 +267,16 @@ def test_training_from_shared_bytes_is_bit_identical_to_training_from_floats() -
 
 
 @pytest.mark.parametrize("arch", ["lenet-light", "lenet-cae"])
-def test_batched_evaluation_matches_evaluate(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batched_evaluation_matches_evaluate(
+    arch: str, monkeypatch: pytest.MonkeyPatch, compute_device: torch.device
+) -> None:
     # Prepare: sets of different sizes, scored in several passes of 16 rows.
     monkeypatch.setattr(batched, "EVAL_ROWS", 16)
     models = [create_model(arch, seed) for seed in range(3)]
     sets = [_data(0, n, seed) for seed, n in enumerate((5, 23, 70))]
     xs, ys = [d.val_x for d in sets], [d.val_y for d in sets]
     # Execute
-    scores = evaluate_batched(arch, [m.state_dict() for m in models], xs, ys)
+    scores = evaluate_batched(arch, [m.state_dict() for m in models], xs, ys, compute_device)
     # Assert
     for model, x, y, score in zip(models, xs, ys, scores, strict=True):
         _assert_close_evaluations(score, evaluate(model, x, y))

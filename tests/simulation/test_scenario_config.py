@@ -95,6 +95,8 @@ def test_facade_networks_train_the_multi_head_version_of_the_model():
         ({"engine": "batched", "ray_address": "10.0.0.1:6379"}, "only applies to engine 'ray'"),
         ({"engine": "ray", "ray_address": "10.0.0.1"}, "must be HOST:PORT of a running Ray"),
         ({"engine": "ray", "ray_address": "ray://10.0.0.1:10001"}, "must be HOST:PORT"),
+        ({"engine": "process", "hosts": 2}, "hosts only applies to engine 'batched'"),
+        ({"engine": "batched", "hosts": 0}, "hosts must be a whole number >= 1"),
     ],
 )
 def test_a_ray_address_is_refused_in_one_line_unless_the_ray_engine_can_use_it(overrides, message):
@@ -105,3 +107,4 @@ def test_a_ray_address_is_refused_in_one_line_unless_the_ray_engine_can_use_it(o
     # and the forms it takes pass
     for address in ("10.0.0.1:6379", "auto", None):
         SimulationConfig(engine="ray", ray_address=address).validate()
+    SimulationConfig(engine="batched", hosts=3).validate()

@@ -1,8 +1,9 @@
 """Trainers in host processes (:mod:`mcfl_chain.host`): shared chain reads and data, and
 one compute for all of a host's training and scoring, on the CPU or a GPU.
 
-On a GPU, one host runs every trainer: the device is the limit, and one batched (vmap)
-computation a phase keeps it busiest. On the CPU, one host per core, each running its
+On a GPU, by default one host runs every trainer: one batched (vmap) computation a phase
+keeps the device busiest (``hosts`` cuts them into several, each its own share of the
+cores and its own batch on the shared GPU). On the CPU, one host per core, each running its
 share of the trainers on one core, their models one by one (the faster kernels there:
 :mod:`mcfl_chain.host.compute`): a host's trainers are Python threads under one
 interpreter lock, and a host's per-trainer work between kernels (scoring, encoding,
@@ -60,7 +61,9 @@ class BatchedEngine:
         cfg = network.config
         cores = cfg.threads or os.cpu_count() or 1
         on_cpu = resolve_device(cfg.device).type == "cpu"
-        shares = host_shares(len(trainers), cores if on_cpu else 1)
+        shares = host_shares(len(trainers), cfg.hosts or (cores if on_cpu else 1))
+        # On the CPU one core a host; on a GPU the cores split between the hosts.
+        per_host = 1 if on_cpu else max(1, cores // len(shares))
         procs = []
         for k, share in enumerate(shares):
             plan = network.run_dir / f"host-{k}.json"
@@ -73,7 +76,7 @@ class BatchedEngine:
                         "--device",
                         cfg.device,
                         "--threads",
-                        str(1 if on_cpu else cores),
+                        str(per_host),
                     ],
                     log=network.run_dir / f"host-{k}.log",
                     env={**os.environ, "PYTHONWARNINGS": "ignore"},

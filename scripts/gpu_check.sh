@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU checks and figures of the engine issue, on a machine with an NVIDIA GPU whose
+# python3 has a CUDA build of torch (CI has none: the same tests run there on the CPU).
+#
+#   scripts/gpu_check.sh compute   the batched-compute tests on CUDA and the compute floor
+#                                  (scripts/bench_compute.py); needs torch and the data only
+#   scripts/gpu_check.sh network   the engine test on CUDA (a real network twice, bit for
+#                                  bit) and scripts/bench_engine.py's CUDA rows
+#
+# A bare machine gets what it lacks from ignored folders of the checkout, when present:
+# .whl/ (py3.12 wheels of web3, vyper, coincurve and their needs), .dev/anvil.xz (the
+# Anvil binary) and .data/fashion-mnist/ (the IDX files). Logs and records go to $OUT
+# (default /tmp/gpu-check); each step has its own time limit, and a step that would not
+# end before DEADLINE seconds (from the start) is left out and says so.
+set -u
+stage=${1:?usage: scripts/gpu_check.sh compute|network}
+OUT=${OUT:-/tmp/gpu-check}
+DEVICE=${DEVICE:-cuda}
+DEADLINE=${DEADLINE:-540}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+log="$OUT/gpu-check-$stage.log"
+began=$(date +%s)
+export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore MCFL_TEST_DEVICE=$DEVICE
+
+if [ "${WHEELS:-1}" = 1 ] && compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl >>"$log" 2>&1 || { echo "wheels did not install" | tee -a "$log"; exit 1; }
+  export PYTHONPATH=$PWD:/tmp/site
+else
+  export PYTHONPATH=$PWD
+fi
+if [ -f .dev/anvil.xz ]; then
+  xz -dc .dev/anvil.xz >/tmp/anvil && chmod +x /tmp/anvil && export MCFL_ANVIL=/tmp/anvil
+fi
+if [ -d .data/fashion-mnist ]; then
+  export MCFL_DATA_DIR=$PWD/.data
+elif [ ! -d /usr/share/datasets/fashion-mnist ]; then
+  echo "no Fashion-MNIST here (.data/fashion-mnist or Debian's package): runs will fail" | tee -a "$log"
+fi
+
+# step NAME LIMIT_S COMMAND...: run it under its limit unless the deadline comes first.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((DEADLINE - ($(date +%s) - began)))
+  if [ "$left" -lt "$limit" ]; then
+    echo "== $name: not run ($left s left before the deadline, it may take $limit s)" | tee -a "$log"
+    return
+  fi
+  echo "== $name ($(date -u +%T), limit $limit s)" | tee -a "$log"
+  timeout "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc after $(($(date +%s) - began)) s" | tee -a "$log"
+}
+
+step machine 60 bash -c "nvidia-smi -L; nproc; free -g | head -2; $PY -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'"
+case $stage in
+  compute)
+    step tests-cuda 240 $PY -m pytest -p no:ape_test -p no:cacheprovider -q \
+      tests/compute tests/host/test_compute.py
+    step bench-compute 240 $PY scripts/bench_compute.py --sizes "${SIZES:-38,200,1000}" \
+      --device "$DEVICE" --records "$OUT/bench-compute.jsonl"
+    step bench-compute-loop 90 $PY scripts/bench_compute.py --sizes 38 --kernel loop \
+      --device "$DEVICE" --records "$OUT/bench-compute.jsonl"
+    ;;
+  network)
+    step tests-network-cuda 200 $PY -m pytest -p no:ape_test -p no:cacheprovider -q \
+      tests/network/test_engines.py -k repeats
+    bench=($PY scripts/bench_engine.py --records "$OUT/bench-engine.jsonl"
+      --out /tmp/bench-engine --device "$DEVICE" --again)
+    step mcfl-38 150 "${bench[@]}" --sizes 38 --engines batched --rounds 5
+    step mcfl-38-4hosts 150 "${bench[@]}" --sizes 38 --engines batched --rounds 5 --hosts 4
+    step fedavg-1000-8hosts 200 "${bench[@]}" --sizes 1000 --engines batched --rounds 5 \
+      --strategy fedavg --hosts 8
+    step mcfl-1000-8hosts 240 "${bench[@]}" --sizes 1000 --engines batched --rounds 5 --hosts 8
+    step mcfl-38-process 200 "${bench[@]}" --sizes 38 --engines process --rounds 5
+    ;;
+  *) echo "unknown stage $stage: compute or network" >&2; exit 2 ;;
+esac
+echo "== done after $(($(date +%s) - began)) s" | tee -a "$log"
