@@ -53,6 +53,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain.simulation.engines.batched import default_hosts
 from mcfl_chain.simulation.experiment import JsonLines
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
 
@@ -299,7 +300,7 @@ def report(
     "--hosts",
     type=click.IntRange(min=1),
     help="The batched engine's host processes (simulate --hosts).  [default: one per core "
-    "on the CPU, one on a GPU]",
+    "on the CPU, one per 4 cores on a GPU]",
 )
 @click.option(
     "--records",
@@ -338,16 +339,25 @@ def main(
             raise click.BadParameter(f"--sizes takes integers: {exc}") from exc
         machine = _machine()
         resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        # A batched record counts as done for the host count asked (or the default's;
+        # records older than the option hold none and ran the default).
         done = {
-            (r["strategy"], r["trainers"], r["engine"], r["device"])
+            (r["strategy"], r["trainers"], r["engine"], r["device"], r.get("hosts"))
             for r in JsonLines(records).load()
-            if r.get("machine") == machine and (r["engine"] != "batched" or r.get("hosts") == hosts)
+            if r.get("machine") == machine
         }
         for strategy in strategies:
             for n in wanted:
                 for engine in [e.strip() for e in engines.split(",") if e.strip()]:
                     on = resolved if engine != "process" else "cpu"
-                    if (strategy, n, engine, on) in done and not again:
+                    count = None
+                    if engine == "batched":
+                        default = default_hosts(os.cpu_count() or 1, on == "cpu")
+                        count = min(n, hosts or default)
+                    recorded = (strategy, n, engine, on, count) in done or (
+                        hosts is None and (strategy, n, engine, on, None) in done
+                    )
+                    if recorded and not again:
                         console.print(f"{strategy} {n} {engine}: recorded already (--again)")
                         continue
                     if engine == "process" and n > PROCESS_LIMIT:

@@ -180,10 +180,11 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     type=click.Choice(list(ENGINES)),
     help="process: one worker process per trainer (each as it would run on its own "
     "machine); batched: trainers as threads of host processes (one per core on the CPU, "
-    "one on a GPU), sharing chain reads and data; on a GPU a phase's training runs as one "
-    "batched (vmap) computation, on the CPU each trainer's models one by one, the faster "
-    "kernels there; ray: those hosts as actors on a Ray cluster (--ray-address), one a CPU "
-    "(or GPU) of it. The chain cannot tell them apart.  [default: process]",
+    "one per 4 cores on a GPU), sharing chain reads and data; on a GPU a phase's training "
+    "runs as one batched (vmap) computation, on the CPU each trainer's models one by "
+    "one, the faster kernels there; ray: those hosts as actors on a Ray cluster "
+    "(--ray-address), one a CPU (or GPU) of it. The chain cannot tell them apart.  "
+    "[default: process]",
 )
 @click.option(
     "--ray-address",
@@ -211,7 +212,7 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="The batched engine's host processes (its trainers cut into this many shares). "
     "On a GPU, several hosts share the device and split --threads between them, so that "
     "the per-trainer Python work of a large network runs on more than one core.  "
-    "[default: one per core on the CPU, one on a GPU]",
+    "[default: one per core on the CPU, one per 4 cores on a GPU]",
 )
 @click.option(
     "--out",

@@ -169,9 +169,10 @@ class SimulationConfig(FileConfig):
     hosts, one CPU each (None: one per CPU of the cluster)."""
     hosts: int | None = None
     """The batched engine's host processes, the trainers cut into this many near-equal
-    shares (None: one per core on the CPU, one on a GPU). On a GPU, several hosts share
-    the device, each with ``threads / hosts`` cores: a host's per-trainer work between
-    kernels (chain reads, aggregation, encoding) runs under one interpreter lock."""
+    shares (None: one per core on the CPU, one per 4 cores on a GPU). On a GPU the hosts
+    share the device, each with ``threads / hosts`` cores: a host's per-trainer work
+    between kernels (chain reads, aggregation, encoding) runs under one interpreter
+    lock."""
     training: str = "real"
     """real, or stand-in: a deterministic step instead of SGD, to check that engines
     build the same DAG (:mod:`mcfl_chain.compute.stand_in`; such a run learns nothing)."""

@@ -1,8 +1,8 @@
 """How a simulated network's trainers are run: one module per engine, by name.
 
 - ``process``: one ``mcfl-chain worker`` process per trainer (:mod:`.process`);
-- ``batched``: trainers in host processes (one per core on the CPU, one on a GPU), over
-  shared chain reads and one batched compute (:mod:`.batched`);
+- ``batched``: trainers in host processes (one per core on the CPU, one per 4 cores on a
+  GPU), over shared chain reads and one batched compute (:mod:`.batched`);
 - ``ray``: the batched engine's hosts as actors on a Ray cluster, a local one on
   127.0.0.1 by default (:mod:`.ray`).
 

@@ -1,9 +1,10 @@
 """Trainers in host processes (:mod:`mcfl_chain.host`): shared chain reads and data, and
 one compute for all of a host's training and scoring, on the CPU or a GPU.
 
-On a GPU, by default one host runs every trainer: one batched (vmap) computation a phase
-keeps the device busiest (``hosts`` cuts them into several, each its own share of the
-cores and its own batch on the shared GPU). On the CPU, one host per core, each running its
+On a GPU, by default one host per 4 cores, each a share of the trainers and of the cores,
+training its share's phase as one batched (vmap) computation on the shared device: one
+host for all trainers keeps the batches largest, but its per-trainer Python runs on one
+core (``hosts`` sets the count). On the CPU, one host per core, each running its
 share of the trainers on one core, their models one by one (the faster kernels there:
 :mod:`mcfl_chain.host.compute`): a host's trainers are Python threads under one
 interpreter lock, and a host's per-trainer work between kernels (scoring, encoding,
@@ -36,6 +37,19 @@ def host_shares(count: int, hosts: int) -> list[range]:
     return [range(bounds[k], bounds[k + 1]) for k in range(hosts)]
 
 
+GPU_CORES_PER_HOST = 4
+"""On a GPU, a host per this many cores by default: on one H200 with 16 cores a 38-trainer
+MCFL round took 10.2 s with one host, 5.8 s with 4 and 6.6 s with 8
+(docs/discussion/performance.md, "Engines on a GPU")."""
+
+
+def default_hosts(cores: int, on_cpu: bool) -> int:
+    """Host processes when ``hosts`` is not given: one per core on the CPU (each trains its
+    trainers' models one by one), one per :data:`GPU_CORES_PER_HOST` cores on a GPU (one
+    host's per-trainer Python, under one interpreter lock, held the GPU's rounds back)."""
+    return cores if on_cpu else max(1, cores // GPU_CORES_PER_HOST)
+
+
 def hosted_trainers(network: Network) -> list[HostedTrainer]:
     """Every trainer of ``network`` as a host runs it (its folder made): its worker's
     options, the device and threads left to the host."""
@@ -61,7 +75,7 @@ class BatchedEngine:
         cfg = network.config
         cores = cfg.threads or os.cpu_count() or 1
         on_cpu = resolve_device(cfg.device).type == "cpu"
-        shares = host_shares(len(trainers), cfg.hosts or (cores if on_cpu else 1))
+        shares = host_shares(len(trainers), cfg.hosts or default_hosts(cores, on_cpu))
         # On the CPU one core a host; on a GPU the cores split between the hosts.
         per_host = 1 if on_cpu else max(1, cores // len(shares))
         procs = []
