@@ -22,6 +22,7 @@ Usage: python scripts/bench_compute.py [--sizes 38,200,1000] [--device cuda] [--
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -38,7 +39,6 @@ from mcfl_chain.compute.device import DEVICES, prepare_device, resolve_device
 from mcfl_chain.compute.local import LocalCompute, StateDict
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerData, build_trainer_data, scenario_specs
-from mcfl_chain.simulation.experiment import JsonLines
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "results" / "bench-compute.jsonl"
@@ -162,7 +162,11 @@ def main(sizes: str, device: str, kernel: str, max_models: int, records: Path) -
             "commit": _commit(),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        JsonLines(records).append(record)
+        # Plain JSON lines: this script needs torch and the data only (no chain stack), so
+        # that it runs on a bare GPU machine before anything else is installed there.
+        records.parent.mkdir(parents=True, exist_ok=True)
+        with records.open("a", encoding="utf-8") as file:
+            file.write(json.dumps(record) + "\n")
         console.print(
             f"{n} trainers on {on.type} ({kernel}): training {figures['training']:.2f} s "
             f"({record['train_samples_per_s']:,.0f} samples/s), scoring {CANDIDATES} candidates "

@@ -9,32 +9,37 @@
 #
 # A bare machine gets what it lacks from ignored folders of the checkout, when present:
 # .whl/ (py3.12 wheels of web3, vyper, coincurve and their needs), .dev/anvil.xz (the
-# Anvil binary) and .data/fashion-mnist/ (the IDX files). Logs and records go to $OUT
-# (default /tmp/gpu-check); each step has its own time limit, and a step that would not
-# end before DEADLINE seconds (from the start) is left out and says so.
+# Anvil binary) and .data/fashion-mnist/ (the IDX files), and keeps them in $STASH
+# (/tmp/mcfl-device), which outlives a call on a machine still warm (the checkout's ignored
+# folders do not). The device tool sends at most 64 MiB: the tree (about 31 MB) and the
+# data (30 MB) go in a first call (`compute`, carrying .data), the wheels (15 MB) and
+# Anvil (12 MB) in the next (`network` or `paper`, carrying .whl and .dev/anvil.xz),
+# made within the machine's 30 s of warmth. Logs and records go to $OUT (default
+# /tmp/gpu-check); each step has its own time limit, and a step that would not end
+# before DEADLINE seconds (from the start) is left out and says so.
 set -u
-stage=${1:?usage: scripts/gpu_check.sh compute|network}
+stage=${1:?usage: scripts/gpu_check.sh compute|network|paper}
 OUT=${OUT:-/tmp/gpu-check}
 DEVICE=${DEVICE:-cuda}
 DEADLINE=${DEADLINE:-540}
 PY=${PYTHON:-python3}
-mkdir -p "$OUT"
+STASH=${STASH:-/tmp/mcfl-device}
+mkdir -p "$OUT" "$STASH"
 log="$OUT/gpu-check-$stage.log"
 began=$(date +%s)
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore MCFL_TEST_DEVICE=$DEVICE
 
 if [ "${WHEELS:-1}" = 1 ] && compgen -G ".whl/*.whl" >/dev/null; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >>"$log" 2>&1 || { echo "wheels did not install" | tee -a "$log"; exit 1; }
-  export PYTHONPATH=$PWD:/tmp/site
-else
-  export PYTHONPATH=$PWD
+    --target "$STASH/site" .whl/*.whl >>"$log" 2>&1 || { echo "wheels did not install" | tee -a "$log"; exit 1; }
 fi
-if [ -f .dev/anvil.xz ]; then
-  xz -dc .dev/anvil.xz >/tmp/anvil && chmod +x /tmp/anvil && export MCFL_ANVIL=/tmp/anvil
-fi
-if [ -d .data/fashion-mnist ]; then
-  export MCFL_DATA_DIR=$PWD/.data
+[ -f .dev/anvil.xz ] && xz -dc .dev/anvil.xz >"$STASH/anvil" && chmod +x "$STASH/anvil"
+[ -d .data/fashion-mnist ] && mkdir -p "$STASH/data" && cp -r .data/fashion-mnist "$STASH/data/"
+export PYTHONPATH=$PWD
+[ -d "$STASH/site" ] && export PYTHONPATH=$PWD:$STASH/site
+[ -x "$STASH/anvil" ] && export MCFL_ANVIL=$STASH/anvil
+if [ -d "$STASH/data/fashion-mnist" ]; then
+  export MCFL_DATA_DIR=$STASH/data
 elif [ ! -d /usr/share/datasets/fashion-mnist ]; then
   echo "no Fashion-MNIST here (.data/fashion-mnist or Debian's package): runs will fail" | tee -a "$log"
 fi
@@ -69,12 +74,17 @@ case $stage in
       tests/network/test_engines.py -k repeats
     bench=($PY scripts/bench_engine.py --records "$OUT/bench-engine.jsonl"
       --out /tmp/bench-engine --device "$DEVICE" --again)
-    step mcfl-38 150 "${bench[@]}" --sizes 38 --engines batched --rounds 5
-    step mcfl-38-4hosts 150 "${bench[@]}" --sizes 38 --engines batched --rounds 5 --hosts 4
-    step fedavg-1000-8hosts 200 "${bench[@]}" --sizes 1000 --engines batched --rounds 5 \
-      --strategy fedavg --hosts 8
-    step mcfl-1000-8hosts 240 "${bench[@]}" --sizes 1000 --engines batched --rounds 5 --hosts 8
+    step mcfl-38 120 "${bench[@]}" --sizes 38 --engines batched --rounds 5
+    step mcfl-1000 300 "${bench[@]}" --sizes 1000 --engines batched --rounds 5
+    step fedavg-1000 200 "${bench[@]}" --sizes 1000 --engines batched --rounds 5 \
+      --strategy fedavg
     step mcfl-38-process 200 "${bench[@]}" --sizes 38 --engines process --rounds 5
+    ;;
+  paper)
+    # The paper's full size end to end (38 trainers x 102 rounds, groups), timed.
+    step paper-size 580 bash -c "time $PY -m mcfl_chain simulate --published-size \
+      --scenario groups --engine batched --device $DEVICE --out /tmp/paper-size && \
+      cp /tmp/paper-size/rounds.csv $OUT/paper-size-rounds.csv"
     ;;
   *) echo "unknown stage $stage: compute or network" >&2; exit 2 ;;
 esac
