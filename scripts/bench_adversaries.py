@@ -1,53 +1,70 @@
-"""Adversaries against FedAvg, MCFL and MCFL with each defence: what they cost honest trainers.
+"""Adversaries against MCFL-plus, FedAvg, MCFL and MCFL with each defence: what they cost
+honest trainers.
 
-For each scenario (``groups``: 12 trainers in 3 class groups; ``iid``), seed and method,
-a clean run and one run per attack with a share of the trainers adversarial (20 %, and
-40 % for the two strongest, label and sign flipping). Each run is an ordinary
-``mcfl-chain simulate`` network (real chain, real workers) kept in ``--out``; finished
-runs are skipped, so the command resumes where it stopped.
+Two matrices (``--matrix``), each an experiment of the framework whose runs are ordinary
+``mcfl-chain simulate`` networks (real chain, real workers) kept in ``--out``; finished
+runs are skipped, so the command resumes where it stopped, and each finished run leaves
+a small record in ``--records`` (one JSON file per run: the honest trainers' final
+accuracies and the run's attack measures), from which ``--report-only`` remakes the
+tables without the run directories.
 
-Each finished run leaves a small record in ``--records`` (``results/adversaries/``; one
-JSON file per run: the honest trainers' final accuracies and the run's attack measures),
-written as soon as the run ends. The tables are made from those records, so they can
-be checked, and made again with ``--report-only``, without the run directories; a run
-with a record is not run again.
+**declared** (the default; issue 37, deliverable 3): the matrix
+``docs/results/defence.toml`` declared before its runs
+(:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults under every
+attack at 20 % and 40 % of the trainers, the adversaries placed at random and
+concentrated in one data group (the worst case), on fresh seeds, beside clean local
+training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
+say where). Runs in ``runs/defence``, records in ``results/defence/``, table in
+``docs/results/defence.md``: per attack × share × placement the honest worst and average
+accuracy, their drop against the same seed's clean MCFL-plus run, local training's
+figures over the same trainers, backdoor success, Sybil adoption and the fallback share
+(aggregations that kept only the trainer's own update while others were proposed). The
+last line printed is (one line)
 
-``--registration allowlist`` (or ``deposit``; repeatable) adds the Sybil attacks under
-that registration policy of protocol v2 (``simulate --registration``), named with the
-policy as a suffix (``groups-mcfl-tol1-sybil0.2-allowlist-s0``); every other run, and
-the clean run their drops are measured against, registers openly. ``--sample-cap N``
-(repeatable) likewise adds the sample-inflation attacks on a network whose contracts
-cap a declared sample count at N (``simulate --max-samples``), named ``…-capN``.
+    worst honest accuracy drop, declared defence (MCFL-plus), worst 20% attack,
+    worst-case placement: X pts
 
-Measures (:mod:`mcfl_chain.simulation.adversarial`), over the honest trainers only, at
-the last round: worst and average accuracy, and their drop against the clean run of the
-same scenario, method and seed, over the same trainers; the backdoor's success rate on
-triggered test images; for the Sybils, how often honest trainers trained the
-coalition's model. A second table sets the Sybil runs of each registration policy side
-by side: the coalition's identities that registered, the stake they locked, adoption
-and the worst drop. A third sets the sample-inflation runs of each cap side by side:
-what the inflators declared, the honest trainers' counts, the weight that buys in
-FedAvg, and the drops. The tables hold every run planned by the command or recorded in
-``--records`` (a slice of the benchmark rewrites the whole table) and go to the terminal
-and to ``docs/results/adversaries.md`` (which ``report_results.py`` puts in docs/RESULTS.md,
-section "Adversaries"). The last line printed is
+X the largest mean worst-trainer drop over the 20 % attacks with concentrated placement
+(over the declared seeds finished; the line before names the attack and its seeds;
+``n/a`` before any). The matrix is the declaration's alone: the exploratory options
+below are refused with it.
+
+**exploratory** (issue 13's matrix): for each scenario (``groups``: 12 trainers in 3
+class groups; ``iid``), seed and method (FedAvg, MCFL at tolerance 1 and 2, MCFL with
+each defence), a clean run and one run per attack with a share of the trainers
+adversarial (20 %, and 40 % for the two strongest, label and sign flipping), placed at
+random. ``--registration allowlist`` (or ``deposit``; repeatable) adds the Sybil attacks
+under that registration policy of protocol v2 (``simulate --registration``), named with
+the policy as a suffix (``groups-mcfl-tol1-sybil0.2-allowlist-s0``); every other run,
+and the clean run their drops are measured against, registers openly. ``--sample-cap N``
+(repeatable) likewise adds the sample-inflation attacks on a network whose contracts cap
+a declared sample count at N (``simulate --max-samples``), named ``…-capN``. Records in
+``results/adversaries/``; tables in ``docs/results/adversaries.md`` (which
+``report_results.py`` puts in docs/RESULTS.md, section "Adversaries"): the honest
+trainers' worst and average accuracy and their drops against the clean run of the same
+scenario, method and seed over the same trainers; backdoor success; Sybil adoption; a
+second table sets the Sybil runs of each registration policy side by side, a third the
+sample-inflation runs of each cap. The tables hold every run planned by the command or
+recorded in ``--records`` (a slice rewrites the whole table). Its last line is
 
     worst honest accuracy drop, MCFL best defence, 20% label-flip: X pts
 
 where the best defence is the MCFL variant with the smallest mean worst-trainer drop
 under 20 % label flippers, over the seeds and scenarios run.
 
-The plan, the records and the tables are
-:mod:`mcfl_chain.simulation.attack_benchmark`; this script is their command line.
+The plans, the records and the tables are :mod:`mcfl_chain.simulation.attack_benchmark`
+and :mod:`mcfl_chain.simulation.defence_benchmark`; this script is their command line.
 
-    python scripts/bench_adversaries.py --list
-    python scripts/bench_adversaries.py --seeds 0,1              # the whole matrix
-    python scripts/bench_adversaries.py --only groups --attacks label-flip:0.2 \\
-        --methods fedavg --methods mcfl-multi-krum --seeds 0     # a slice
-    python scripts/bench_adversaries.py --attacks sybil:0.2 --registration allowlist \\
-        --registration deposit --methods mcfl-tol1 --seeds 0     # Sybils and policies
-    python scripts/bench_adversaries.py --attacks sample-inflation:0.2 --sample-cap 1500 \\
-        --methods fedavg --methods mcfl-tol1                      # inflation and a cap
+    python scripts/bench_adversaries.py --list                   # the declared matrix
+    python scripts/bench_adversaries.py                          # run (or resume) it
+    python scripts/bench_adversaries.py --report-only            # its table from records
+    python scripts/bench_adversaries.py --matrix exploratory --seeds 0,1
+    python scripts/bench_adversaries.py --matrix exploratory --only groups \\
+        --attacks label-flip:0.2 --methods fedavg --methods mcfl-multi-krum --seeds 0
+    python scripts/bench_adversaries.py --matrix exploratory --attacks sybil:0.2 \\
+        --registration allowlist --registration deposit --methods mcfl-tol1 --seeds 0
+    python scripts/bench_adversaries.py --matrix exploratory \\
+        --attacks sample-inflation:0.2 --sample-cap 1500 --methods fedavg --methods mcfl-tol1
 """
 
 from __future__ import annotations
@@ -57,88 +74,243 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mcfl_chain.simulation import attack_benchmark as exploratory
+from mcfl_chain.simulation import defence_benchmark as declared
 from mcfl_chain.simulation import experiment
 from mcfl_chain.simulation.attack_benchmark import (
     ATTACKS,
     HEADLINE_ATTACK,
     OPEN,
-    RECORDS,
-    TABLE,
     best_defence,
     finished,
     keep_record,
     plan,
     tables,
 )
+from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
+
+MATRICES = ("declared", "exploratory")
+EXPLORATORY_ONLY = ("only", "chosen_methods", "attacks", "policies", "caps", "seeds", "rounds")
+"""Options that slice or size the exploratory matrix; the declared one is the
+declaration's alone, so they are refused with it."""
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--matrix",
+    type=click.Choice(MATRICES),
+    default="declared",
+    show_default=True,
+    help="declared: the matrix of --declaration (MCFL-plus under every attack, placement "
+    "and share, local training beside); exploratory: every MCFL variant, FedAvg and MCFL "
+    "under issue 13's attacks (the options marked [exploratory]).",
+)
+@click.option(
+    "--declaration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=declared.DECLARATION,
+    show_default=True,
+    help="The declared matrix's file, committed before its runs.",
+)
 @click.option(
     "--scenarios",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("scenarios/paper"),
     show_default=True,
-    help="Folder of scenario files (groups.toml and iid.toml are used).",
+    help="Folder of scenario files (groups.toml, and iid.toml for the exploratory matrix).",
 )
-@click.option("--only", multiple=True, help="Only this scenario (groups or iid); repeatable.")
-@click.option("--methods", "chosen_methods", multiple=True, help="Only this method; repeatable.")
+@click.option(
+    "--engine",
+    type=click.Choice(sorted(ENGINES)),
+    default=None,
+    help="[declared] Run on this engine instead of the declared one (records name it).",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="[declared] Run on this device (cpu, cuda, cuda:N) instead of the declared one.",
+)
+@click.option(
+    "--only", multiple=True, help="[exploratory] Only this scenario (groups or iid); repeatable."
+)
+@click.option(
+    "--methods",
+    "chosen_methods",
+    multiple=True,
+    help="[exploratory] Only this method; repeatable.",
+)
 @click.option(
     "--attacks",
     multiple=True,
-    help="Only this attack, NAME:SHARE as in simulate --adversaries (repeatable). "
-    f"[default: {', '.join(ATTACKS)}]",
+    help="[exploratory] Only this attack, NAME:SHARE as in simulate --adversaries "
+    f"(repeatable). [default: {', '.join(ATTACKS)}]",
 )
 @click.option(
     "--registration",
     "policies",
     multiple=True,
     type=click.Choice([p for p in POLICIES if p != OPEN]),
-    help="Also run the Sybil attacks under this registration policy (repeatable); every "
-    "run registers openly besides.",
+    help="[exploratory] Also run the Sybil attacks under this registration policy "
+    "(repeatable); every run registers openly besides.",
 )
 @click.option(
     "--sample-cap",
     "caps",
     multiple=True,
     type=click.IntRange(min=1),
-    help="Also run the sample-inflation attacks on a network capping a declared sample "
-    "count at this (repeatable; e.g. the scenario's samples per trainer); every run has "
-    "the contracts' default cap besides.",
+    help="[exploratory] Also run the sample-inflation attacks on a network capping a "
+    "declared sample count at this (repeatable; e.g. the scenario's samples per trainer); "
+    "every run has the contracts' default cap besides.",
 )
-@click.option("--seeds", default="0,1", show_default=True, help="Seeds, comma-separated.")
+@click.option("--seeds", default=None, help="[exploratory] Seeds, comma-separated. [default: 0,1]")
 @click.option(
     "--rounds",
     type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Rounds per run (at most the scenario's).",
+    default=None,
+    help="[exploratory] Rounds per run (at most the scenario's). [default: 10]",
 )
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs/adversaries"),
-    show_default=True,
-    help="One run directory per run is made here.",
+    default=None,
+    help="One run directory per run is made here. [default: runs/defence (declared), "
+    "runs/adversaries (exploratory)]",
 )
 @click.option(
     "--table",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=TABLE,
-    show_default=True,
-    help="Where the tables are written: every run planned here or recorded in --records.",
+    default=None,
+    help=f"Where the table is written. [default: {declared.TABLE} (declared), "
+    f"{exploratory.TABLE} (exploratory: every run planned here or recorded in --records)]",
 )
 @click.option(
     "--records",
     type=click.Path(file_okay=False, path_type=Path),
-    default=RECORDS,
-    show_default=True,
+    default=None,
     help="Where each finished run's record goes (the tables are made from these; a run "
-    "with a record is not run again).",
+    f"with a record is not run again). [default: {declared.RECORDS} (declared), "
+    f"{exploratory.RECORDS} (exploratory)]",
 )
 @click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
 @click.option("--report-only", is_flag=True, help="Measure the finished runs; run nothing.")
+@click.pass_context
 def main(
+    ctx: click.Context,
+    matrix: str,
+    declaration: Path,
+    scenarios: Path,
+    engine: str | None,
+    device: str | None,
+    only: tuple[str, ...],
+    chosen_methods: tuple[str, ...],
+    attacks: tuple[str, ...],
+    policies: tuple[str, ...],
+    caps: tuple[int, ...],
+    seeds: str | None,
+    rounds: int | None,
+    out: Path | None,
+    table: Path | None,
+    records: Path | None,
+    list_only: bool,
+    report_only: bool,
+) -> None:
+    """Run (or resume) the adversaries benchmark, then print and write its table."""
+    console = Console(highlight=False, soft_wrap=True)
+    if matrix == "declared":
+        given = [
+            f"--{name.replace('_', '-').replace('chosen-', '')}"
+            for name in EXPLORATORY_ONLY
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        ]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)} only apply to --matrix exploratory; the declared matrix "
+                "is its declaration's (edit nothing there once its runs started)"
+            )
+        try:
+            run_declared(
+                console,
+                declaration,
+                scenarios,
+                engine,
+                device,
+                out or declared.OUT,
+                table or declared.TABLE,
+                records or declared.RECORDS,
+                list_only,
+                report_only,
+            )
+        except experiment.ExperimentError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
+    if engine is not None or device is not None:
+        raise click.UsageError("--engine and --device only apply to --matrix declared")
+    run_exploratory(
+        console,
+        scenarios,
+        only,
+        chosen_methods,
+        attacks,
+        policies,
+        caps,
+        "0,1" if seeds is None else seeds,
+        10 if rounds is None else rounds,
+        out or Path("runs/adversaries"),
+        table or exploratory.TABLE,
+        records or exploratory.RECORDS,
+        list_only,
+        report_only,
+    )
+
+
+def run_declared(
+    console: Console,
+    declaration_file: Path,
+    scenarios: Path,
+    engine: str | None,
+    device: str | None,
+    out: Path,
+    table: Path,
+    records: Path,
+    list_only: bool,
+    report_only: bool,
+) -> None:
+    """The declared matrix: list, run (or resume) and report it; the last line is the
+    headline (module docstring)."""
+    declaration = declared.Declaration.load(declaration_file)
+    runs = declared.plan(declaration, scenarios, engine, device)
+    todo = [r for r in runs if not finished(r, out, records)]
+    if list_only:
+        for index, run in enumerate(runs, 1):
+            state = "done" if finished(run, out, records) else None
+            console.print(f"{index:4}  {experiment.listing(run, out, state)}")
+        console.print(f"{len(runs)} runs declared in {out}: {len(runs) - len(todo)} done")
+        return
+    if not report_only:
+        console.print(
+            f"{len(todo)} of {len(runs)} declared runs to make in {out} (records in {records})"
+        )
+        experiment.execute(
+            todo,
+            out,
+            console,
+            keep=lambda run, run_dir: keep_record(run, out, records),
+            kinds=lambda run: ((run.method, run.attack == "clean"), run.method),
+            finished=experiment.progress(runs, out).finished,
+        )
+    lines, worst = declared.report(declaration, runs, out, records)
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text("\n".join(lines) + "\n")
+    console.print("\n".join(lines))
+    console.print(f"table written to {table}")
+    *before, last = declared.closing_lines(declaration, worst)
+    console.print("\n".join(before))
+    print(last)
+
+
+def run_exploratory(
+    console: Console,
     scenarios: Path,
     only: tuple[str, ...],
     chosen_methods: tuple[str, ...],
@@ -153,8 +325,7 @@ def main(
     list_only: bool,
     report_only: bool,
 ) -> None:
-    """Run (or resume) the adversaries benchmark, then print and write its table."""
-    console = Console(highlight=False, soft_wrap=True)
+    """The exploratory matrix, as before the declared one existed (module docstring)."""
     try:
         seed_list = experiment.parse_seeds(seeds)
     except ValueError as exc:

@@ -12,7 +12,11 @@ Every measure reads only a run directory (its ``metrics.jsonl``, ``dag.json``,
 - :func:`sybil_registration`: how many Sybil identities the registration policy let in,
   and the stake they locked;
 - :func:`sample_claims`: the sample counts adversaries and honest trainers declared,
-  against the network's cap.
+  against the network's cap;
+- :func:`fallback`: how often honest trainers aggregated their own update alone while
+  other updates were proposed on the same parent (a rule that falls back to the own
+  update looks robust by not collaborating: issue 37 asks for its share);
+- :func:`run_setting`: the engine and device the run's metrics lines name.
 """
 
 from __future__ import annotations
@@ -281,6 +285,72 @@ def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float
         100.0 * (paired.worst - attacked.worst),
         100.0 * (paired.average - attacked.average),
     )
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """How often a run's honest trainers kept only their own update."""
+
+    aggregations: int
+    """The honest trainers' aggregations on a parent other than the root (metrics
+    ``aggregations``)."""
+    own_only: int
+    """Those that kept a single update (``selected == 1``: the trainer's own, which
+    Algorithm 2 always keeps) while two or more were proposed on that parent
+    (``proposals >= 2``): the trainer could have collaborated and did not."""
+
+    @property
+    def share(self) -> float:
+        """``own_only / aggregations`` (NaN without any aggregation)."""
+        return self.own_only / self.aggregations if self.aggregations else float("nan")
+
+
+def fallback_count(lines: Sequence[dict[str, Any]]) -> Fallback:
+    """:class:`Fallback` over the honest trainers' metrics lines (adversaries' lines
+    are left out: whom they aggregate with is their choice, not the rule's).
+
+    An aggregation alone on a parent nobody else trained (``proposals < 2``) counts in
+    the denominator but is no fallback: nobody was there to collaborate with. An
+    aggregation on the root (round 0) counts in neither: there every update started from
+    its own trainer's weights, and MCFL's ``start = "own"`` keeps each alone by design,
+    under attack or not.
+    """
+    aggregations = own_only = 0
+    for line in lines:
+        if line.get("adversary"):
+            continue
+        for aggregation in line.get("aggregations") or []:
+            if _is_root(aggregation.get("parent")):
+                continue
+            aggregations += 1
+            if int(aggregation["selected"]) == 1 and int(aggregation["proposals"]) >= 2:
+                own_only += 1
+    return Fallback(aggregations, own_only)
+
+
+def _is_root(model_id: object) -> bool:
+    """Whether ``model_id`` (``0x…`` text) is the DAG's root, the all-zero id."""
+    try:
+        return int(str(model_id), 16) == 0
+    except ValueError:
+        return False
+
+
+def fallback(run_dir: Path) -> Fallback:
+    """:func:`fallback_count` over a run directory's ``metrics.jsonl``."""
+    return fallback_count(_lines(run_dir))
+
+
+def run_setting(run_dir: Path) -> tuple[str | None, str | None]:
+    """The engine and the device the run's metrics lines name (several, ``+``-joined,
+    sorted; None where no line names one, as in runs made before lines did)."""
+    lines = _lines(run_dir)
+
+    def named(key: str) -> str | None:
+        values = sorted({str(line[key]) for line in lines if line.get(key)})
+        return "+".join(values) or None
+
+    return named("engine"), named("device")
 
 
 def mean(values: Sequence[float]) -> float:

@@ -7,7 +7,9 @@ the registration policies asked for and the sample-inflation attacks under the s
 caps asked for; each finished run's record is one JSON file of measures
 (:class:`Record`, kept in ``results/adversaries/``), and the tables (:func:`measure`)
 are made from the records. The measures themselves are in
-:mod:`~mcfl_chain.simulation.adversarial`.
+:mod:`~mcfl_chain.simulation.adversarial`. The declared matrix of issue 37 (one defence,
+named before its runs, under every attack and placement) is
+:mod:`~mcfl_chain.simulation.defence_benchmark`, on the runs and records of this module.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ SCENARIOS = ("groups", "iid")
 HEADLINE_ATTACK = "label-flip:0.2"
 OPEN = "open"
 """The registration policy of every run but the ``--registration`` ones."""
+RANDOM = "random"
+"""The placement of every run but the declared matrix's worst-case ones
+(:data:`~mcfl_chain.adversaries.spec.PLACEMENTS`)."""
 
 
 def _usable_defences() -> list[str]:
@@ -90,19 +95,24 @@ class Run:
     policy: str = OPEN
     cap: int | None = None
     """The network's ``maxSamples`` (None: the contracts' default)."""
+    placement: str = RANDOM
+    """Where the adversaries sit (:func:`~mcfl_chain.adversaries.spec.placement_order`);
+    named in the run's name unless random, so the names of earlier runs stand. A clean
+    run has no adversary to place: always random."""
 
     @property
     def name(self) -> str:
+        placement = "" if self.placement == RANDOM else f"-{self.placement}"
         policy = "" if self.policy == OPEN else f"-{self.policy}"
         cap = "" if self.cap is None else f"-cap{self.cap}"
         attack = self.attack.replace(":", "")
-        return f"{self.scenario}-{self.method}-{attack}{policy}{cap}-s{self.seed}"
+        return f"{self.scenario}-{self.method}-{attack}{placement}{policy}{cap}-s{self.seed}"
 
     @property
     def clean(self) -> str:
         """The name of the run its drops are measured against: clean, open registration,
-        the default cap."""
-        return dataclasses.replace(self, attack=CLEAN, policy=OPEN, cap=None).name
+        the default cap (and no placement)."""
+        return dataclasses.replace(self, attack=CLEAN, policy=OPEN, cap=None, placement=RANDOM).name
 
     @property
     def variant(self) -> bool:
@@ -120,6 +130,13 @@ class Record:
     sybil_adoption: float | None = None
     registration: adversarial.SybilRegistration | None = None
     claims: adversarial.SampleClaims | None = None
+    fallback: adversarial.Fallback | None = None
+    """How often honest trainers kept only their own update (None in records made before
+    it was measured)."""
+    engine: str | None = None
+    """The engine the run's metrics name (None in records made before it was kept)."""
+    device: str | None = None
+    """The device the run's metrics name (likewise)."""
 
     @classmethod
     def of(cls, run: Run, run_dir: Path) -> Record:
@@ -132,8 +149,16 @@ class Record:
             registration = adversarial.sybil_registration(run_dir)
         if is_inflation(run.attack):
             claims = adversarial.sample_claims(run_dir)
+        engine, device = adversarial.run_setting(run_dir)
         return cls(
-            adversarial.honest_final(run_dir), backdoor, sybil_adoption, registration, claims
+            adversarial.honest_final(run_dir),
+            backdoor,
+            sybil_adoption,
+            registration,
+            claims,
+            adversarial.fallback(run_dir),
+            engine,
+            device,
         )
 
     def to_json(self, run: Run) -> str:
@@ -150,6 +175,7 @@ class Record:
             "seed": run.seed,
             "policy": run.policy,
             "cap": run.cap,
+            "placement": run.placement,
         }
         return json.dumps({**key, **fields}, indent=1) + "\n"
 
@@ -165,12 +191,16 @@ class Record:
         backdoor = fields.get("backdoor")
         registration = fields.get("registration")
         claims = fields.get("claims")
+        fallback = fields.get("fallback")
         return cls(
             adversarial.HonestFinal(int(honest["round"]), accuracies, stale),
             None if backdoor is None else {int(k): float(v) for k, v in backdoor.items()},
             fields.get("sybil_adoption"),
             None if registration is None else adversarial.SybilRegistration(**registration),
             None if claims is None else adversarial.SampleClaims(**claims),
+            None if fallback is None else adversarial.Fallback(**fallback),
+            fields.get("engine"),
+            fields.get("device"),
         )
 
 
@@ -203,6 +233,7 @@ def read_records(records: Path) -> dict[str, tuple[Run, Record]]:
                 None,  # type: ignore[arg-type]
                 fields["policy"],
                 fields["cap"],
+                fields.get("placement", RANDOM),  # records made before placements existed
             )
             record = Record.from_fields(fields)
         except (ValueError, KeyError, TypeError) as exc:

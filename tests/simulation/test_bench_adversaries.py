@@ -231,7 +231,8 @@ def test_list_and_report_only_keep_working_and_the_last_line_is_unchanged(bench,
         adversaries=(3,),
     )
     table = tmp_path / "adversaries.md"
-    common = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+    common = ["--matrix", "exploratory", "--scenarios", str(scenarios), "--only", "groups",
+              "--methods", "mcfl-tol1",
               "--attacks", "label-flip:0.2", "--attacks", "sybil:0.4", "--seeds", "0",
               "--registration", "allowlist", "--out", str(out), "--table", str(table),
               "--records", str(tmp_path / "records")]  # fmt: skip
@@ -255,7 +256,8 @@ def test_list_and_report_only_keep_working_and_the_last_line_is_unchanged(bench,
 
 
 def _report(script, scenarios, out, records, table, *extra):
-    args = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+    args = ["--matrix", "exploratory", "--scenarios", str(scenarios), "--only", "groups",
+            "--methods", "mcfl-tol1",
             "--attacks", "label-flip:0.2", "--attacks", "sybil:0.4", "--seeds", "0",
             "--out", str(out), "--table", str(table), "--records", str(records),
             *extra]  # fmt: skip
@@ -376,7 +378,8 @@ def test_a_slice_of_the_benchmark_writes_the_whole_table_from_the_records(bench,
         adversary="sybil",
         adversaries=(3, 4),
     )
-    args = ["--scenarios", str(scenarios), "--only", "groups", "--methods", "mcfl-tol1",
+    args = ["--matrix", "exploratory", "--scenarios", str(scenarios), "--only", "groups",
+            "--methods", "mcfl-tol1",
             "--attacks", "sybil:0.4", "--seeds", "0", "--out", str(out), "--table",
             str(table), "--records", str(records), "--report-only"]  # fmt: skip
 

@@ -496,7 +496,8 @@ def test_seeds_are_parsed_from_commas_spaces_and_repeats(load_script):
     # Execute
     seeds = campaign.parse_seeds(("0,1", " 2  3 ", "4,"))
     refused = CliRunner().invoke(
-        load_script("bench_adversaries").main, ["--seeds", "0,x", "--list"]
+        load_script("bench_adversaries").main,
+        ["--matrix", "exploratory", "--seeds", "0,x", "--list"],
     )
 
     # Assert

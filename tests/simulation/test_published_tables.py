@@ -91,7 +91,8 @@ def test_the_adversaries_tables_are_remade_from_their_records(tmp_path, load_scr
     # Execute: no run directory; every recorded run is in the tables
     result = CliRunner().invoke(
         load_script("bench_adversaries").main,
-        ["--report-only", "--scenarios", str(ROOT / "scenarios" / "paper"), "--out",
+        ["--matrix", "exploratory", "--report-only", "--scenarios",
+         str(ROOT / "scenarios" / "paper"), "--out",
          str(tmp_path / "no-runs"), "--records", str(ROOT / attack_benchmark.RECORDS),
          "--table", str(table)],
     )  # fmt: skip
