@@ -300,8 +300,9 @@ def row(runs: Sequence[Run], found: Mapping[str, Record], comparator: str) -> Ro
     """The figures of one row over its runs (one a seed) that have a record in ``found``.
 
     Drops are against the same seed's clean run of the same method, and local training's
-    figures over the same honest trainers of the same seed's clean ``comparator`` run;
-    a seed without that record counts in neither.
+    figures over the same honest trainers of the same seed's clean ``comparator`` run: a
+    seed whose clean run has no record yet has no drop, one whose comparator run has none
+    no local figure (the headline says how many seeds its drop rests on).
 
     Raises
     ------
@@ -439,6 +440,7 @@ class Headline:
     """The worst attack of the headline block."""
 
     attack: str
+    """Its name (several, comma-separated, when tied)."""
     drop: float
     """Its mean worst-honest-trainer drop (pts)."""
     seeds: int
@@ -461,7 +463,10 @@ def headline(declaration: Declaration, found: Mapping[str, Record]) -> Headline 
     if not measured:
         return None
     worst = max(measured, key=lambda h: h.drop)
-    return dataclasses.replace(worst, attacks_measured=len(measured))
+    # attacks level with the worst are named with it: the first in the declared order
+    # alone would read as the only one that costs this much
+    tied = [h.attack for h in measured if h.drop == worst.drop]
+    return dataclasses.replace(worst, attack=", ".join(tied), attacks_measured=len(measured))
 
 
 def headline_label(declaration: Declaration) -> str:

@@ -16,7 +16,9 @@ they share:
 
 The experiments themselves: :mod:`~mcfl_chain.simulation.campaign` (the paper's
 scenarios × methods), :mod:`~mcfl_chain.simulation.attack_benchmark` (adversaries ×
-defences) and :mod:`~mcfl_chain.simulation.fedfmc_experiment` (FedFMC's own figures);
+defences), :mod:`~mcfl_chain.simulation.defence_benchmark` (the declared defence under
+every attack and placement) and :mod:`~mcfl_chain.simulation.fedfmc_experiment`
+(FedFMC's own figures);
 ``scripts/`` holds their command lines.
 """
 
