@@ -287,6 +287,27 @@ def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float
     )
 
 
+def largest_loss_points(clean: HonestFinal, attacked: HonestFinal) -> float:
+    """The most accuracy any one honest trainer lost to the attack, in percentage points
+    (its clean figure minus its attacked one; negative if every trainer gained).
+
+    The worst-trainer drop (:func:`drop_points`) compares the two runs' worst trainers,
+    who may be different people: when the attackers sit in one data group and the
+    worst trainer is in another, an attack that costs the attacked group's honest
+    trainers a lot can leave the worst figure unchanged. This measure follows each
+    trainer.
+
+    Raises
+    ------
+    ValueError
+        The clean run lacks a figure for one of the attacked run's honest trainers.
+    """
+    missing = sorted(set(attacked.accuracies) - set(clean.accuracies))
+    if missing:
+        raise ValueError(f"the clean run has no accuracy for honest trainer(s) {missing}")
+    return 100.0 * max(clean.accuracies[i] - a for i, a in attacked.accuracies.items())
+
+
 @dataclass(frozen=True)
 class Fallback:
     """How often a run's honest trainers kept only their own update."""

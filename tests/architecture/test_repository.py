@@ -52,21 +52,29 @@ def _commits_touching(*paths: str) -> list[tuple[str, set[str]]]:
     return commits
 
 
-def test_the_declared_protocol_predates_the_runs_it_judges():
-    # Issue 36: every change to the declaration is older than the first record of the
-    # declared campaign (a change after it is a deviation: name it in RESULTS.md and
-    # here).
-    protocol, records = "docs/results/protocol.toml", "results/declared"
-    commits = _commits_touching(protocol, records)
-    declared = [i for i, (_, files) in enumerate(commits) if protocol in files]
+@pytest.mark.parametrize(
+    ("declaration", "records"),
+    [
+        # issue 36: the evaluation protocol, and the optimiser sweep's grid
+        ("docs/results/protocol.toml", "results/declared"),
+        ("docs/results/sweep.toml", "results/declared/sweep"),
+        # issue 37: the declared defence benchmark
+        ("docs/results/defence.toml", "results/defence"),
+    ],
+)
+def test_a_declaration_predates_the_runs_it_judges(declaration, records):
+    # Every change to a declaration is older than the first record of its campaign (a
+    # change after it is a deviation: name it in RESULTS.md and here).
+    commits = _commits_touching(declaration, records)
+    declared = [i for i, (_, files) in enumerate(commits) if declaration in files]
     recorded = [
         i for i, (_, files) in enumerate(commits) if any(f.startswith(records + "/") for f in files)
     ]
 
-    assert declared, f"{protocol} is not in the git history"
+    assert declared, f"{declaration} is not in the git history"
     if recorded:
         first_record, last_change = max(recorded), min(declared)
         assert last_change > first_record, (
-            f"{protocol} changed in {commits[last_change][0]}, after the first declared "
-            f"record ({commits[first_record][0]})"
+            f"{declaration} changed in {commits[last_change][0]}, after the first record of "
+            f"its campaign ({commits[first_record][0]})"
         )
