@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +33,7 @@ import psutil
 import torch
 from rich.console import Console
 
+from mcfl_chain._utils.provenance import source_commit
 from mcfl_chain.compute.batched import TrainJob, evaluate_batched, train_batched
 from mcfl_chain.compute.device import DEVICES, prepare_device, resolve_device
 from mcfl_chain.compute.local import LocalCompute, StateDict
@@ -50,15 +50,6 @@ CANDIDATES = 10
 def _synchronise(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        return "?"
 
 
 def _train(jobs: list[TrainJob], on: torch.device, kernel: str, max_models: int) -> None:
@@ -159,7 +150,7 @@ def main(sizes: str, device: str, kernel: str, max_models: int, records: Path) -
             "threads": torch.get_num_threads(),
             "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
             "torch": torch.__version__,
-            "commit": _commit(),
+            "commit": source_commit(ROOT),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         # Plain JSON lines: this script needs torch and the data only (no chain stack), so

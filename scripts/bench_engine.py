@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import threading
 import time
 from datetime import UTC, datetime
@@ -53,6 +52,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain._utils.provenance import source_commit
 from mcfl_chain.simulation.engines.batched import default_hosts
 from mcfl_chain.simulation.experiment import JsonLines
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
@@ -106,15 +106,6 @@ COHORT_DRAWN = 100
 
 def _cohort(trainers: int) -> float:
     return 1.0 if trainers <= COHORT_ABOVE else COHORT_DRAWN / trainers
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        return "?"
 
 
 def _machine() -> str:
@@ -190,7 +181,7 @@ def measure(
         "wall_s": wall,
         "machine": _machine(),
         "torch": torch.__version__,
-        "commit": _commit(),
+        "commit": source_commit(ROOT),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "run_dir": str(run_dir),
     }

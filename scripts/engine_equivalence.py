@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from mcfl_chain._utils.provenance import source_commit
 from mcfl_chain.host.compute import default_kernel
 from mcfl_chain.simulation.experiment import JsonLines, parse_seeds
 from mcfl_chain.simulation.runner import SimulationConfig, run_simulation
@@ -72,13 +72,6 @@ def _options(config: SimulationConfig) -> dict[str, Any]:
     return json.loads(json.dumps(options, default=str))
 
 
-def _commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    )
-    return done.stdout.strip() or "?"
-
-
 def run_one(config: SimulationConfig, out: Path) -> dict[str, Any]:
     run_dir = out / config.name
     if run_dir.exists():
@@ -99,7 +92,7 @@ def run_one(config: SimulationConfig, out: Path) -> dict[str, Any]:
         "options": _options(config),
         "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
         "torch": torch.__version__,
-        "commit": _commit(),
+        "commit": source_commit(ROOT),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 

@@ -264,6 +264,20 @@ def sample_claims(run_dir: Path) -> SampleClaims:
     return SampleClaims(cap, max(declared["adversary"]), statistics.median(declared["honest"]))
 
 
+def _clean_of(clean: HonestFinal, attacked: HonestFinal) -> dict[int, float]:
+    """The clean run's accuracy of each honest trainer of the attacked run.
+
+    Raises
+    ------
+    ValueError
+        The clean run lacks one of them.
+    """
+    missing = sorted(set(attacked.accuracies) - set(clean.accuracies))
+    if missing:
+        raise ValueError(f"the clean run has no accuracy for honest trainer(s) {missing}")
+    return {i: clean.accuracies[i] for i in attacked.accuracies}
+
+
 def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float]:
     """(worst, average) accuracy lost to the attack, in percentage points (positive:
     the attack hurt), over the attacked run's honest trainers in both runs.
@@ -277,10 +291,7 @@ def drop_points(clean: HonestFinal, attacked: HonestFinal) -> tuple[float, float
     ValueError
         The clean run lacks a figure for one of the attacked run's honest trainers.
     """
-    missing = sorted(set(attacked.accuracies) - set(clean.accuracies))
-    if missing:
-        raise ValueError(f"the clean run has no accuracy for honest trainer(s) {missing}")
-    paired = HonestFinal(clean.round, {i: clean.accuracies[i] for i in attacked.accuracies})
+    paired = HonestFinal(clean.round, _clean_of(clean, attacked))
     return (
         100.0 * (paired.worst - attacked.worst),
         100.0 * (paired.average - attacked.average),
@@ -302,10 +313,8 @@ def largest_loss_points(clean: HonestFinal, attacked: HonestFinal) -> float:
     ValueError
         The clean run lacks a figure for one of the attacked run's honest trainers.
     """
-    missing = sorted(set(attacked.accuracies) - set(clean.accuracies))
-    if missing:
-        raise ValueError(f"the clean run has no accuracy for honest trainer(s) {missing}")
-    return 100.0 * max(clean.accuracies[i] - a for i, a in attacked.accuracies.items())
+    before = _clean_of(clean, attacked)
+    return 100.0 * max(before[i] - a for i, a in attacked.accuracies.items())
 
 
 @dataclass(frozen=True)
