@@ -24,8 +24,14 @@ The declared campaign (issue 36) runs in three stages: ``sweep``, the common opt
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
 chosen on validation splits; the choices go to docs/results/tuned.toml as each
 (scenario, method) completes), then ``tuning`` and ``evaluation`` of
-docs/results/protocol.toml, each method with its chosen settings. The declared stages
-run on the batched engine unless ``--engine`` says otherwise.
+docs/results/protocol.toml, each method with its chosen settings. A tuning run is the
+sweep's run at its method's chosen point under another name: where that sweep run is
+finished (in ``<out>/sweep`` or ``<records>/sweep``, where the sweep puts them by default)
+and its recorded configuration equals the tuning run's in every field but the name (a
+field added since, left at its default, counts as equal), it is copied, not run again,
+its summary naming the sweep run and such fields (``reused_from``); ``--list``
+shows it as ``reuse`` (to copy) or ``reused``. The declared stages run on the batched
+engine unless ``--engine`` says otherwise.
 """
 
 from __future__ import annotations
@@ -52,9 +58,22 @@ def parse_seeds(values: tuple[str, ...]) -> list[int]:
         raise click.BadParameter(str(exc), param_hint="'--seeds'") from exc
 
 
-def describe(run: campaign.PlannedRun, out: Path) -> str:
+def describe(run: campaign.PlannedRun, out: Path, source: Path | None = None) -> str:
     """One line of ``--list``: the run, its state, its oracle groups, and what differs
-    from a finished run."""
+    from a finished run; ``reuse`` and the sweep run where it will be copied from
+    ``source`` (:func:`sweep.reusable_runs`), ``reused`` and the sweep run where it was."""
+    if source is not None:
+        return experiment.listing(
+            run, out, "reuse", f"  (copied from the sweep run {source}, not run)"
+        )
+    origin = experiment.reused_from(out / run.name)
+    if origin is not None:
+        detail = f"  (the sweep run {origin.get('run')})"
+        # listing() checks the options of "done" runs only: a reused run is one too.
+        differences = experiment.config_differences(out / run.name, run.config)
+        if differences:
+            detail += "  [made with other options: " + ", ".join(differences) + "]"
+        return experiment.listing(run, out, "reused", detail)
     groups = "; ".join(f"{g}: {list(i)}" for g, i in run.parts)
     return experiment.listing(run, out, detail=f"  ({groups})" if groups else "")
 
@@ -281,7 +300,9 @@ def run_sweep(
     help="The declared campaign of docs/results/protocol.toml (issue 36): 'sweep' runs "
     "MCFL and every candidate on the tuning seeds at every point of the optimiser grid "
     "(--sweep-grid) and writes each (scenario, method)'s choice, made on validation "
-    "splits, to --tuned; 'tuning' runs MCFL and every candidate on the tuning seeds, "
+    "splits, to --tuned; 'tuning' runs MCFL and every candidate on the tuning seeds "
+    "(copying, not running again, each one the sweep finished with the same configuration "
+    "but its name: its summary names the sweep run), "
     "'evaluation' MCFL, each scenario's comparator (chosen from the tuning runs by the "
     "declared rule) and the paper's baselines on the evaluation seeds, each method with "
     "its --tuned settings (a scenario the sweep has not finished is not planned); MCFL "
@@ -295,7 +316,8 @@ def run_sweep(
     type=click.Path(dir_okay=False, path_type=Path),
     default=sweep.GRID,
     show_default=True,
-    help="The optimiser grid --declared sweep runs.",
+    help="The optimiser grid --declared sweep runs (and --declared tuning looks up the "
+    "sweep's finished runs by).",
 )
 @click.option(
     "--tuned",
@@ -425,19 +447,32 @@ def main(
                 "weights: enough for the report)"
             )
         now = experiment.progress(plan.runs, out)
+        # The tuning stage's runs are the sweep's at the chosen points: take those the
+        # sweep finished with the same configuration rather than make them twice.
+        reuses = (
+            sweep.reusable_runs(
+                now.todo, sweep.load_grid(grid_path), [out / "sweep", kept.folder / "sweep"]
+            )
+            if declared == "tuning"
+            else {}
+        )
         if list_only:
             for index, run in enumerate(plan.runs, 1):
-                console.print(f"{index:4}  {describe(run, out)}")
+                console.print(f"{index:4}  {describe(run, out, reuses.get(run.name))}")
             for note in plan.notes:
                 console.print(f"note: {note}")
             states = list(now.states.values())
-            estimate = campaign.estimate_seconds(now.todo, now.finished)
+            reused = sum(experiment.reused_from(out / r.name) is not None for r in now.done)
+            to_run = [r for r in now.todo if r.name not in reuses]
+            estimate = campaign.estimate_seconds(to_run, now.finished)
             console.print(
-                f"{len(plan.runs)} runs planned in {out}: {len(now.done)} done, "
-                f"{states.count('partial')} partial, {states.count('pending')} pending"
+                f"{len(plan.runs)} runs planned in {out}: {len(now.done)} done"
+                + (f" ({reused} reused from the sweep)" if reused else "")
+                + f", {states.count('partial')} partial, {states.count('pending')} pending"
+                + (f" ({len(reuses)} to reuse from the sweep)" if reuses else "")
                 + (
                     f"; about {experiment.duration(estimate)} to go"
-                    if now.finished and now.todo
+                    if now.finished and to_run
                     else ""
                 )
             )
@@ -447,6 +482,15 @@ def main(
         )
         for note in plan.notes:
             console.print(f"note: {note}")
+        for run in now.todo:
+            if run.name in reuses:
+                source = reuses[run.name]
+                origin = sweep.reuse_origin(source, run)
+                experiment.reuse_run(source, out / run.name, run.name, origin)
+                kept.keep(run.name, out / run.name)
+                console.print(f"{run.name}: reused the sweep run {source} (not run again)")
+        if reuses:
+            now = experiment.progress(plan.runs, out)
         console.print(
             f"{len(plan.runs)} runs planned in {out}: {len(now.done)} done before, "
             f"{len(now.todo)} to run"

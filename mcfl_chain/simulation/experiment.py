@@ -7,7 +7,10 @@ they share:
   simulator network), seed by seed, and notes on the runs left out (:class:`Plan`);
 - **resumable execution** (:func:`execute`): a run directory with a ``summary.json`` is
   finished and skipped, an unfinished one is removed and made again, and a run made with
-  other options than planned is refused (:func:`refuse_other_options`);
+  other options than planned is refused (:func:`refuse_other_options`); a run another
+  plan already made under another name, with the same configuration in every other
+  field (:func:`same_run_differences`), can be copied instead of made again, its summary
+  naming where it came from (:func:`reuse_run`, :data:`REUSED_FROM`);
 - **records**: what the tables need of a finished run, written as it ends into
   ``results/`` and committed (:class:`RunCopies`: a trimmed copy of the run directory;
   :class:`JsonLines`: one line per run), so that a fresh clone makes the tables again,
@@ -24,13 +27,15 @@ every attack and placement) and :mod:`~mcfl_chain.simulation.fedfmc_experiment`
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
 import shutil
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -153,6 +158,50 @@ def config_differences(run_dir: Path, config: SimulationConfig) -> list[str]:
     ]
 
 
+def recorded_config(run_dir: Path) -> dict[str, Any] | None:
+    """A run directory's ``config.json``; None when it is absent or not a JSON object."""
+    try:
+        recorded = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def added_since(recorded: Mapping[str, Any], planned: SimulationConfig) -> list[str]:
+    """The fields of ``planned`` that a finished run's recorded configuration lacks
+    because they were added to :class:`SimulationConfig` after it was made, and that
+    ``planned`` leaves at their default. An option is added with the default that keeps
+    the earlier behaviour (what :func:`config_differences` relies on for resuming), so
+    such a run was made as ``planned`` asks; :func:`same_run_differences` counts them as
+    equal and a reused run names them (:func:`reuse_run`)."""
+    values = json.loads(json.dumps(asdict(planned)))
+    return [
+        f.name
+        for f in dataclasses.fields(planned)
+        if f.name not in recorded
+        and f.default is not dataclasses.MISSING
+        # The default in config.json's form (a tuple default is a list there).
+        and values[f.name] == json.loads(json.dumps(f.default))
+    ]
+
+
+def same_run_differences(recorded: Mapping[str, Any], planned: SimulationConfig) -> list[str]:
+    """Every field but ``name`` in which a finished run's recorded configuration (its
+    ``config.json``) differs from ``planned``, a field that only one of them has
+    included, except a field added since the run was made that ``planned`` leaves at
+    its default (:func:`added_since`). Stricter than :func:`config_differences`: a run
+    taken for another under another name (:func:`reuse_run`) must be that run in every
+    respect. Empty: the same run."""
+    fields = json.loads(json.dumps(asdict(planned)))
+    added = set(added_since(recorded, planned))
+    keys = sorted((recorded.keys() | fields.keys()) - {"name"} - added)
+    return [
+        f"{key}={recorded.get(key, '(absent)')!r} (planned {fields.get(key, '(absent)')!r})"
+        for key in keys
+        if key not in recorded or key not in fields or recorded[key] != fields[key]
+    ]
+
+
 def refuse_other_options(runs: Iterable[PlannedRun], out: Path, hint: str) -> None:
     """Refuse a finished run made with other options than planned: tables over runs of
     different rounds or data would mean nothing.
@@ -184,6 +233,75 @@ def listing(run: PlannedRun, out: Path, state: str | None = None, detail: str = 
         if differences:
             line += "  [made with other options: " + ", ".join(differences) + "]"
     return line
+
+
+REUSED_FROM = "reused_from"
+"""The key of a reused run's ``summary.json`` (:func:`reuse_run`) naming the run it was
+copied from, so that a table made from it, and its reader, can trace it there."""
+REUSED_FILES = ("config.json", "summary.json", "metrics.jsonl", "rounds.csv")
+"""What a reused run's directory holds: what the records and tables read (no weights);
+the first three must be there, ``rounds.csv`` is copied where it is."""
+
+
+def reused_from(run_dir: Path) -> dict[str, Any] | None:
+    """Where a finished run was copied from (its summary's :data:`REUSED_FROM`); None for
+    a run made here, or one not finished."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    origin = summary.get(REUSED_FROM) if isinstance(summary, dict) else None
+    return origin if isinstance(origin, dict) else None
+
+
+def reuse_run(source: Path, run_dir: Path, name: str, origin: Mapping[str, Any]) -> dict[str, Any]:
+    """Make ``run_dir`` the finished run ``name`` from the finished run ``source``, made
+    under another name with the same configuration in every other field (the caller
+    checks that, :func:`same_run_differences`): its :data:`REUSED_FILES`, with ``name``
+    in its ``config.json`` and its summary's configuration, and ``origin`` (at least the
+    source run's name, ``run``) under the summary's :data:`REUSED_FROM`. Nothing else is
+    changed. The copy is made beside ``run_dir`` and renamed into place, so an
+    interrupted one leaves no directory that looks finished; an unfinished run in
+    ``run_dir`` is replaced. Returns the new summary.
+
+    Raises
+    ------
+    ExperimentError
+        When ``origin`` names no ``run``, ``source`` lacks a file it must have, or
+        ``run_dir`` cannot be written.
+    """
+    if not origin.get("run"):
+        raise ExperimentError(f"a reused run must name the run it comes from, got {origin!r}")
+    if state_of(run_dir) == "done":
+        raise ExperimentError(f"{run_dir} is a finished run already; remove it to reuse {source}")
+    missing = [f for f in REUSED_FILES[:3] if not (source / f).is_file()]
+    if missing:
+        raise ExperimentError(
+            f"cannot reuse {source}: it has no {', '.join(missing)}; remove it, or run "
+            f"{name} as planned"
+        )
+    staging = run_dir.with_name(run_dir.name + ".reusing")
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for file in REUSED_FILES[2:]:
+            if (source / file).is_file():
+                shutil.copyfile(source / file, staging / file)
+        config = json.loads((source / "config.json").read_text())
+        (staging / "config.json").write_text(json.dumps({**config, "name": name}, indent=1))
+        summary = json.loads((source / "summary.json").read_text())
+        if isinstance(summary.get("config"), dict):
+            summary["config"] = {**summary["config"], "name": name}
+        summary[REUSED_FROM] = dict(origin)
+        (staging / "summary.json").write_text(json.dumps(summary, indent=1))
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # an interrupted run's leftovers
+        os.replace(staging, run_dir)
+    except OSError as exc:
+        raise ExperimentError(
+            f"cannot copy {source} to {run_dir} ({exc}); give --out a folder you can write to"
+        ) from exc
+    return summary
 
 
 def recorded_seconds(run_dir: Path) -> float | None:

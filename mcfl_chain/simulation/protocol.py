@@ -6,11 +6,12 @@ judge. This module reads that declaration (:func:`load_protocol`), plans its two
 (:func:`declared_plan`: every candidate on the tuning seeds, then MCFL and the chosen
 comparator on the evaluation seeds), each method with the optimiser settings the
 declared sweep chose for it (:func:`with_tuned_settings`; the sweep itself is
-:mod:`~mcfl_chain.simulation.sweep`), picks each scenario's comparator by the declared
-rule (:func:`choose_comparator`), turns the Holm-corrected tests into the declared
-wording (:func:`verdict`) and builds the table "MCFL against the best alternative"
-(:func:`synthesis`, :func:`synthesis_table`) from finished runs' figures. A scenario
-without runs reads "not run"; nothing here runs a simulation. The statistical tests are in
+:mod:`~mcfl_chain.simulation.sweep`, whose finished runs at the chosen points serve as
+the tuning stage's, their summaries naming them), picks each scenario's comparator by
+the declared rule (:func:`choose_comparator`), turns the Holm-corrected tests into the
+declared wording (:func:`verdict`) and builds the table "MCFL against the best
+alternative" (:func:`synthesis`, :func:`synthesis_table`) from finished runs' figures. A
+scenario without runs reads "not run"; nothing here runs a simulation. The statistical tests are in
 :mod:`~mcfl_chain.simulation.inference`.
 """
 
@@ -325,7 +326,10 @@ def tuning_plan(
 ) -> campaign.Plan:
     """MCFL and every candidate on every declared scenario, over the tuning seeds, each with
     the optimiser settings the sweep chose for it (``tuned``); a scenario the sweep has not
-    finished is left out, with a note."""
+    finished is left out, with a note. Each run is the sweep's run at its method's chosen
+    point under another name: ``run_experiments.py`` copies the finished ones whose
+    configuration it finds equal but for the name
+    (:func:`~mcfl_chain.simulation.sweep.reusable_runs`) instead of making them again."""
     plan = candidate_plan(declaration, scenarios, check)
     return with_tuned_settings(declaration, scenarios, plan, tuned)
 

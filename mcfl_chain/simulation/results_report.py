@@ -32,7 +32,7 @@ from typing import Any
 
 from mcfl_chain._utils.config_files import ConfigError
 from mcfl_chain.simulation import campaign, protocol, report, stats
-from mcfl_chain.simulation.experiment import ExperimentError
+from mcfl_chain.simulation.experiment import REUSED_FROM, ExperimentError
 from mcfl_chain.simulation.runner import SimulationConfig
 from mcfl_chain.worker.timing import CATEGORIES
 
@@ -1002,6 +1002,7 @@ def synthesis_section(
         },
     )
     seeds = declaration.evaluation_seeds
+    reused = sum(REUSED_FROM in run.summary for runs in declared.values() for run in runs.values())
     margins = (
         f"±{protocol.margin_text(declaration.margin('accuracy'), 'accuracy')} of accuracy, "
         f"±{protocol.margin_text(declaration.margin('MSE'), 'MSE')}"
@@ -1032,6 +1033,18 @@ def synthesis_section(
         "95 % interval, no verdict). Compute: gas and bytes stored plus fetched per "
         "trainer-round, and the round's wall time, means over the seeds.",
         "",
+        *(
+            [
+                f"{reused} of these runs are the optimiser sweep's runs at the chosen point, "
+                "not made again: a tuning run has the configuration of the sweep's run at its "
+                "method's point, checked field by field but for the name. Each one's summary "
+                "names its sweep run (`reused_from`; the sweep's records are in "
+                "`results/declared/sweep/`).",
+                "",
+            ]
+            if reused
+            else []
+        ),
         *protocol.synthesis_table(declaration, rows),
         "Test splits against the declared rule (one trainer's accuracy within "
         f"{declaration.max_standard_error_points:g} points, standard error at p = 0.5):",

@@ -17,7 +17,14 @@ Where the validation figure comes from: every worker scores each of its aggregat
 its validation split (the "selection metric" of Algorithm 1: the accuracy, or 1 / MSE
 for an autoencoder) and deploys the best; its metrics line lists them under
 ``aggregations``. The sweep reads the deployed one's, and its records keep it as
-``selection_metric`` (:func:`record_lines`). Nothing here runs a simulation.
+``selection_metric`` (:func:`record_lines`).
+
+The declared tuning stage's runs are the sweep's runs at the chosen points: a tuning run
+and the sweep run at its method's point have the same configuration but for their
+names. So ``--declared tuning`` takes such a finished sweep run (:func:`reusable_runs`)
+instead of making it a second time, after checking the configurations field by field;
+the copy's summary names the sweep run (:func:`reuse_origin`,
+:data:`~mcfl_chain.simulation.experiment.REUSED_FROM`). Nothing here runs a simulation.
 """
 
 from __future__ import annotations
@@ -200,6 +207,12 @@ class SweepRun:
     config: SimulationConfig
 
 
+def sweep_run_name(label: str, method: str, point: str, seed: int) -> str:
+    """A sweep run's directory: ``<label>-<method>-<point>-s<seed>``, ``label`` the tuning
+    run's ``scenario`` (MCFL's scenario file, or the baselines' stem)."""
+    return f"{label}-{method}-{point}-s{seed}"
+
+
 def sweep_plan(
     declaration: protocol.Declaration,
     grid: Grid,
@@ -241,7 +254,7 @@ def sweep_plan(
     runs = []
     for run in base.runs:
         for point in grid.points:
-            name = f"{run.scenario}-{run.method}-{point.name}-s{run.seed}"
+            name = sweep_run_name(run.scenario, run.method, point.name, run.seed)
             config = replace(run.config, **point.settings, name=name, engine=engine, device=device)
             runs.append(
                 SweepRun(
@@ -366,6 +379,68 @@ def sweep_figures(plan: experiment.Plan[SweepRun], folders: Sequence[Path]) -> S
             )
             break
     return out
+
+
+# -- the tuning stage's reuse --------------------------------------------------------------
+
+
+def reusable_runs(
+    runs: Sequence[campaign.PlannedRun], grid: Grid, folders: Sequence[Path]
+) -> dict[str, Path]:
+    """The runs of ``runs`` (the declared tuning stage's, with the chosen settings and
+    the engine and device they will run on) that a finished sweep run already is: run
+    name → that sweep run's directory or record, from the first of ``folders`` (the
+    sweep's run directories, then its records) holding one.
+
+    A sweep run of the same scenario, method and seed, at any grid point (the chosen
+    one's settings are the tuning run's, so only a point with the same effect can
+    match), qualifies when it is finished (a ``summary.json``), has its ``config.json``
+    and metrics, and its recorded configuration equals the tuning run's in every field
+    but the name (:func:`experiment.same_run_differences`; a field added to the
+    configuration since the sweep run was made counts as equal only while the tuning run
+    leaves it at its default, and the copy names it). Any other difference, and the
+    tuning run is not listed: it is made as planned.
+    """
+    out: dict[str, Path] = {}
+    for run in runs:
+        for point in grid.points:
+            name = sweep_run_name(run.scenario, run.method, point.name, run.seed)
+            source = next((f / name for f in folders if _same_run(f / name, run)), None)
+            if source is not None:
+                out[run.name] = source
+                break
+    return out
+
+
+def _same_run(run_dir: Path, run: campaign.PlannedRun) -> bool:
+    if experiment.state_of(run_dir) != "done" or not (run_dir / "metrics.jsonl").is_file():
+        return False
+    recorded = experiment.recorded_config(run_dir)
+    return recorded is not None and not experiment.same_run_differences(recorded, run.config)
+
+
+def reuse_origin(source: Path, run: campaign.PlannedRun) -> dict[str, Any]:
+    """What the summary of ``run``, a tuning run copied from the sweep run ``source``,
+    says of it (:data:`experiment.REUSED_FROM`): the sweep run's name, where it was read,
+    why it serves, and the fields its configuration lacks as added since, taken at their
+    default (:func:`experiment.added_since`).
+
+    Raises
+    ------
+    SweepError
+        If ``source`` has no readable ``config.json``.
+    """
+    recorded = experiment.recorded_config(source)
+    if recorded is None:
+        raise SweepError(f"{source} has no readable config.json; it cannot stand for {run.name}")
+    return {
+        "stage": STAGE,
+        "run": source.name,
+        "dir": str(source),
+        "why": "the optimiser sweep's run at the chosen point: the same configuration, "
+        "field by field, but for its name; copied, not run again",
+        "added_since": experiment.added_since(recorded, run.config),
+    }
 
 
 # -- the choice ---------------------------------------------------------------------------
