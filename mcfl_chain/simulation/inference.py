@@ -135,15 +135,26 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
 
 
 def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
-    """The level Holm's procedure tests each hypothesis at, in the order given: α / (m −
-    i + 1) for the i-th smallest p. A hypothesis whose adjusted p (:func:`holm_adjusted`)
-    is < α has its raw p < its level, so its interval at confidence 1 − level excludes
-    the null (the converse fails only where Holm stopped at a smaller p)."""
+    """The level each hypothesis's interval is given at, in the order given, so that the
+    interval agrees with Holm's decision (:func:`holm_adjusted`).
+
+    Holm tests the i-th smallest p at α / (m − i + 1) and stops at the first it cannot
+    reject. A rejected hypothesis gets its own step's level: its raw p is below it, so
+    its interval at confidence 1 − level excludes the null. Every hypothesis from the
+    stopping step on gets the stopping step's level: each of their raw p is at least
+    that level, so each interval holds the null. (Giving a later hypothesis its own,
+    larger level could make its interval exclude the null while Holm did not reject it.)
+    """
     m = len(p_values)
     order = sorted(range(m), key=lambda i: p_values[i])
     levels = [0.0] * m
+    stopped: float | None = None
     for rank, index in enumerate(order):
-        levels[index] = alpha / (m - rank)
+        level = alpha / (m - rank)
+        # the same arithmetic as holm_adjusted's, so that both decide alike
+        if stopped is None and (m - rank) * p_values[index] >= alpha:
+            stopped = level
+        levels[index] = level if stopped is None else stopped
     return levels
 
 

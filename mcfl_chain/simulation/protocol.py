@@ -551,7 +551,8 @@ class SynthesisRow:
     p_equivalence: float = 1.0
     """Holm-adjusted over the declared family."""
     interval: stats.Interval | None = None
-    """The difference's interval at its Holm step's level (excludes 0 when rejected)."""
+    """The difference's interval at its Holm level (excludes 0 exactly when rejected:
+    :func:`~mcfl_chain.simulation.inference.holm_levels`)."""
     equivalence_interval: stats.Interval | None = None
     """The TOST interval (1 − 2 × the step's level) that a rejection puts inside ±margin."""
     verdict: Verdict | None = None

@@ -103,15 +103,28 @@ def test_holm_as_r_p_adjust_gives_it():
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=20))
-def test_a_holm_rejection_is_a_raw_p_below_its_step_level(p_values):
+def test_a_holm_rejection_is_a_raw_p_below_its_level_and_only_a_rejection_is(p_values):
     adjusted = inference.holm_adjusted(p_values)
     levels = inference.holm_levels(p_values, 0.05)
 
+    # Assert: an interval at confidence 1 - level excludes the null exactly when Holm
+    # rejects (to float rounding at the boundary), and every level is a step's, α / k
+    steps = [0.05 / k for k in range(1, len(p_values) + 1)]
     for raw, adj, level in zip(p_values, adjusted, levels, strict=True):
         assert raw <= adj <= 1
         if adj < 0.05:
-            assert raw < level
-    assert sorted(levels) == pytest.approx(sorted(0.05 / k for k in range(1, len(p_values) + 1)))
+            assert raw < level * (1 + 1e-9)
+        else:
+            assert raw >= level * (1 - 1e-9)
+        assert any(level == pytest.approx(step) for step in steps)
+
+
+def test_holm_levels_after_the_stop_are_the_stopping_steps():
+    # p = 0.001 is rejected at 0.05/3; 0.03 is not at 0.05/2, where Holm stops; 0.04
+    # gets that level too (at its own, 0.05, its interval would exclude 0).
+    assert inference.holm_levels([0.04, 0.001, 0.03], 0.05) == pytest.approx(
+        [0.025, 0.05 / 3, 0.025]
+    )
 
 
 def test_bimodality_coefficient_by_hand():
