@@ -1012,7 +1012,11 @@ def synthesis_section(
         "",
         "Declared in `docs/results/protocol.toml` before the runs it judges (its git history "
         "predates the records in `results/declared/`); run by `python "
-        "scripts/run_experiments.py --declared tuning`, then `--declared evaluation`. Per "
+        "scripts/run_experiments.py --declared sweep` (every method, MCFL included, at "
+        "each point of the optimiser grid `docs/results/sweep.toml` on the tuning seeds; "
+        "the point with the best validation figure of each scenario and method goes to "
+        "`docs/results/tuned.toml`), then `--declared tuning` (which reuses the sweep's "
+        "runs at the chosen points), then `--declared evaluation`. Per "
         "scenario, MCFL runs with the declared tolerance (`"
         + str(declaration.tolerance)
         + "` on every scenario), and its comparator is the candidate ("
