@@ -114,6 +114,13 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB{gpu}"
 
 
+def _device_type(name: str) -> str:
+    """``cpu`` or ``cuda``: what ``auto`` stands for here, else the name given."""
+    if name != "auto":
+        return name
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def measure(
     trainers: int,
     engine: str,
@@ -161,7 +168,7 @@ def measure(
         ends[line["round"]] = max(ends.get(line["round"], 0.0), float(line.get("time", 0.0)))
     walls = [ends[r] - ends[r - 1] for r in (2, 3, 4) if r in ends and r - 1 in ends]
     final = summary["final"]
-    resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = _device_type(device)
     return {
         "trainers": trainers,
         "engine": engine,
@@ -329,7 +336,7 @@ def main(
         except ValueError as exc:
             raise click.BadParameter(f"--sizes takes integers: {exc}") from exc
         machine = _machine()
-        resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        resolved = _device_type(device)
         # A batched record counts as done for the host count asked (or the default's;
         # records older than the option hold none and ran the default).
         done = {
@@ -373,8 +380,7 @@ def main(
                         f"  {record['round_s']:.1f} s a round, peak "
                         f"{record['peak_rss_mb']:.0f} MB, final avg {record['final_avg']:.3f}"
                     )
-    resolved = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    click.echo(report(JsonLines(records).load(), console, device=resolved))
+    click.echo(report(JsonLines(records).load(), console, device=_device_type(device)))
 
 
 if __name__ == "__main__":
