@@ -9,17 +9,20 @@ accuracies and the run's attack measures), from which ``--report-only`` remakes 
 tables without the run directories.
 
 **declared** (the default; issue 37, deliverable 3): the matrix
-``docs/results/defence.toml`` declared before its runs
+``docs/results/defence-v2.toml`` declared before its runs
 (:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults under every
 attack at 20 % and 40 % of the trainers, the adversaries placed at random and
 concentrated in one data group (the worst case), on fresh seeds, beside clean local
 training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
-say where). Runs in ``runs/defence``, records in ``results/defence/``, table in
-``docs/results/defence.md``: per attack × share × placement the honest worst and average
-accuracy, their drop against the same seed's clean MCFL-plus run, local training's
-figures over the same trainers, backdoor success, Sybil adoption and the fallback share
-(aggregations that kept only the trainer's own update while others were proposed). The
-last line printed is (one line)
+say where). A declaration names its campaign by its file's stem: runs in
+``runs/defence-v2``, records in ``results/defence-v2/``, table in
+``docs/results/defence-v2.md``. The first declaration, ``docs/results/defence.toml``
+(MCFL-plus before its trained-update guard), is closed: ``--declaration`` with it and
+``--report-only`` remake its table, and it refuses new runs. Per attack × share ×
+placement the table gives the honest worst and average accuracy, their drop against the
+same seed's clean MCFL-plus run, local training's figures over the same trainers,
+backdoor success, Sybil adoption and the fallback share (aggregations that kept only
+the trainer's own update while others were proposed). The last line printed is (one line)
 
     worst honest accuracy drop, declared defence (MCFL-plus), worst 20% attack,
     worst-case placement: X pts
@@ -111,7 +114,8 @@ declaration's alone, so they are refused with it."""
     type=click.Path(dir_okay=False, path_type=Path),
     default=declared.DECLARATION,
     show_default=True,
-    help="The declared matrix's file, committed before its runs.",
+    help="The declared matrix's file, committed before its runs (the newest by default; "
+    "docs/results/defence.toml, the first, is closed: --report-only only).",
 )
 @click.option(
     "--scenarios",
@@ -174,14 +178,15 @@ declaration's alone, so they are refused with it."""
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="One run directory per run is made here. [default: runs/defence (declared), "
-    "runs/adversaries (exploratory)]",
+    help="One run directory per run is made here. [default: runs/<declaration's stem> "
+    "(declared), runs/adversaries (exploratory)]",
 )
 @click.option(
     "--table",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help=f"Where the table is written. [default: {declared.TABLE} (declared), "
+    help="Where the table is written. [default: the declaration's path with .md "
+    f"(declared: {declared.TABLE}), "
     f"{exploratory.TABLE} (exploratory: every run planned here or recorded in --records)]",
 )
 @click.option(
@@ -189,7 +194,8 @@ declaration's alone, so they are refused with it."""
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Where each finished run's record goes (the tables are made from these; a run "
-    f"with a record is not run again). [default: {declared.RECORDS} (declared), "
+    f"with a record is not run again). [default: results/<declaration's stem> (declared: "
+    f"{declared.RECORDS}), "
     f"{exploratory.RECORDS} (exploratory)]",
 )
 @click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
@@ -235,9 +241,9 @@ def main(
                 scenarios,
                 engine,
                 device,
-                out or declared.OUT,
-                table or declared.TABLE,
-                records or declared.RECORDS,
+                out or declared.out_of(declaration),
+                table or declared.table_of(declaration),
+                records or declared.records_of(declaration),
                 list_only,
                 report_only,
             )
@@ -281,6 +287,11 @@ def run_declared(
     declaration = declared.Declaration.load(declaration_file)
     runs = declared.plan(declaration, scenarios, engine, device)
     todo = [r for r in runs if not finished(r, out, records)]
+    if todo and declaration.closed and not (list_only or report_only):
+        raise experiment.ExperimentError(
+            f"{declaration_file} is closed: {declaration.closed}; --report-only remakes its "
+            "table from its records"
+        )
     if list_only:
         for index, run in enumerate(runs, 1):
             state = "done" if finished(run, out, records) else None

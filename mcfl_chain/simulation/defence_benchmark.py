@@ -44,14 +44,42 @@ from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.experiment import RESULTS, ExperimentError, check_seeds
 from mcfl_chain.strategies import STRATEGIES
 
-DECLARATION = Path("docs/results/defence.toml")
+DECLARATIONS = (Path("docs/results/defence-v2.toml"), Path("docs/results/defence.toml"))
+"""Every declaration of the benchmark, the newest first; each names its own records,
+table and run folder after its file (:func:`records_of`, :func:`table_of`,
+:func:`out_of`)."""
+DECLARATION = DECLARATIONS[0]
 """The declaration the default matrix is read from (``--declaration``)."""
-RECORDS = RESULTS / "defence"
-"""Where each finished declared run's record goes."""
-TABLE = Path("docs/results/defence.md")
-"""Where the declared table is written."""
-OUT = Path("runs/defence")
-"""Where the declared runs' directories are made."""
+CLOSED = {
+    "defence": "its runs were made with MCFL-plus as it was at commit d655983, before the "
+    "trained-update guard existed; resuming it now would mix two defences in one table. "
+    "Run docs/results/defence-v2.toml (the default) instead"
+}
+"""Declarations whose campaign is over, by file stem, and why: their tables are remade
+from their records, but no run is added to them."""
+
+
+def records_of(declaration: Path) -> Path:
+    """Where each finished run of ``declaration`` leaves its record: ``results/<stem>``."""
+    return RESULTS / declaration.stem
+
+
+def table_of(declaration: Path) -> Path:
+    """Where the table of ``declaration`` is written: beside it, ``<stem>.md``."""
+    return declaration.with_suffix(".md")
+
+
+def out_of(declaration: Path) -> Path:
+    """Where the run directories of ``declaration`` are made: ``runs/<stem>``."""
+    return Path("runs") / declaration.stem
+
+
+RECORDS = records_of(DECLARATION)
+"""Where each finished run of the default declaration goes."""
+TABLE = table_of(DECLARATION)
+"""Where the default declaration's table is written."""
+OUT = out_of(DECLARATION)
+"""Where the default declaration's run directories are made."""
 LABELS = {"mcfl-plus": "MCFL-plus", "local": "local training", "mcfl": "MCFL"}
 """How the table and the last line name a strategy."""
 
@@ -95,6 +123,14 @@ class Declaration:
     """The block the last line is the worst attack of."""
     engine: str
     device: str
+    source: str = "the declaration"
+    """The file it was read from (its name is the table's, its stem the campaign's)."""
+
+    @property
+    def closed(self) -> str | None:
+        """Why no run may be added to this declaration's campaign (:data:`CLOSED`), or
+        None while it is open."""
+        return CLOSED.get(Path(self.source).stem)
 
     @classmethod
     def load(cls, path: Path) -> Declaration:
@@ -139,6 +175,7 @@ class Declaration:
                 headline=headline,
                 engine=str(fields["engine"]),
                 device=str(fields["device"]),
+                source=source,
             )
         except KeyError as exc:
             raise ExperimentError(f"{source} has no field {exc}; add it") from exc
@@ -426,7 +463,8 @@ def table(declaration: Declaration, runs: Sequence[Run], found: Mapping[str, Rec
     lines += [
         "",
         f"{defence} ({declaration.defence} with its default options, tolerance "
-        f"{declaration.tolerance:g}) as declared in `docs/results/defence.toml` before its "
+        f"{declaration.tolerance:g}) as declared in "
+        f"`docs/results/{Path(declaration.source).name}` before its "
         f"runs: {', '.join(declaration.scenarios)} reduced to {declaration.samples} samples a "
         f"trainer and {declaration.rounds} rounds, seeds "
         f"{', '.join(str(s) for s in declaration.seeds)}. Figures at the last round over the "

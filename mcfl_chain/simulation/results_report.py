@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain._utils.config_files import ConfigError
-from mcfl_chain.simulation import campaign, protocol, report, stats
+from mcfl_chain.simulation import campaign, defence_benchmark, protocol, report, stats
 from mcfl_chain.simulation.experiment import REUSED_FROM, ExperimentError
 from mcfl_chain.simulation.runner import SimulationConfig
 from mcfl_chain.worker.timing import CATEGORIES
@@ -849,28 +849,41 @@ def _embedded(markdown: str) -> list[str]:
 
 def mcfl_plus_section(docs: Path) -> list[str]:
     """MCFL-plus (issue 37): its mechanisms and ablation (docs/discussion/mcfl-plus.md,
-    which ends with what no defence here stops) and the declared defence benchmark's
-    table (docs/results/defence.md, written by ``scripts/bench_adversaries.py``)."""
+    which ends with what no defence here stops) and each declared defence benchmark's
+    table, the newest first (docs/results/defence*.md, written by
+    ``scripts/bench_adversaries.py``)."""
     discussion = docs / "discussion" / "mcfl-plus.md"
-    table_path = docs / "results" / "defence.md"
     out = ["## MCFL-plus", ""]
     if discussion.exists():
         out += [*_embedded(discussion.read_text()), ""]
-    out += [
-        "### The declared defence benchmark",
-        "",
-        "`python scripts/bench_adversaries.py` (the declared matrix of "
-        "`docs/results/defence.toml`, committed before its runs): MCFL-plus with its "
-        "defaults under every attack at 20 % and 40 %, the adversaries placed at random "
-        "or concentrated in one data group, on fresh seeds, against the clean run of the "
-        "same seed, with local training's figures over the same honest trainers beside.",
-        "",
-    ]
-    if table_path.exists():
-        out += [table_path.read_text().strip(), ""]
-    else:
-        out += ["No run of the declared benchmark yet.", ""]
+    count = len(defence_benchmark.DECLARATIONS)
+    for index, declaration in enumerate(defence_benchmark.DECLARATIONS):
+        number = count - index  # the newest first, numbered in the order they were made
+        closed = CLOSED_NOTE if declaration.stem in defence_benchmark.CLOSED else ""
+        out += [
+            f"### The declared defence benchmark, declaration {number}",
+            "",
+            f"`python scripts/bench_adversaries.py --declaration {declaration}` (committed "
+            "before its runs): MCFL-plus with its defaults under every attack at 20 % and "
+            "40 %, the adversaries placed at random or concentrated in one data group, on "
+            "fresh seeds, against the clean run of the same seed, with local training's "
+            f"figures over the same honest trainers beside.{closed}",
+            "",
+        ]
+        table_path = docs / "results" / defence_benchmark.table_of(declaration).name
+        if table_path.exists():
+            out += [table_path.read_text().strip(), ""]
+        else:
+            out += ["No run of this declaration yet.", ""]
     return out
+
+
+CLOSED_NOTE = (
+    " Closed: its runs were made with MCFL-plus before the trained-update guard, which "
+    "tracing its Sybils carrying a sign flip (random placement, seeds 202 and 204) led "
+    "to; its table stays as its runs made it, and declaration 2 runs the new defaults on "
+    "fresh seeds."
+)
 
 
 # -- performance --------------------------------------------------------------------------

@@ -214,6 +214,9 @@ class StrategyContext:
         architecture (deterministic: the same seed gives the same bits everywhere).
     validation_loss : Callable[[Any], float]
         ``state dict → loss`` on the trainer's selection split.
+    validation_metric : Callable[[Any], float], optional
+        ``state dict → selection metric`` on the same split (higher is better: what
+        Algorithm 1 scores candidates by).
     model_info, update_info : Callable, optional
         ``key → ModelInfo`` and ``update id → UpdateInfo``: what the chain recorded
         (``KeyError`` for what it did not).
@@ -241,6 +244,7 @@ class StrategyContext:
     seed: int
     initial_weights: Callable[[int], Any]
     validation_loss: Callable[[Any], float]
+    validation_metric: Callable[[Any], float] | None = None
     model_info: Callable[[Any], ModelInfo] | None = None
     update_info: Callable[[int], UpdateInfo] | None = None
     models_of_round: Callable[[int], list[Any]] | None = None
@@ -367,9 +371,11 @@ class Strategy(ABC):
         round): None trains the root's own weights, the shared start."""
         return None
 
-    def aggregate_on(self, trained: Sequence[K]) -> list[K]:
+    def aggregate_on(self, trained: Sequence[K], updates: Mapping[K, int] | None = None) -> list[K]:
         """Of the parents trained this round (best-ranked first), those to aggregate
-        on. Default: every one."""
+        on. ``updates`` gives this trainer's update id on each of them, for a strategy
+        that weighs what training gave (None where nobody knows them: unit tests).
+        Default: every one."""
         return list(trained)
 
     def personalise(self, weights: Any) -> Any:

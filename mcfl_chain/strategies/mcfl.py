@@ -137,7 +137,7 @@ class MCFLStrategy(Strategy):
         context = self._context()
         return context.initial_weights(own_branch_seed(context.seed, context.trainer_id))
 
-    def aggregate_on(self, trained: Sequence[K]) -> list[K]:
+    def aggregate_on(self, trained: Sequence[K], updates: Mapping[K, int] | None = None) -> list[K]:
         return list(trained[:1]) if self.aggregate_on_rule == "best" else list(trained)
 
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:

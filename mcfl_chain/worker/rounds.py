@@ -444,6 +444,9 @@ class Worker:
                 seed=network_seed(self.dag.genesis_cid),
                 initial_weights=lambda seed: create_model(self.options.arch, seed).state_dict(),
                 validation_loss=lambda weights: self._evaluate(weights).loss,
+                validation_metric=lambda weights: selection_metric(
+                    self._evaluate(weights), self.kind
+                ),
                 model_info=self._model_info,
                 update_info=self._update_info,
                 models_of_round=lambda r: [m.model_id for m in self.dag.models_of_round(r)],
@@ -1093,7 +1096,8 @@ class Worker:
             chosen = self._choose_models(round_, to_train=False)
         ranked = [parent for parent in chosen if parent in mine]
         ranked += sorted(set(mine) - set(ranked))
-        return [mine[parent] for parent in self.strategy.aggregate_on(ranked)]
+        updates = {parent: mine[parent].update_id for parent in ranked}
+        return [mine[parent] for parent in self.strategy.aggregate_on(ranked, updates)]
 
     def _aggregations_to_make(self, round_: int) -> list[list[UpdateRecord]]:
         """This trainer's own updates of the round, grouped as the strategy aggregates

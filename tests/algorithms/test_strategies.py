@@ -559,3 +559,39 @@ def test_mcfl_plus_keeps_its_own_update_alone_when_the_groups_mean_serves_it_wor
     assert strategy(wants=1.0).choose_updates(0, vectors) == [0]
     assert strategy(wants=1.5).choose_updates(0, vectors) == [0, 1, 2]
     assert strategy(wants=1.0, plus_own_update="off").choose_updates(0, vectors) == [0, 1, 2]
+
+
+def test_mcfl_plus_aggregates_on_no_parent_whose_trained_update_scores_far_worse() -> None:
+    # Prepare: round 1 of the first declared defence benchmark's seed 202 in small: the
+    # Sybils' model ranked first (popularity 2 at chance like everyone's), so MCFL
+    # aggregates on it; the update trained from it stayed at chance (one weight: its
+    # accuracy is the weight), the one from the honest peer's model learned
+    updates = {"sybil": 11, "peer": 12, "close": 13}
+    scores = {11: 0.37, 12: 0.86, 13: 0.84, 14: float("nan")}
+
+    def strategy(**options: str) -> MCFLPlusStrategy:
+        plus = MCFLPlusStrategy(**options)
+        plus.bind(
+            replace(
+                _context(),
+                initial_weights=lambda seed: {"w": torch.zeros(1)},
+                validation_metric=lambda weights: float(weights["w"][0]),
+                update_vector=lambda update_id: np.array([scores[update_id]]),
+            )
+        )
+        return plus
+
+    # Execute / Assert: the first trained parent within the margin (5 % of 0.86) of the
+    # best update, in Algorithm 1's order
+    assert MCFLStrategy().aggregate_on(["sybil", "peer"], updates) == ["sybil"]
+    assert strategy().aggregate_on(["sybil", "peer"], updates) == ["peer"]
+    assert strategy().aggregate_on(["sybil", "close", "peer"], updates) == ["close"]
+    assert strategy(aggregate_on="all").aggregate_on(["sybil", "close", "peer"], updates) == [
+        "close",
+        "peer",
+    ]
+    assert strategy(plus_trained_guard="off").aggregate_on(["sybil", "peer"], updates) == ["sybil"]
+    # no evidence, no judgement: updates unknown, unreadable or scoring NaN
+    assert strategy().aggregate_on(["sybil", "peer"]) == ["sybil"]
+    assert strategy().aggregate_on(["sybil", "peer"], {"sybil": 14, "peer": 12}) == ["sybil"]
+    assert strategy().aggregate_on(["sybil", "gone"], {"sybil": 11, "gone": 99}) == ["sybil"]

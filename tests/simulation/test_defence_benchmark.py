@@ -37,9 +37,11 @@ def _honest(accuracies: dict[int, float], **extra) -> ab.Record:
     return ab.Record(adversarial.HonestFinal(9, accuracies), **extra)
 
 
-def test_the_committed_declaration_declares_every_attack_on_fresh_seeds():
+@pytest.mark.parametrize("path", db.DECLARATIONS, ids=lambda p: p.stem)
+def test_each_committed_declaration_declares_every_attack_on_fresh_seeds(path):
     # Execute
-    declaration = db.Declaration.load(ROOT / db.DECLARATION)
+    declaration = db.Declaration.load(ROOT / path)
+    older = db.DECLARATIONS[db.DECLARATIONS.index(path) + 1 :]
 
     # Assert: every attack of the benchmark, at 20 and 40 %, both placements, the
     # headline block first; seeds that designed MCFL-plus (0-2) or belong to the
@@ -52,6 +54,8 @@ def test_the_committed_declaration_declares_every_attack_on_fresh_seeds():
     protocol = tomllib.loads((ROOT / "docs" / "results" / "protocol.toml").read_text())
     used = {*protocol["protocol"]["tuning_seeds"], *protocol["protocol"]["evaluation_seeds"]}
     used |= {0, 1, 2}
+    # each later declaration on seeds no earlier one used (MCFL-plus changed after them)
+    used |= {seed for p in older for seed in db.Declaration.load(ROOT / p).seeds}
     assert len(declaration.seeds) >= 5 and not used & set(declaration.seeds)
     assert (declaration.defence, declaration.comparator) == ("mcfl-plus", "local")
 
@@ -254,6 +258,7 @@ def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, t
     listed = CliRunner().invoke(script, [*common, "--list"])
     reported = CliRunner().invoke(script, [*common, "--report-only"])
     refused = CliRunner().invoke(script, [*common, "--seeds", "0", "--list"])
+    closed = CliRunner().invoke(script, common)  # named as the first, closed declaration
 
     # Assert
     assert listed.exit_code == 0, listed.output
@@ -265,3 +270,7 @@ def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, t
     assert refused.exit_code == 2 and "--seeds only apply to --matrix exploratory" in (
         refused.output
     )
+    assert closed.exit_code == 1 and "is closed: its runs were made with MCFL-plus" in (
+        " ".join(closed.output.split())
+    )
+    assert not (tmp_path / "runs").exists()
