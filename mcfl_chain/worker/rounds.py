@@ -1097,7 +1097,17 @@ class Worker:
         ranked = [parent for parent in chosen if parent in mine]
         ranked += sorted(set(mine) - set(ranked))
         updates = {parent: mine[parent].update_id for parent in ranked}
-        return [mine[parent] for parent in self.strategy.aggregate_on(ranked, updates)]
+        parents = self.strategy.aggregate_on(ranked, updates)
+        if parents and ranked[0] not in parents:  # e.g. MCFL-plus's trained-update guard
+            log.info(
+                "round %d: aggregating on %s, not on the best-ranked %s (%s judged the "
+                "updates trained from them)",
+                round_,
+                ", ".join(short_id(p) for p in parents),
+                short_id(ranked[0]),
+                self.strategy.name,
+            )
+        return [mine[parent] for parent in parents]
 
     def _aggregations_to_make(self, round_: int) -> list[list[UpdateRecord]]:
         """This trainer's own updates of the round, grouped as the strategy aggregates

@@ -95,3 +95,34 @@ def load_script():
 def run_writer():
     """:func:`write_run`, for tests to make synthetic run directories."""
     return write_run
+
+
+def _protocol_text(names: list[str]) -> str:
+    """An evaluation protocol declaring ``names`` (each its own scenario file, a
+    superiority hypothesis of the paper), FedAvg and local training as candidates."""
+    lines = [
+        "[protocol]",
+        "alpha = 0.05",
+        "tuning_seeds = [0, 1]",
+        f"evaluation_seeds = {list(range(100, 110))}",
+        'primary_endpoint = "mean-over-trainers"',
+        'comparator_rule = "best-mean-on-tuning-seeds"',
+        'candidates = ["fedavg", "local"]',
+        'correction = "holm"',
+        'equivalence_test = "tost"',
+        "margin_points = 1.0",
+        "margin_mse = 0.0005",
+        'tolerance = "mixed"',
+        "max_standard_error_points = 1.5",
+    ]
+    for name in names:
+        lines += [f"[scenarios.{name}]", f'file = "{name}"', 'hypothesis = "superiority"']
+        lines += ["paper_claim = true"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def protocol_text():
+    """The text of a small evaluation protocol (``docs/results/protocol.toml``'s form) for
+    the scenarios named: ``protocol_text(["a", "b"])``."""
+    return _protocol_text

@@ -31,34 +31,10 @@ settings = { optimiser = "adam-steplr" }
 """
 
 
-def declaration_text(names: list[str]) -> str:
-    """A protocol declaring ``names`` (each its own scenario file), FedAvg and local
-    training as candidates."""
-    lines = [
-        "[protocol]",
-        "alpha = 0.05",
-        "tuning_seeds = [0, 1]",
-        f"evaluation_seeds = {list(range(100, 110))}",
-        'primary_endpoint = "mean-over-trainers"',
-        'comparator_rule = "best-mean-on-tuning-seeds"',
-        'candidates = ["fedavg", "local"]',
-        'correction = "holm"',
-        'equivalence_test = "tost"',
-        "margin_points = 1.0",
-        "margin_mse = 0.0005",
-        'tolerance = "mixed"',
-        "max_standard_error_points = 1.5",
-    ]
-    for name in names:
-        lines += [f"[scenarios.{name}]", f'file = "{name}"', 'hypothesis = "superiority"']
-        lines += ["paper_claim = true"]
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
-def declared():
+def declared(protocol_text):
     """Two declared scenarios, their configurations, the grid and the sweep's plan."""
-    declaration = protocol.parse_protocol(declaration_text(["a", "b"]))
+    declaration = protocol.parse_protocol(protocol_text(["a", "b"]))
     configs = [SimulationConfig(name=n, **SMALL) for n in ("a", "b")]
     grid = sweep.parse_grid(GRID)
     plan = sweep.sweep_plan(declaration, grid, configs, check=False)
@@ -257,7 +233,7 @@ def test_a_malformed_choices_file_says_what_is_wrong(tmp_path):
 
 
 def test_declared_sweep_lists_its_plan_and_tuning_refuses_until_it_has_chosen(
-    load_script, tmp_path
+    load_script, tmp_path, protocol_text
 ):
     script = load_script("run_experiments")
     scenarios = tmp_path / "scenarios"
@@ -267,7 +243,7 @@ def test_declared_sweep_lists_its_plan_and_tuning_refuses_until_it_has_chosen(
             f'name = "{name}"\ndataset = "digits"\nscenario = "iid"\nn_trainers = 3\n'
             "rounds = 2\nsamples = 300\n"
         )
-    (tmp_path / "protocol.toml").write_text(declaration_text(["a", "b"]))
+    (tmp_path / "protocol.toml").write_text(protocol_text(["a", "b"]))
     (tmp_path / "sweep.toml").write_text(GRID)
     args = ["--scenarios", str(scenarios), "--protocol", str(tmp_path / "protocol.toml")]
     args += ["--tuned", str(tmp_path / "tuned.toml"), "--list"]

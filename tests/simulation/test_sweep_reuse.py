@@ -29,28 +29,6 @@ settings = { optimiser = "sgd", lr = 0.05 }
 name = "adam-steplr"
 settings = { optimiser = "adam-steplr" }
 """
-PROTOCOL = "\n".join(
-    [
-        "[protocol]",
-        "alpha = 0.05",
-        "tuning_seeds = [0, 1]",
-        f"evaluation_seeds = {list(range(100, 110))}",
-        'primary_endpoint = "mean-over-trainers"',
-        'comparator_rule = "best-mean-on-tuning-seeds"',
-        'candidates = ["fedavg", "local"]',
-        'correction = "holm"',
-        'equivalence_test = "tost"',
-        "margin_points = 1.0",
-        "margin_mse = 0.0005",
-        'tolerance = "mixed"',
-        "max_standard_error_points = 1.5",
-        "[scenarios.a]",
-        'file = "a"',
-        'hypothesis = "superiority"',
-        "paper_claim = true",
-        "",
-    ]
-)
 # Each method's best point, and the test accuracy its runs reach there and elsewhere: at
 # the chosen points local training beats FedAvg, at the others FedAvg beats local, so a
 # comparator chosen from runs of the wrong point would come out FedAvg.
@@ -76,10 +54,10 @@ def write_sweep(plan: experiment.Plan[sweep.SweepRun], folder: Path, run_writer)
 
 
 @pytest.fixture
-def staged(tmp_path, run_writer):
+def staged(tmp_path, run_writer, protocol_text):
     """The sweep of one declared scenario finished in ``<tmp>/sweep``, its choices made
     and the tuning stage planned with them, on the sweep's engine and device."""
-    declaration = protocol.parse_protocol(PROTOCOL)
+    declaration = protocol.parse_protocol(protocol_text(["a"]))
     configs = [SimulationConfig(name="a", **SMALL)]
     grid = sweep.parse_grid(GRID)
     plan = sweep.sweep_plan(declaration, grid, configs, check=False)
@@ -183,16 +161,18 @@ def test_a_reused_run_needs_its_origin_and_a_complete_source(staged, tmp_path):
     assert not (tmp_path / "a-local-s0").exists()
 
 
-def test_declared_tuning_lists_then_copies_the_sweeps_runs(load_script, tmp_path, run_writer):
+def test_declared_tuning_lists_then_copies_the_sweeps_runs(
+    load_script, tmp_path, run_writer, protocol_text
+):
     script = load_script("run_experiments")
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     (scenarios / "a.toml").write_text(SCENARIO)
-    (tmp_path / "protocol.toml").write_text(PROTOCOL)
+    (tmp_path / "protocol.toml").write_text(protocol_text(["a"]))
     (tmp_path / "sweep.toml").write_text(GRID)
     files = ["--scenarios", str(scenarios), "--protocol", str(tmp_path / "protocol.toml")]
     files += ["--tuned", str(tmp_path / "tuned.toml"), "--sweep-grid", str(tmp_path / "sweep.toml")]
-    declaration = protocol.parse_protocol(PROTOCOL)
+    declaration = protocol.parse_protocol(protocol_text(["a"]))
     plan = sweep.sweep_plan(
         declaration, sweep.parse_grid(GRID), campaign.load_scenarios(scenarios), check=False
     )
