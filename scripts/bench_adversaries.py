@@ -32,6 +32,17 @@ X the largest mean worst-trainer drop over the 20 % attacks with concentrated pl
 ``n/a`` before any). The matrix is the declaration's alone: the exploratory options
 below are refused with it.
 
+**ablation** (issue 37, item 2): ``docs/results/defence-ablation.toml``, committed before
+its runs (:mod:`mcfl_chain.simulation.defence_ablation`): MCFL-plus with one mechanism
+switched off at a time (``--plus-guard off``, …), clean and under the attacks each
+mechanism was argued against, on some seeds of the declaration it ablates, whose own
+runs of the full defence it is paired with by seed (never run again here). Runs in
+``runs/defence-ablation``, records in ``results/defence-ablation/``, table in
+``docs/results/defence-ablation.md``: per condition and variant the honest worst and
+average accuracy, their difference to the full defence, the drop against the variant's
+own clean run, Sybil adoption and the fallback share. Last line:
+``MCFL-plus ablation: N of M runs finished``.
+
 **exploratory** (issue 13's matrix): for each scenario (``groups``: 12 trainers in 3
 class groups; ``iid``), seed and method (FedAvg, MCFL at tolerance 1 and 2, MCFL with
 each defence), a clean run and one run per attack with a share of the trainers
@@ -61,6 +72,7 @@ and :mod:`mcfl_chain.simulation.defence_benchmark`; this script is their command
     python scripts/bench_adversaries.py --list                   # the declared matrix
     python scripts/bench_adversaries.py                          # run (or resume) it
     python scripts/bench_adversaries.py --report-only            # its table from records
+    python scripts/bench_adversaries.py --matrix ablation        # MCFL-plus's ablation
     python scripts/bench_adversaries.py --matrix exploratory --seeds 0,1
     python scripts/bench_adversaries.py --matrix exploratory --only groups \\
         --attacks label-flip:0.2 --methods fedavg --methods mcfl-multi-krum --seeds 0
@@ -78,6 +90,7 @@ import click
 from rich.console import Console
 
 from mcfl_chain.simulation import attack_benchmark as exploratory
+from mcfl_chain.simulation import defence_ablation as ablated
 from mcfl_chain.simulation import defence_benchmark as declared
 from mcfl_chain.simulation import experiment
 from mcfl_chain.simulation.attack_benchmark import (
@@ -93,7 +106,7 @@ from mcfl_chain.simulation.attack_benchmark import (
 from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
 
-MATRICES = ("declared", "exploratory")
+MATRICES = ("declared", "exploratory", "ablation")
 EXPLORATORY_ONLY = ("only", "chosen_methods", "attacks", "policies", "caps", "seeds", "rounds")
 """Options that slice or size the exploratory matrix; the declared one is the
 declaration's alone, so they are refused with it."""
@@ -107,7 +120,16 @@ declaration's alone, so they are refused with it."""
     show_default=True,
     help="declared: the matrix of --declaration (MCFL-plus under every attack, placement "
     "and share, local training beside); exploratory: every MCFL variant, FedAvg and MCFL "
-    "under issue 13's attacks (the options marked [exploratory]).",
+    "under issue 13's attacks (the options marked [exploratory]); ablation: MCFL-plus "
+    "with one mechanism off at a time, as --ablation declares.",
+)
+@click.option(
+    "--ablation",
+    "ablation_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=ablated.ABLATION,
+    show_default=True,
+    help="[ablation] The ablation's file, committed before its runs.",
 )
 @click.option(
     "--declaration",
@@ -204,6 +226,7 @@ declaration's alone, so they are refused with it."""
 def main(
     ctx: click.Context,
     matrix: str,
+    ablation_file: Path,
     declaration: Path,
     scenarios: Path,
     engine: str | None,
@@ -223,7 +246,7 @@ def main(
 ) -> None:
     """Run (or resume) the adversaries benchmark, then print and write its table."""
     console = Console(highlight=False, soft_wrap=True)
-    if matrix == "declared":
+    if matrix != "exploratory":
         given = [
             f"--{name.replace('_', '-').replace('chosen-', '')}"
             for name in EXPLORATORY_ONLY
@@ -234,6 +257,26 @@ def main(
                 f"{', '.join(given)} only apply to --matrix exploratory; the declared matrix "
                 "is its declaration's (edit nothing there once its runs started)"
             )
+        if matrix == "ablation":
+            if engine is not None or device is not None:
+                raise click.UsageError(
+                    "--engine and --device only apply to --matrix declared; the ablation "
+                    "runs where its base declaration says"
+                )
+            try:
+                run_ablation(
+                    console,
+                    ablation_file,
+                    scenarios,
+                    out or ablated.OUT,
+                    table or ablated.TABLE,
+                    records or ablated.RECORDS,
+                    list_only,
+                    report_only,
+                )
+            except experiment.ExperimentError as exc:
+                raise click.ClickException(str(exc)) from exc
+            return
         try:
             run_declared(
                 console,
@@ -318,6 +361,45 @@ def run_declared(
     *before, last = declared.closing_lines(declaration, worst)
     console.print("\n".join(before))
     print(last)
+
+
+def run_ablation(
+    console: Console,
+    ablation_file: Path,
+    scenarios: Path,
+    out: Path,
+    table: Path,
+    records: Path,
+    list_only: bool,
+    report_only: bool,
+) -> None:
+    """The ablation: list, run (or resume) and report it; the last line counts its runs."""
+    ablation = ablated.Ablation.load(ablation_file)
+    runs = ablated.plan(ablation, scenarios)
+    todo = [r for r in runs if not finished(r, out, records)]
+    if list_only:
+        for index, run in enumerate(runs, 1):
+            state = "done" if finished(run, out, records) else None
+            console.print(f"{index:4}  {experiment.listing(run, out, state)}")
+        console.print(f"{len(runs)} ablation runs in {out}: {len(runs) - len(todo)} done")
+        return
+    if not report_only:
+        console.print(f"{len(todo)} of {len(runs)} ablation runs to make in {out}")
+        experiment.execute(
+            todo,
+            out,
+            console,
+            keep=lambda run, run_dir: keep_record(run, out, records),
+            kinds=lambda run: ((run.method, run.attack == "clean"), run.method),
+            finished=experiment.progress(runs, out).finished,
+        )
+    _, lines = ablated.report(ablation, scenarios, out, records)
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text("\n".join(lines) + "\n")
+    console.print("\n".join(lines))
+    console.print(f"table written to {table}")
+    done = len(runs) - sum(1 for r in runs if not finished(r, out, records))
+    print(f"MCFL-plus ablation: {done} of {len(runs)} runs finished")
 
 
 def run_exploratory(

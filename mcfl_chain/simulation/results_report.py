@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from mcfl_chain._utils.config_files import ConfigError
-from mcfl_chain.simulation import campaign, defence_benchmark, protocol, report, stats
+from mcfl_chain.simulation import (
+    campaign,
+    defence_ablation,
+    defence_benchmark,
+    protocol,
+    report,
+    stats,
+)
 from mcfl_chain.simulation.experiment import REUSED_FROM, ExperimentError
 from mcfl_chain.simulation.runner import SimulationConfig
 from mcfl_chain.worker.timing import CATEGORIES
@@ -856,6 +863,18 @@ def mcfl_plus_section(docs: Path) -> list[str]:
     out = ["## MCFL-plus", ""]
     if discussion.exists():
         out += [*_embedded(discussion.read_text()), ""]
+    ablation = docs / "results" / defence_ablation.TABLE.name
+    out += [
+        "### Ablation: one mechanism off at a time",
+        "",
+        "`python scripts/bench_adversaries.py --matrix ablation` "
+        f"(`{defence_ablation.ABLATION}`, committed before its runs): MCFL-plus with each "
+        "mechanism switched off alone, clean and under the attacks each was argued against, "
+        "paired by seed with the declared benchmark's runs of the full defence.",
+        "",
+        ablation.read_text().strip() if ablation.exists() else "No ablation run yet.",
+        "",
+    ]
     count = len(defence_benchmark.DECLARATIONS)
     for index, declaration in enumerate(defence_benchmark.DECLARATIONS):
         number = count - index  # the newest first, numbered in the order they were made

@@ -61,6 +61,7 @@ def _commits_touching(*paths: str) -> list[tuple[str, set[str]]]:
         # issue 37: the declared defence benchmark, and its second declaration
         ("docs/results/defence.toml", "results/defence"),
         ("docs/results/defence-v2.toml", "results/defence-v2"),
+        ("docs/results/defence-ablation.toml", "results/defence-ablation"),
     ],
 )
 def test_a_declaration_predates_the_runs_it_judges(declaration, records):

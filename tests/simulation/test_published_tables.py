@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from mcfl_chain.simulation import (
     attack_benchmark,
     campaign,
+    defence_ablation,
     defence_benchmark,
     protocol,
     results_report,
@@ -32,6 +33,7 @@ REMADE_HERE = {
     "adversaries.md",
     "defence.md",
     "defence-v2.md",
+    "defence-ablation.md",
     "fedfmc.md",
     "fedfmc-one-step.md",
 }
@@ -140,3 +142,21 @@ def test_the_declared_defence_tables_are_remade_from_their_records(
         "worst honest accuracy drop, declared defence (MCFL-plus), worst 20% attack, "
         "worst-case placement: "
     )
+
+
+def test_the_ablation_table_is_remade_from_its_records_and_the_declared_ones(tmp_path, load_script):
+    # Prepare
+    table = tmp_path / "defence-ablation.md"
+
+    # Execute: no run directory; the full defence's records are the base declaration's
+    result = CliRunner().invoke(
+        load_script("bench_adversaries").main,
+        ["--matrix", "ablation", "--report-only", "--ablation",
+         str(ROOT / defence_ablation.ABLATION), "--scenarios", str(ROOT / "scenarios" / "paper"),
+         "--out", str(tmp_path / "no-runs"), "--records", str(ROOT / defence_ablation.RECORDS),
+         "--table", str(table)],
+    )  # fmt: skip
+
+    # Assert
+    assert result.exit_code == 0, result.output
+    assert table.read_text() == (ROOT / defence_ablation.TABLE).read_text()
