@@ -183,7 +183,11 @@ def plan(ablation: Ablation, scenarios: Path) -> list[Run]:
     """The ablation's own runs, seed by seed (each seed's clean runs first), then
     condition by condition, then variant by variant: the base's configuration of the
     same condition and seed, with the variant's options and its method name."""
-    base = {(r.seed, _condition_of(r)): r for r in base_runs(ablation, scenarios)}
+    base = {
+        (r.seed, _condition_of(r)): r
+        for r in base_runs(ablation, scenarios)
+        if r.method == ablation.base.defence  # the comparator's clean runs are not varied
+    }
     conditions = [Condition(CLEAN, None)]
     conditions += [c for c in ablation.conditions if c.block is not None]
     runs: list[Run] = []

@@ -123,6 +123,8 @@ def test_the_plan_runs_each_variant_clean_and_attacked_on_the_bases_configuratio
         "groups-local-clean-s210",
         "groups-mcfl-plus-label-flip0.2-concentrated-s210",
     ]
+    assert {run.config.strategy for run in runs} == {"mcfl-plus"}
+    assert runs[0].config.plus_agreement == "off" and runs[0].config.adversaries is None
     base = bases[2].config
     variant = runs[3].config
     assert (variant.name, variant.plus_robust, base.plus_robust) == (
