@@ -335,15 +335,36 @@ def run_declared(
             f"{declaration_file} is closed: {declaration.closed}; --report-only remakes its "
             "table from its records"
         )
+    if _list_or_run(console, "declared", runs, out, records, list_only, report_only):
+        return
+    lines, worst = declared.report(declaration, runs, out, records)
+    _write_table(console, table, lines)
+    *before, last = declared.closing_lines(declaration, worst)
+    console.print("\n".join(before))
+    print(last)
+
+
+def _list_or_run(
+    console: Console,
+    kind: str,
+    runs: list[exploratory.Run],
+    out: Path,
+    records: Path,
+    list_only: bool,
+    report_only: bool,
+) -> bool:
+    """List the runs (then True: nothing more to do), or make those without a record
+    unless ``report_only`` (then False: report them)."""
+    todo = [r for r in runs if not finished(r, out, records)]
     if list_only:
         for index, run in enumerate(runs, 1):
             state = "done" if finished(run, out, records) else None
             console.print(f"{index:4}  {experiment.listing(run, out, state)}")
-        console.print(f"{len(runs)} runs declared in {out}: {len(runs) - len(todo)} done")
-        return
+        console.print(f"{len(runs)} {kind} runs in {out}: {len(runs) - len(todo)} done")
+        return True
     if not report_only:
         console.print(
-            f"{len(todo)} of {len(runs)} declared runs to make in {out} (records in {records})"
+            f"{len(todo)} of {len(runs)} {kind} runs to make in {out} (records in {records})"
         )
         experiment.execute(
             todo,
@@ -353,14 +374,14 @@ def run_declared(
             kinds=lambda run: ((run.method, run.attack == "clean"), run.method),
             finished=experiment.progress(runs, out).finished,
         )
-    lines, worst = declared.report(declaration, runs, out, records)
+    return False
+
+
+def _write_table(console: Console, table: Path, lines: list[str]) -> None:
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text("\n".join(lines) + "\n")
     console.print("\n".join(lines))
     console.print(f"table written to {table}")
-    *before, last = declared.closing_lines(declaration, worst)
-    console.print("\n".join(before))
-    print(last)
 
 
 def run_ablation(
@@ -376,28 +397,10 @@ def run_ablation(
     """The ablation: list, run (or resume) and report it; the last line counts its runs."""
     ablation = ablated.Ablation.load(ablation_file)
     runs = ablated.plan(ablation, scenarios)
-    todo = [r for r in runs if not finished(r, out, records)]
-    if list_only:
-        for index, run in enumerate(runs, 1):
-            state = "done" if finished(run, out, records) else None
-            console.print(f"{index:4}  {experiment.listing(run, out, state)}")
-        console.print(f"{len(runs)} ablation runs in {out}: {len(runs) - len(todo)} done")
+    if _list_or_run(console, "ablation", runs, out, records, list_only, report_only):
         return
-    if not report_only:
-        console.print(f"{len(todo)} of {len(runs)} ablation runs to make in {out}")
-        experiment.execute(
-            todo,
-            out,
-            console,
-            keep=lambda run, run_dir: keep_record(run, out, records),
-            kinds=lambda run: ((run.method, run.attack == "clean"), run.method),
-            finished=experiment.progress(runs, out).finished,
-        )
     _, lines = ablated.report(ablation, scenarios, out, records)
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text("\n".join(lines) + "\n")
-    console.print("\n".join(lines))
-    console.print(f"table written to {table}")
+    _write_table(console, table, lines)
     done = len(runs) - sum(1 for r in runs if not finished(r, out, records))
     print(f"MCFL-plus ablation: {done} of {len(runs)} runs finished")
 

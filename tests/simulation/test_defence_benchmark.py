@@ -263,7 +263,7 @@ def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, t
     # Assert
     assert listed.exit_code == 0, listed.output
     assert "done     groups-mcfl-plus-label-flip0.2-concentrated-s200" in listed.output
-    assert "12 runs declared" in listed.output and "4 done" in listed.output
+    assert "12 declared runs" in listed.output and "4 done" in listed.output
     assert reported.exit_code == 0, reported.output
     assert reported.output.splitlines()[-1] == LAST_LINE + "20.0 pts"
     assert "| label-flip | 20 % | concentrated | 1 of 2 |" in (tmp_path / "defence.md").read_text()
