@@ -878,7 +878,8 @@ def mcfl_plus_section(docs: Path) -> list[str]:
     count = len(defence_benchmark.DECLARATIONS)
     for index, declaration in enumerate(defence_benchmark.DECLARATIONS):
         number = count - index  # the newest first, numbered in the order they were made
-        closed = CLOSED_NOTE if declaration.stem in defence_benchmark.CLOSED else ""
+        reason = defence_benchmark.CLOSED.get(declaration.stem)
+        closed = f" Closed: {reason}." if reason else ""
         out += [
             f"### The declared defence benchmark, declaration {number}",
             "",
@@ -895,14 +896,6 @@ def mcfl_plus_section(docs: Path) -> list[str]:
         else:
             out += ["No run of this declaration yet.", ""]
     return out
-
-
-CLOSED_NOTE = (
-    " Closed: its runs were made with MCFL-plus before the trained-update guard, which "
-    "tracing its Sybils carrying a sign flip (random placement, seeds 202 and 204) led "
-    "to; its table stays as its runs made it, and declaration 2 runs the new defaults on "
-    "fresh seeds."
-)
 
 
 # -- performance --------------------------------------------------------------------------

@@ -258,8 +258,6 @@ class MCFLPlusStrategy(MCFLStrategy):
         context = self.context
         if context is None or context.validation_metric is None or context.update_vector is None:
             return {}
-        if self._template is None:
-            self._template = context.initial_weights(0)
         metrics: dict[K, float] = {}
         for key in trained:
             if key not in updates:
@@ -268,7 +266,7 @@ class MCFLPlusStrategy(MCFLStrategy):
                 vector = context.update_vector(updates[key])
             except LookupError:
                 continue
-            metric = context.validation_metric(unflatten_state(vector, self._template))
+            metric = context.validation_metric(self._weights(vector))
             if math.isfinite(metric):
                 metrics[key] = metric
         return metrics
@@ -338,14 +336,17 @@ class MCFLPlusStrategy(MCFLStrategy):
         context = self.context
         if context is None:
             return False
-        if self._template is None:
-            self._template = context.initial_weights(0)
         group = np.mean(np.stack([vectors[key] for key in (own, *peers)]), axis=0)
         losses = [
-            context.validation_loss(unflatten_state(vector, self._template))
-            for vector in (vectors[own], group)
+            context.validation_loss(self._weights(vector)) for vector in (vectors[own], group)
         ]
         return bool(math.isfinite(losses[0]) and not losses[1] <= losses[0])
+
+    def _weights(self, vector: np.ndarray) -> Any:
+        """A flattened update as a state dict of the network's architecture."""
+        if self._template is None:
+            self._template = self._context().initial_weights(0)
+        return unflatten_state(vector, self._template)
 
     def _divergences(
         self, own: K, peers: Sequence[K], vectors: Mapping[K, np.ndarray], parent: np.ndarray | None
