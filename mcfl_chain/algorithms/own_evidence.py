@@ -13,7 +13,10 @@ the trainer measured itself: its own validation split and its own past decisions
   aggregated scored on the trainer's own validation split, as a running mean;
 - :func:`history_threshold`, :func:`cap_by_history` — a divergence cap taken from the
   divergences the trainer accepted in earlier rounds, which this round's updates cannot
-  move.
+  move;
+- :func:`agreeing_steps` — the peers whose step from the parent points the way the
+  trainer's own step does (its own update as the root of trust, as FLTrust's server
+  update is, Cao et al., NDSS 2021), which no count of peers can outvote.
 """
 
 from __future__ import annotations
@@ -171,3 +174,39 @@ def cap_by_history(divergences: Mapping[K, float], cap: float | None) -> list[K]
         for key, divergence in divergences.items()
         if math.isfinite(divergence) and (cap is None or divergence <= cap)
     ]
+
+
+def agreeing_steps(steps: Mapping[K, np.ndarray], own: K, floor: float = 0.0) -> list[K]:
+    """The keys of ``steps`` (each update's step from the parent, ``own``'s included)
+    whose cosine with the own step is above ``floor``, ``own`` excepted, in
+    ``steps``' order.
+
+    A peer whose step is all zeros (it moved nowhere) or not finite has no direction and
+    is left out. If the own step is all zeros, the trainer has no direction to judge by
+    and every peer with a finite step is kept.
+
+    Raises
+    ------
+    ValueError
+        If ``floor`` is not in ``[-1, 1)``, or ``own`` is not among ``steps``.
+    """
+    if not -1 <= floor < 1:
+        raise ValueError(f"the direction floor must be a cosine in [-1, 1), got {floor}")
+    if own not in steps:
+        raise KeyError(f"the own update {own!r} is not among the steps")
+    mine = np.asarray(steps[own], dtype=np.float64)
+    mine_norm = float(np.linalg.norm(mine))
+    kept: list[K] = []
+    for key, step in steps.items():
+        if key == own:
+            continue
+        vector = np.asarray(step, dtype=np.float64)
+        if not np.all(np.isfinite(vector)):
+            continue
+        if mine_norm == 0 or not math.isfinite(mine_norm):
+            kept.append(key)
+            continue
+        norm = float(np.linalg.norm(vector))
+        if norm > 0 and float(np.dot(mine, vector)) / (mine_norm * norm) > floor:
+            kept.append(key)
+    return kept

@@ -1,16 +1,19 @@
 """MCFL-plus's pure rules (:mod:`mcfl_chain.algorithms.own_evidence`): the own-validation
-guard, agreement-weighted popularity and the divergence cap from the trainer's history;
+guard, agreement-weighted popularity, the divergence cap from the trainer's history and
+the direction check;
 properties with hypothesis, edge cases by example."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcfl_chain.algorithms.own_evidence import (
+    agreeing_steps,
     cap_by_history,
     guarded_candidates,
     history_threshold,
@@ -151,3 +154,36 @@ def test_the_history_cap_is_not_moved_by_this_rounds_updates() -> None:
         history_threshold(history, 1.5, 0.5)
     with pytest.raises(ValueError, match="slack"):
         history_threshold(history, 0.5, -1.0)
+
+
+@PROPERTY
+@given(
+    own=st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3).filter(
+        lambda v: sum(x * x for x in v) > 1e-6
+    ),
+    scales=st.lists(st.floats(0.1, 100.0), min_size=1, max_size=6),
+)
+def test_the_direction_check_drops_every_reversed_step_however_many(
+    own: list[float], scales: list[float]
+) -> None:
+    # Prepare: peers that reversed the own step, amplified or not, as many as drawn
+    step = np.array(own)
+    steps = {0: step, **{i + 1: -scale * step for i, scale in enumerate(scales)}}
+    steps[99] = step * 0.5 + 1e-3  # one honest peer, nearly the own direction
+    # Execute / Assert: no count of reversed peers outvotes the sign of a cosine
+    assert agreeing_steps(steps, 0) == [99]
+
+
+def test_the_direction_check_judges_only_where_it_has_a_direction() -> None:
+    own, peer = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    # orthogonal is not agreeing at floor 0; a lower floor admits it
+    assert agreeing_steps({0: own, 1: peer}, 0) == []
+    assert agreeing_steps({0: own, 1: peer}, 0, floor=-0.5) == [1]
+    # a peer that did not move, or moved to NaN, has no direction
+    assert agreeing_steps({0: own, 1: np.zeros(2), 2: np.array([np.nan, 1.0])}, 0) == []
+    # an own step of zeros cannot judge: every finite peer is kept
+    assert agreeing_steps({0: np.zeros(2), 1: -own, 2: np.array([np.inf, 0])}, 0) == [1]
+    with pytest.raises(ValueError, match="floor must be a cosine"):
+        agreeing_steps({0: own}, 0, floor=1.0)
+    with pytest.raises(KeyError, match="own update"):
+        agreeing_steps({1: own}, 0)

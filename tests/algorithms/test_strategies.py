@@ -595,3 +595,27 @@ def test_mcfl_plus_aggregates_on_no_parent_whose_trained_update_scores_far_worse
     assert strategy().aggregate_on(["sybil", "peer"]) == ["sybil"]
     assert strategy().aggregate_on(["sybil", "peer"], {"sybil": 14, "peer": 12}) == ["sybil"]
     assert strategy().aggregate_on(["sybil", "gone"], {"sybil": 11, "gone": 99}) == ["sybil"]
+
+
+def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() -> None:
+    # Prepare: seed 212 of the second declared defence benchmark, round 8, in small:
+    # the own update, one honest peer and two sign flippers (the peer's step reversed)
+    # on one parent; Algorithm 2's median sits among the flippers and keeps everyone
+    parent = np.zeros(2)
+    vectors = {
+        0: np.array([1.0, 0.2]),
+        1: np.array([0.9, 0.4]),
+        2: np.array([-0.9, -0.4]),
+        3: np.array([-1.0, -0.3]),
+    }
+
+    def strategy(**options: str) -> MCFLPlusStrategy:
+        return MCFLPlusStrategy(plus_history="off", plus_own_update="off", **options)
+
+    # Execute / Assert
+    assert MCFLStrategy().choose_updates(0, vectors, parent) == [0, 1, 2, 3]
+    assert strategy().choose_updates(0, vectors, parent) == [0, 1, 2, 3]
+    assert strategy(plus_direction="on").choose_updates(0, vectors, parent) == [0, 1]
+    # no parent, no steps: nothing to judge by
+    assert strategy(plus_direction="on").choose_updates(0, vectors) == [0, 1, 2, 3]
+    assert MCFLPlusStrategy().plus_direction is False
