@@ -9,20 +9,23 @@ accuracies and the run's attack measures), from which ``--report-only`` remakes 
 tables without the run directories.
 
 **declared** (the default; issue 37, deliverable 3): the matrix
-``docs/results/defence-v2.toml`` declared before its runs
-(:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults under every
-attack at 20 % and 40 % of the trainers, the adversaries placed at random and
-concentrated in one data group (the worst case), on fresh seeds, beside clean local
-training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
-say where). A declaration names its campaign by its file's stem: runs in
-``runs/defence-v2``, records in ``results/defence-v2/``, table in
-``docs/results/defence-v2.md``. The first declaration, ``docs/results/defence.toml``
-(MCFL-plus before its trained-update guard), is closed: ``--declaration`` with it and
-``--report-only`` remake its table, and it refuses new runs. Per attack × share ×
-placement the table gives the honest worst and average accuracy, their drop against the
-same seed's clean MCFL-plus run, local training's figures over the same trainers,
-backdoor success, Sybil adoption and the fallback share (aggregations that kept only
-the trainer's own update while others were proposed). The last line printed is (one line)
+``docs/results/defence-v3.toml`` declared before its runs
+(:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults but for
+the direction check (the declaration's ``[options]``) under every attack at 20 % and 40
+% of the trainers, the adversaries placed at random and concentrated in one data group
+(the worst case), on fresh seeds, beside clean local training; the declared engine
+(``--engine``/``--device`` run it elsewhere, and records say where). A declaration names
+its campaign by its file's stem: runs in ``runs/defence-v3``, records in
+``results/defence-v3/``, table in ``docs/results/defence-v3.md``. The second
+declaration, ``docs/results/defence-v2.toml`` (MCFL-plus with its defaults, before the
+direction check), stays open: ``--declaration docs/results/defence-v2.toml`` resumes it.
+The first, ``docs/results/defence.toml`` (MCFL-plus before its trained-update guard), is
+closed: ``--declaration`` with it and ``--report-only`` remake its table, and it refuses
+new runs. Per attack × share × placement the table gives the honest worst and average
+accuracy, their drop against the same seed's clean MCFL-plus run, local training's
+figures over the same trainers, backdoor success, Sybil adoption and the fallback share
+(aggregations that kept only the trainer's own update while others were proposed). The
+last line printed is (one line)
 
     worst honest accuracy drop, declared defence (MCFL-plus), worst 20% attack,
     worst-case placement: X pts

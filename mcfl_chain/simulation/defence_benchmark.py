@@ -5,18 +5,18 @@ default matrix).
 The exploratory matrix (:mod:`~mcfl_chain.simulation.attack_benchmark`) runs every MCFL
 variant and headlines the best one after seeing the runs it is scored on. Here
 everything is read from a declaration committed before the first run
-(``docs/results/defence.toml``, :class:`Declaration`): the defence (MCFL-plus with its
-defaults) and its tolerance, the scenario and its size, the seeds, the attacks, the
-blocks of (share, placement) in the order they are run, the headline block, and the
-comparator (local training, clean), so that "no loss" bought by not collaborating is
-visible beside each row.
+(``docs/results/defence*.toml``, :class:`Declaration`): the defence (MCFL-plus with its
+defaults, or with the options its ``[options]`` table sets) and its tolerance, the
+scenario and its size, the seeds, the attacks, the blocks of (share, placement) in the
+order they are run, the headline block, and the comparator (local training, clean), so
+that "no loss" bought by not collaborating is visible beside each row.
 
 The runs and records are the exploratory benchmark's (:class:`~.attack_benchmark.Run`,
 :class:`~.attack_benchmark.Record`: one JSON file per finished run, here in
-``results/defence/``), with the placement in the run's name when it is not random, e.g.
-``groups-mcfl-plus-label-flip0.2-concentrated-s200``. The table (:func:`table`) has one
-row per attack × share × placement, in the declared order, and a first row for the clean
-defence; :func:`headline` is the script's last line.
+``results/<the declaration's stem>/``), with the placement in the run's name when it is
+not random, e.g. ``groups-mcfl-plus-label-flip0.2-concentrated-s200``. The table
+(:func:`table`) has one row per attack × share × placement, in the declared order, and a
+first row for the clean defence; :func:`headline` is the script's last line.
 """
 
 from __future__ import annotations
@@ -44,7 +44,11 @@ from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.experiment import RESULTS, ExperimentError, check_seeds
 from mcfl_chain.strategies import STRATEGIES
 
-DECLARATIONS = (Path("docs/results/defence-v2.toml"), Path("docs/results/defence.toml"))
+DECLARATIONS = (
+    Path("docs/results/defence-v3.toml"),
+    Path("docs/results/defence-v2.toml"),
+    Path("docs/results/defence.toml"),
+)
 """Every declaration of the benchmark, the newest first; each names its own records,
 table and run folder after its file (:func:`records_of`, :func:`table_of`,
 :func:`out_of`)."""
@@ -53,7 +57,7 @@ DECLARATION = DECLARATIONS[0]
 CLOSED = {
     "defence": "its runs were made with MCFL-plus as it was at commit d655983, before the "
     "trained-update guard existed; resuming it now would mix two defences in one table. "
-    "Run docs/results/defence-v2.toml (the default) instead"
+    "Run docs/results/defence-v3.toml (the default) instead"
 }
 """Declarations whose campaign is over, by file stem, and why: their tables are remade
 from their records, but no run is added to them."""
@@ -103,10 +107,11 @@ class Block:
 
 @dataclasses.dataclass(frozen=True)
 class Declaration:
-    """What ``docs/results/defence.toml`` declares (the file's comments say why)."""
+    """What a declaration file such as ``docs/results/defence-v3.toml`` declares (its
+    comments say why)."""
 
     defence: str
-    """The strategy under test, with its default options."""
+    """The strategy under test, with its default options but :attr:`options`."""
     tolerance: float
     """Algorithm 2's tolerance for every run."""
     comparator: str
@@ -125,6 +130,9 @@ class Declaration:
     device: str
     source: str = "the declaration"
     """The file it was read from (its name is the table's, its stem the campaign's)."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """The defence's options set away from their defaults (``[options]``), by name, as
+    the command line takes them (``("plus_direction", "on")``); its runs only."""
 
     @property
     def closed(self) -> str | None:
@@ -147,7 +155,7 @@ class Declaration:
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ExperimentError(
                 f"cannot read the declaration {path} ({exc}); give --declaration the "
-                "declared benchmark's file (docs/results/defence.toml)"
+                f"declared benchmark's file ({DECLARATION})"
             ) from exc
         return cls.from_fields(fields, str(path))
 
@@ -176,6 +184,7 @@ class Declaration:
                 engine=str(fields["engine"]),
                 device=str(fields["device"]),
                 source=source,
+                options=tuple(sorted(dict(fields.get("options", {})).items())),
             )
         except KeyError as exc:
             raise ExperimentError(f"{source} has no field {exc}; add it") from exc
@@ -197,6 +206,20 @@ class Declaration:
                 raise ExperimentError(
                     f"{source}: {field} {name!r} is no strategy; known: {', '.join(STRATEGIES)}"
                 )
+        accepted = {option.name: option for option in STRATEGIES[self.defence].declared_options()}
+        for name, value in self.options:
+            if name not in accepted or name == "tolerance":
+                raise ExperimentError(
+                    f"{source}: [options] {name!r} is no option of {self.defence} to set "
+                    f"there (tolerance has its own field); known: {', '.join(accepted)}"
+                )
+            try:
+                accepted[name].spec.spelled().convert(value)
+            except ValueError as exc:
+                raise ExperimentError(
+                    f"{source}: [options] {name}: {exc} (write it as the command line "
+                    'does: "on" or "off" for a switch)'
+                ) from exc
         try:
             check_seeds(self.seeds)
         except ExperimentError as exc:
@@ -263,6 +286,8 @@ def plan(
             return
         # tolerance is a strategy option, a field SimulationConfig gains at run time
         options: dict[str, Any] = {"strategy": strategy, "tolerance": declaration.tolerance}
+        if strategy == declaration.defence:
+            options.update(declaration.options)
         config = dataclasses.replace(
             bases[run.scenario],
             name=run.name,
@@ -462,7 +487,8 @@ def table(declaration: Declaration, runs: Sequence[Run], found: Mapping[str, Rec
     done = sum(1 for run in runs if run.name in found)
     lines += [
         "",
-        f"{defence} ({declaration.defence} with its default options, tolerance "
+        f"{defence} ({declaration.defence} with its default options"
+        f"{''.join(f', {name} {value}' for name, value in declaration.options)}, tolerance "
         f"{declaration.tolerance:g}) as declared in "
         f"`docs/results/{Path(declaration.source).name}` before its "
         f"runs: {', '.join(declaration.scenarios)} reduced to {declaration.samples} samples a "

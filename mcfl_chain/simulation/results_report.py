@@ -884,7 +884,8 @@ def mcfl_plus_section(docs: Path) -> list[str]:
             f"### The declared defence benchmark, declaration {number}",
             "",
             f"`python scripts/bench_adversaries.py --declaration {declaration}` (committed "
-            "before its runs): MCFL-plus with its defaults under every attack at 20 % and "
+            "before its runs): MCFL-plus as declared (its defaults, but for the options the "
+            "table's note names) under every attack at 20 % and "
             "40 %, the adversaries placed at random or concentrated in one data group, on "
             "fresh seeds, against the clean run of the same seed, with local training's "
             f"figures over the same honest trainers beside.{closed}",

@@ -67,9 +67,11 @@ def test_the_committed_ablation_switches_off_each_mechanism_of_the_declared_defe
     # Execute
     ablation = da.Ablation.load(ROOT / da.ABLATION)
 
-    # Assert: its base is the default declaration, every MCFL-plus mechanism is switched
-    # off by one variant, and the first condition is clean
-    assert ablation.base_path.name == db.DECLARATION.name
+    # Assert: its base is the second declaration (MCFL-plus with its defaults; the third
+    # adds the direction check, which this ablation predates), every mechanism on in it
+    # is switched off by one variant, and the first condition is clean
+    assert ablation.base_path.name == "defence-v2.toml"
+    assert ablation.base_path.name in {path.name for path in db.DECLARATIONS}
     switched = {name for variant in ablation.variants for name in variant.options}
     assert switched == {
         "plus_guard",

@@ -69,6 +69,12 @@ def test_each_committed_declaration_declares_every_attack_on_fresh_seeds(path):
         ({"headline": {"share": 0.4, "placement": "random"}}, "[headline] must be one of"),
         ({"defence": "mcfl-minus"}, "defence 'mcfl-minus' is no strategy"),
         ({"seeds": [200, 200]}, "seeds must be distinct"),
+        ({"options": {"plus_teleport": "on"}}, "'plus_teleport' is no option of mcfl-plus"),
+        ({"options": {"tolerance": 2.0}}, "tolerance has its own field"),
+        (
+            {"options": {"plus_direction": True}},
+            'plus_direction must be a string, not True .*"on" or "off"',
+        ),
     ],
 )
 def test_a_refused_declaration_names_what_to_change(change, message):
@@ -118,6 +124,22 @@ def test_the_plan_runs_block_by_block_seed_by_seed_with_each_seeds_clean_runs_fi
     groups = [spec.group for spec in attacked.data_specs()]
     assert len({groups[index] for index in attacked.adversary_assignment()}) == 1
     assert {runs[2].clean, runs[8].clean} == {"groups-mcfl-plus-clean-s200"}
+
+
+def test_declared_options_reach_the_defences_runs_and_its_table_only():
+    # Prepare
+    declaration = db.Declaration.from_fields({**SMALL, "options": {"plus_direction": "on"}})
+
+    # Execute
+    configs = {run.name: run.config for run in db.plan(declaration, SCENARIOS)}
+    lines = db.table(declaration, list(db.plan(declaration, SCENARIOS)), {})
+
+    # Assert: the defence's clean and attacked runs carry it, the comparator does not
+    assert configs["groups-mcfl-plus-clean-s200"].plus_direction == "on"
+    assert configs["groups-mcfl-plus-backdoor0.2-s201"].plus_direction == "on"
+    assert configs["groups-local-clean-s200"].plus_direction == "off"
+    assert any("with its default options, plus_direction on, tolerance 1" in line for line in lines)
+    assert db.Declaration.from_fields(SMALL).options == ()
 
 
 def test_the_fallback_share_counts_the_own_update_kept_alone_among_others(tmp_path):

@@ -33,6 +33,7 @@ REMADE_HERE = {
     "adversaries.md",
     "defence.md",
     "defence-v2.md",
+    "defence-v3.md",
     "defence-ablation.md",
     "fedfmc.md",
     "fedfmc-one-step.md",
