@@ -51,6 +51,7 @@ from mcfl_chain.adversaries.base import (
     register_adversary,
 )
 from mcfl_chain.adversaries.spec import (
+    GROUPED_PLACEMENTS,
     PLACEMENTS,
     AdversarySpec,
     assign_adversaries,
@@ -63,6 +64,7 @@ from mcfl_chain.adversaries.spec import (
 
 __all__ = [
     "ADVERSARIES",
+    "GROUPED_PLACEMENTS",
     "PLACEMENTS",
     "Adversary",
     "AdversarySpec",

@@ -16,7 +16,11 @@ seed and placement always give the same assignment:
   trainer, then the next largest group likewise, and only then the trainers held back.
   A group is left one honest trainer because a group made only of adversaries has
   nobody to harm: two adversaries in a group of four are half of it, five among three
-  groups of four are three in one group and two in the next.
+  groups of four are three in one group and two in the next;
+- ``concentrated-drawn``: the same, but ties between groups of one size go to the group
+  the seeded order reaches first, so that equal groups (``groups``: three of four) are
+  each filled on some seeds. ``concentrated`` always fills the group of trainer 0 there,
+  which the defence benchmarks found is not always the group that loses most.
 
 Values are read as ``true``/``false``, an integer, a float, or else kept as text; the
 adversary's constructor checks them.
@@ -34,8 +38,10 @@ import numpy as np
 from mcfl_chain.adversaries.base import Adversary, adversary_parameters, make_adversary
 from mcfl_chain.algorithms.robust.spec import Value, parse_key_values
 
-PLACEMENTS = ("random", "concentrated")
+PLACEMENTS = ("random", "concentrated", "concentrated-drawn")
 """Where adversaries sit among a network's trainers (module docstring)."""
+GROUPED_PLACEMENTS = ("concentrated", "concentrated-drawn")
+"""The placements that need each trainer's data group."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,7 @@ def placement_order(
         Trainers in the network.
     seed : int, default 0
         Seed of the permutation.
-    placement : {"random", "concentrated"}, default "random"
+    placement : {"random", "concentrated", "concentrated-drawn"}, default "random"
         Module docstring.
     groups : Sequence[str], optional
         Each trainer's data group (:attr:`~mcfl_chain.learning.scenario.TrainerDataSpec.group`),
@@ -155,7 +161,19 @@ def placement_order(
     members: dict[str, list[int]] = {}
     for index in order:
         members.setdefault(groups[index], []).append(index)
-    ranked = sorted(members.values(), key=lambda drawn: (-len(drawn), min(drawn)))
+    # Insertion order is the seeded order's: a group's rank among ties is where its
+    # first member was drawn (concentrated-drawn), or its lowest index (concentrated).
+    first_drawn = {group: rank for rank, group in enumerate(members)}
+    ranked = [
+        members[group]
+        for group in sorted(
+            members,
+            key=lambda group: (
+                -len(members[group]),
+                first_drawn[group] if placement == "concentrated-drawn" else min(members[group]),
+            ),
+        )
+    ]
     first = [index for drawn in ranked for index in drawn[:-1]]
     return first + [drawn[-1] for drawn in ranked]
 
@@ -177,7 +195,7 @@ def assign_adversaries(
         Trainers in the network.
     seed : int, default 0
         Seed of the permutation the adversarial trainers are drawn from.
-    placement : {"random", "concentrated"}, default "random"
+    placement : {"random", "concentrated", "concentrated-drawn"}, default "random"
         Where they sit (module docstring).
     groups : Sequence[str], optional
         Each trainer's data group, for ``concentrated``.

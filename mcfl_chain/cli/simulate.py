@@ -145,7 +145,9 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     type=click.Choice(PLACEMENTS),
     help="Where the adversaries sit: drawn at random over all trainers, or concentrated "
     "in the scenario's largest data group (leaving it one honest trainer, then the next "
-    "group): the worst case for that group.  [default: random]",
+    "group): the worst case for that group. Among groups of one size, concentrated takes "
+    "the group of trainer 0, concentrated-drawn the one --seed draws first.  "
+    "[default: random]",
 )
 @click.option(
     "--defence",

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcfl_chain.adversaries.spec import PLACEMENTS, parse_adversary_shares
+from mcfl_chain.adversaries.spec import GROUPED_PLACEMENTS, PLACEMENTS, parse_adversary_shares
 from mcfl_chain.simulation import adversarial
 from mcfl_chain.simulation.attack_benchmark import (
     CLEAN,
@@ -548,7 +548,7 @@ def headline_label(declaration: Declaration) -> str:
     """The last line's text before its figure: ``worst honest accuracy drop, declared
     defence (MCFL-plus), worst 20% attack, worst-case placement``."""
     block = declaration.headline
-    placement = "worst-case" if block.placement == "concentrated" else block.placement
+    placement = "worst-case" if block.placement in GROUPED_PLACEMENTS else block.placement
     return (
         f"worst honest accuracy drop, declared defence "
         f"({LABELS.get(declaration.defence, declaration.defence)}), worst "

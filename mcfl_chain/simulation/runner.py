@@ -30,6 +30,7 @@ from mcfl_chain._utils.config_files import ConfigError, FileConfig, match_keys
 from mcfl_chain._utils.forked import ChildProcess, start_module
 from mcfl_chain._utils.process import free_port, unwind_on_termination
 from mcfl_chain.adversaries import (
+    GROUPED_PLACEMENTS,
     PLACEMENTS,
     AdversarySpec,
     assign_adversaries,
@@ -143,7 +144,8 @@ class SimulationConfig(FileConfig):
     placement: str = "random"
     """Where the adversaries sit: ``random`` (drawn from the seed over all trainers) or
     ``concentrated`` (the scenario's largest data group first, leaving it one honest
-    trainer, then the next; :func:`~mcfl_chain.adversaries.spec.placement_order`)."""
+    trainer, then the next; :func:`~mcfl_chain.adversaries.spec.placement_order`), or
+    ``concentrated-drawn`` (the same, equal groups ranked by the seed)."""
     defence: str | None = None
     """The honest trainers' robust update selection, ``NAME[:KEY=VALUE...]`` (``krum``,
     ``multi-krum``); adversaries play without it. None: none."""
@@ -236,7 +238,7 @@ class SimulationConfig(FileConfig):
         if not self.adversaries:
             return {}
         groups = None
-        if self.placement == "concentrated":
+        if self.placement in GROUPED_PLACEMENTS:
             groups = [spec.group for spec in self.data_specs()]
         return assign_adversaries(
             self.adversaries, self.n_trainers, self.seed, self.placement, groups

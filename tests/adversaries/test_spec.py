@@ -169,6 +169,30 @@ def test_concentrated_placement_fills_the_largest_group_but_for_one_trainer() ->
     assert len(seats) > 1 and all(GROUPS_OF_12[i] == "group 0" for seat in seats for i in seat)
 
 
+def test_concentrated_drawn_placement_fills_each_of_equal_groups_on_some_seeds() -> None:
+    # Execute: 2 adversaries among 3 groups of 4, over seeds
+    filled = {
+        seed: {
+            GROUPS_OF_12[i]
+            for i in assign_adversaries(
+                "sign-flip:0.2", 12, seed=seed, placement="concentrated-drawn", groups=GROUPS_OF_12
+            )
+        }
+        for seed in range(12)
+    }
+
+    # Assert: always one group, half of it; every group on some seed; and the larger
+    # group still comes first when sizes differ
+    assert all(len(groups) == 1 for groups in filled.values())
+    assert set().union(*filled.values()) == set(GROUPS_OF_12)
+    uneven = ["0°"] * 6 + ["180°"] * 2
+    for seed in range(6):
+        drawn = assign_adversaries(
+            "ipm:0.25", 8, seed=seed, placement="concentrated-drawn", groups=uneven
+        )
+        assert set(drawn) <= set(range(6))
+
+
 def test_concentrated_placement_prefers_the_largest_group_then_holds_back_one_each() -> None:
     # 30:2 rotations: trainers 0-5 rotated 0°, 6-7 rotated 180°; then all 8 adversaries.
     groups = ["0°"] * 6 + ["180°"] * 2
