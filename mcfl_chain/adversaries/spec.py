@@ -161,19 +161,14 @@ def placement_order(
     members: dict[str, list[int]] = {}
     for index in order:
         members.setdefault(groups[index], []).append(index)
-    # Insertion order is the seeded order's: a group's rank among ties is where its
-    # first member was drawn (concentrated-drawn), or its lowest index (concentrated).
-    first_drawn = {group: rank for rank, group in enumerate(members)}
-    ranked = [
-        members[group]
-        for group in sorted(
-            members,
-            key=lambda group: (
-                -len(members[group]),
-                first_drawn[group] if placement == "concentrated-drawn" else min(members[group]),
-            ),
-        )
-    ]
+
+    # members is in the seeded order and sorted() is stable: concentrated-drawn leaves
+    # groups of one size in the order the seed reached them, concentrated ranks them by
+    # their lowest index.
+    def tie(drawn: list[int]) -> int:
+        return 0 if placement == "concentrated-drawn" else min(drawn)
+
+    ranked = sorted(members.values(), key=lambda drawn: (-len(drawn), tie(drawn)))
     first = [index for drawn in ranked for index in drawn[:-1]]
     return first + [drawn[-1] for drawn in ranked]
 

@@ -27,6 +27,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from mcfl_chain.algorithms.divergence import cosine_distances
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -195,18 +197,16 @@ def agreeing_steps(steps: Mapping[K, np.ndarray], own: K, floor: float = 0.0) ->
     if own not in steps:
         raise KeyError(f"the own update {own!r} is not among the steps")
     mine = np.asarray(steps[own], dtype=np.float64)
-    mine_norm = float(np.linalg.norm(mine))
-    kept: list[K] = []
+    peers: dict[K, np.ndarray] = {}
     for key, step in steps.items():
-        if key == own:
-            continue
         vector = np.asarray(step, dtype=np.float64)
-        if not np.all(np.isfinite(vector)):
-            continue
-        if mine_norm == 0 or not math.isfinite(mine_norm):
-            kept.append(key)
-            continue
-        norm = float(np.linalg.norm(vector))
-        if norm > 0 and float(np.dot(mine, vector)) / (mine_norm * norm) > floor:
-            kept.append(key)
-    return kept
+        if key != own and np.all(np.isfinite(vector)):
+            peers[key] = vector
+    mine_norm = float(np.linalg.norm(mine))
+    if mine_norm == 0 or not math.isfinite(mine_norm):
+        return list(peers)
+    directed = [key for key, vector in peers.items() if np.any(vector)]
+    if not directed:
+        return []
+    cosines = 1.0 - cosine_distances(mine, np.stack([peers[key] for key in directed]))
+    return [key for key, cosine in zip(directed, cosines, strict=True) if cosine > floor]
