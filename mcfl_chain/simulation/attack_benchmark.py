@@ -27,6 +27,7 @@ from mcfl_chain.simulation.campaign import load_scenarios
 from mcfl_chain.simulation.experiment import RESULTS, ExperimentError, state_of
 from mcfl_chain.simulation.registration import ETHER, POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig
+from mcfl_chain.storage.errors import BlobNotFound
 
 RECORDS = RESULTS / "adversaries"
 """Where each finished run's record goes (``--records``)."""
@@ -256,13 +257,19 @@ def gather(
 ) -> dict[str, Record]:
     """Run name → record, for the finished runs: measured again from the run directory
     where there is one (its record rewritten), taken from ``recorded`` (default: read
-    from ``records``) otherwise."""
+    from ``records``) otherwise, or where the directory's blobs were pruned (about 70 MB
+    a run: campaigns delete them once the records are committed) and a record exists."""
     if recorded is None:
         recorded = read_records(records)
     found: dict[str, Record] = {}
     for run in runs:
         if state_of(out / run.name) == "done":
-            found[run.name] = keep_record(run, out, records)
+            try:
+                found[run.name] = keep_record(run, out, records)
+            except BlobNotFound:
+                if run.name not in recorded:
+                    raise
+                found[run.name] = recorded[run.name][1]
         elif run.name in recorded:
             found[run.name] = recorded[run.name][1]
     return found

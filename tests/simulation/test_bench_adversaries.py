@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from mcfl_chain.simulation import adversarial
 from mcfl_chain.simulation import attack_benchmark as ab
+from mcfl_chain.storage.errors import BlobNotFound
 
 HONEST = (0, 1, 2)
 ETH = 10**18
@@ -478,3 +480,22 @@ def test_a_clean_run_missing_an_honest_trainer_ends_in_one_line(bench, tmp_path)
     assert "groups-mcfl-tol1-label-flip0.2-s0 against groups-mcfl-tol1-clean-s0" in result.output
     assert "honest trainer(s) [2]" in result.output
     assert "delete groups-mcfl-tol1-clean-s0.json" in result.output
+
+
+def test_gather_takes_the_record_of_a_finished_run_whose_blobs_were_pruned(tmp_path, monkeypatch):
+    # Prepare: a finished run directory that can no longer be measured (its blobs were
+    # deleted: measuring a backdoor needs them), with and without a record.
+    run = SimpleNamespace(name="groups-mcfl-plus-backdoor0.2-s0")
+    (tmp_path / run.name).mkdir()
+    (tmp_path / run.name / "summary.json").write_text("{}")
+
+    def pruned(*_):
+        raise BlobNotFound("blob b is not in the local store")
+
+    monkeypatch.setattr(ab, "keep_record", pruned)
+    record = object()
+
+    # Execute, assert: the record stands in; without one, the error says what is missing.
+    assert ab.gather([run], tmp_path, tmp_path, {run.name: (run, record)}) == {run.name: record}
+    with pytest.raises(BlobNotFound, match="not in the local store"):
+        ab.gather([run], tmp_path, tmp_path, {})
