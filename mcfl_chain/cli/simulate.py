@@ -20,6 +20,7 @@ from mcfl_chain.cli._options import declared_option
 from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.optimisers import OPTIMISER_NAMES, OPTIMISERS
 from mcfl_chain.learning.scenario import SCENARIOS
+from mcfl_chain.learning.training import SAMPLINGS
 from mcfl_chain.simulation.engines import ENGINES
 from mcfl_chain.simulation.registration import POLICIES
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError, run_simulation
@@ -113,6 +114,13 @@ def _run(config: SimulationConfig, out: Path | None, keep_running: bool) -> None
     help="Optimiser preset of local training, restarted every round: "
     + "; ".join(f"{o.name}: {o.help}" for o in OPTIMISERS.values())
     + ".  [default: sgd]",
+)
+@click.option(
+    "--sampling",
+    type=click.Choice(tuple(SAMPLINGS)),
+    help="How an epoch draws the training samples: "
+    + "; ".join(f"{name}: {text}" for name, text in SAMPLINGS.items())
+    + ".  [default: shuffle]",
 )
 @click.option(
     "--samples",

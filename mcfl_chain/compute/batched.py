@@ -11,7 +11,8 @@ What is equal to the per-model path: for each :class:`TrainJob` the math is exac
 of :func:`~mcfl_chain.learning.training.train` on a model loaded with ``job.start``:
 
 - the same batches: a ``torch.Generator().manual_seed(seed)``, one
-  ``torch.randperm(n, generator=...)`` per epoch, slices of ``batch_size`` with a smaller
+  :func:`~mcfl_chain.learning.training.epoch_order` of ``n`` indices per epoch (a
+  permutation, or draws with replacement), slices of ``batch_size`` with a smaller
   last one. Models of one computation differ in sample counts, so each step's batch is
   padded to ``batch_size`` with a per-sample weight of 0 (loss ``sum(w·l) / sum(w)``, the
   plain batch mean when nothing is padded), and a model whose epoch is over takes no step
@@ -70,7 +71,7 @@ from mcfl_chain.learning.models import (
 )
 from mcfl_chain.learning.optimisers import Settings, get_optimiser
 from mcfl_chain.learning.scenario import Images, SharedImages, TrainerData, decode
-from mcfl_chain.learning.training import Evaluation, TrainReport
+from mcfl_chain.learning.training import SAMPLINGS, Evaluation, TrainReport, epoch_order
 
 StateDict = dict[str, torch.Tensor]
 _T = TypeVar("_T")
@@ -112,7 +113,7 @@ class TrainJob:
         The state dict to start from (CPU tensors), with the architecture's keys.
     data : TrainerData
         Trains on ``train_x``/``train_y``; scored afterwards on ``val_x``/``val_y``.
-    epochs, batch_size, lr, momentum, weight_decay, seed, optimiser
+    epochs, batch_size, lr, momentum, weight_decay, seed, optimiser, sampling
         As for :func:`~mcfl_chain.learning.training.train`.
     penalty : Quadratic, optional
         A quadratic penalty added to the loss (a strategy's regulariser), or None.
@@ -127,6 +128,7 @@ class TrainJob:
     weight_decay: float = 0.0
     seed: int = 0
     optimiser: str = "sgd"
+    sampling: str = "shuffle"
     penalty: Quadratic | None = None
 
 
@@ -202,6 +204,10 @@ def train_batched(
         raise ValueError(f"max_models must be >= 1, got {max_models}")
     for job in jobs:
         get_optimiser(job.optimiser)
+        if job.sampling not in SAMPLINGS:
+            raise ValueError(
+                f"unknown sampling {job.sampling!r}; choose one of {', '.join(SAMPLINGS)}"
+            )
         if job.epochs < 1 or job.batch_size < 1:
             raise ValueError(
                 f"epochs and batch_size must be >= 1, got {job.epochs} and {job.batch_size}"
@@ -553,10 +559,11 @@ def _train_chunk(
     started = time.perf_counter()
     epoch_total = torch.zeros(count, dtype=torch.float64, device=device)
     for epoch in range(epochs):
-        # One permutation per model and epoch from its own generator, as train draws it.
+        # One order per model and epoch from its own generator, as train draws it (n
+        # samples either way, so the batch layout does not depend on the sampling).
         index_cpu = torch.empty(count, steps * batch_size, dtype=torch.int64)
         for j, (n, generator) in enumerate(zip(sizes, generators, strict=True)):
-            index_cpu[j, :n] = torch.randperm(n, generator=generator) + offsets[j]
+            index_cpu[j, :n] = epoch_order(n, generator, jobs[j].sampling) + offsets[j]
             index_cpu[j, n:] = offsets[j]  # any real row: its weight is 0
         index = index_cpu.view(count, steps, batch_size).transpose(0, 1).to(device)
         epoch_total.zero_()

@@ -47,10 +47,13 @@ class Compute(Protocol):
         seed: int,
         penalties: list[Penalty | None],
         optimiser: str = "sgd",
+        sampling: str = "shuffle",
     ) -> list[StateDict]:
         """:meth:`train` from each of ``starts`` (with its penalty), in order: a trainer's
         every update of a phase in one request, which a batching compute runs at once.
-        ``optimiser`` names the preset (:mod:`mcfl_chain.learning.optimisers`)."""
+        ``optimiser`` names the preset (:mod:`mcfl_chain.learning.optimisers`),
+        ``sampling`` how an epoch draws its samples
+        (:data:`~mcfl_chain.learning.training.SAMPLINGS`)."""
         ...
 
     def evaluate(
@@ -165,6 +168,7 @@ class LocalCompute:
         seed: int,
         penalty: Penalty | None = None,
         optimiser: str = "sgd",
+        sampling: str = "shuffle",
     ) -> StateDict:
         if penalty is not None and self.device.type != "cpu":
             # A strategy's penalty closes over CPU tensors (FedFMC's Fisher information).
@@ -179,6 +183,7 @@ class LocalCompute:
                 seed=seed,
                 penalty=penalty,
                 optimiser=optimiser,
+                sampling=sampling,
             )
         net = self.model(arch, start)
         train(
@@ -192,6 +197,7 @@ class LocalCompute:
             penalty=penalty,
             validate=False,  # the trainer scores its models itself
             optimiser=optimiser,
+            sampling=sampling,
         )
         return {name: value.detach().cpu() for name, value in net.state_dict().items()}
 
@@ -208,6 +214,7 @@ class LocalCompute:
         seed: int,
         penalties: list[Penalty | None],
         optimiser: str = "sgd",
+        sampling: str = "shuffle",
     ) -> list[StateDict]:
         return [
             self.train(
@@ -221,6 +228,7 @@ class LocalCompute:
                 seed=seed,
                 penalty=penalty,
                 optimiser=optimiser,
+                sampling=sampling,
             )
             for start, penalty in zip(starts, penalties, strict=True)
         ]

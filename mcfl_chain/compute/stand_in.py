@@ -44,6 +44,7 @@ class StandInCompute(LocalCompute):
         seed: int,
         penalty: Penalty | None = None,
         optimiser: str = "sgd",
+        sampling: str = "shuffle",
     ) -> StateDict:
         digest = hashlib.sha256()
         digest.update(np.ascontiguousarray(data.indices).tobytes())
@@ -54,6 +55,8 @@ class StandInCompute(LocalCompute):
         digest.update(str((seed, epochs, batch_size, lr, momentum)).encode())
         if optimiser != "sgd":  # the digests of SGD runs stay as they were
             digest.update(optimiser.encode())
+        if sampling != "shuffle":
+            digest.update(sampling.encode())
         rng = np.random.default_rng(int.from_bytes(digest.digest()[:8], "little"))
         out: StateDict = {}
         for name in sorted(start):

@@ -141,6 +141,7 @@ class BatchingCompute:
         seed: int,
         penalties: list[Penalty | None],
         optimiser: str = "sgd",
+        sampling: str = "shuffle",
     ) -> list[StateDict]:
         settings: dict[str, Any] = dict(
             epochs=epochs,
@@ -149,6 +150,7 @@ class BatchingCompute:
             momentum=momentum,
             seed=seed,
             optimiser=optimiser,
+            sampling=sampling,
         )
         if self.kernel == "loop":
             with self._slots:

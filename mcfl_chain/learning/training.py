@@ -102,6 +102,30 @@ def _loss_function(kind: ModelKind) -> Callable[[torch.Tensor, torch.Tensor], to
     return nn.functional.cross_entropy if kind == "classifier" else nn.functional.mse_loss
 
 
+SAMPLINGS = {
+    "shuffle": "each epoch visits every training sample once, in a fresh random order",
+    "replacement": "each epoch draws as many samples with replacement (the MCFL authors' "
+    "WeightedRandomSampler): some twice, about a third not at all",
+}
+"""How an epoch draws its training samples (``--sampling``)."""
+
+
+def epoch_order(n: int, generator: torch.Generator, sampling: str = "shuffle") -> torch.Tensor:
+    """The ``n`` training-sample indices of one epoch, in batch order (see
+    :data:`SAMPLINGS`), drawn from ``generator``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``sampling``.
+    """
+    if sampling == "shuffle":
+        return torch.randperm(n, generator=generator)
+    if sampling == "replacement":
+        return torch.randint(0, n, (n,), generator=generator)
+    raise ValueError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLINGS)}")
+
+
 def train(
     model: nn.Module,
     data: TrainerData,
@@ -116,6 +140,7 @@ def train(
     penalty: Callable[[nn.Module], torch.Tensor] | None = None,
     validate: bool = True,
     optimiser: str = "sgd",
+    sampling: str = "shuffle",
 ) -> TrainReport:
     """Train ``model`` in place on ``data``'s train split for ``epochs`` epochs.
 
@@ -147,6 +172,11 @@ def train(
         Score the trained model on the validation split for the report (a worker, which
         scores its models itself, saves that forward pass with False).
 
+    optimiser : str, default "sgd"
+        The optimiser preset (:mod:`mcfl_chain.learning.optimisers`).
+    sampling : str, default "shuffle"
+        How each epoch draws its samples (:data:`SAMPLINGS`).
+
     Returns
     -------
     TrainReport
@@ -155,18 +185,26 @@ def train(
     Raises
     ------
     ValueError
-        If ``epochs`` or ``batch_size`` is below one, the optimiser preset is unknown,
-        or a penalty or another optimiser than ``sgd`` is given for a task that trains
-        with its own code (which has no place for them).
+        If ``epochs`` or ``batch_size`` is below one, the optimiser preset or the
+        sampling is unknown, or a penalty, another optimiser than ``sgd`` or another
+        sampling than ``shuffle`` is given for a task that trains with its own code
+        (which has no place for them).
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
     preset = get_optimiser(optimiser)
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLINGS)}")
     own = _own(model, "train")
     if own is not None and optimiser != "sgd":
         raise ValueError(
             f"this task trains with its own code, which takes SGD's settings only: the "
             f"optimiser preset {optimiser!r} cannot be applied; use sgd"
+        )
+    if own is not None and sampling != "shuffle":
+        raise ValueError(
+            f"this task trains with its own code, which draws its own batches: the sampling "
+            f"{sampling!r} cannot be applied; use shuffle"
         )
     if own is not None and penalty is not None:
         raise ValueError(
@@ -201,7 +239,7 @@ def train(
     started = time.perf_counter()
     epoch_loss = math.nan
     for epoch in range(1, epochs + 1):
-        order = torch.randperm(n, generator=generator)
+        order = epoch_order(n, generator, sampling)
         total = 0.0
         for start in range(0, n, batch_size):
             batch = order[start : start + batch_size]

@@ -24,7 +24,10 @@ The methods, on the same data, chain code and seeds:
 - ablations, on ``groups`` and the two ``autoencoders`` scenarios: MCFL with one of its
   three readings of the paper switched to the earlier one (``mcfl-shared``: everybody
   starts on the root, ``mcfl-all``: aggregate on every trained parent, ``mcfl-ceil``:
-  train ⌈√n⌉ parents), and all three together (``mcfl-v1``, this repository's first MCFL).
+  train ⌈√n⌉ parents), and all three together (``mcfl-v1``, this repository's first MCFL);
+  on request, the deviations from the authors' code that remain (:data:`FIDELITY_ABLATIONS`:
+  ``mcfl-elementwise``, ``mcfl-authors-statistics``, ``mcfl-resampled``,
+  ``fedavg-first-one``), each against its own method's runs.
 
 Scenario files that differ only in MCFL options (``gaussian-tol1`` … ``-tolmixed``,
 ``autoencoders`` and ``autoencoders-tol1``) share their baselines, named after the part
@@ -92,6 +95,21 @@ ABLATION_LABELS = {
     "mcfl-all": "aggregate on every parent",
     "mcfl-ceil": "⌈√n⌉ parents",
     "mcfl-v1": "v1: all three",
+}
+FIDELITY_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mcfl-elementwise": ("mcfl", {"divergence": "elementwise"}),
+    "mcfl-authors-statistics": ("mcfl", {"filter_statistics": "authors"}),
+    "mcfl-resampled": ("mcfl", {"sampling": "replacement"}),
+    "fedavg-first-one": ("fedavg", {"fedavg_start": "one"}),
+}
+"""Issue 36, item 5: the remaining deviations from the authors' code, each switched to
+the authors' way alone, on request (``--methods``): name → (the method it changes, its
+options). Each is compared with that method's own runs."""
+FIDELITY_LABELS = {
+    "mcfl-elementwise": "authors' element-wise divergence",
+    "mcfl-authors-statistics": "authors' Algorithm 2 statistics",
+    "mcfl-resampled": "training data drawn with replacement",
+    "fedavg-first-one": "FedAvg, authors' first round (one trainer)",
 }
 ABLATION_SCENARIOS = ("groups", "autoencoders", "autoencoders-epochs6")
 DEFAULT_SEEDS = (0, 1, 2)
@@ -286,6 +304,20 @@ for _name, _options in ABLATIONS.items():
             ABLATION_LABELS[_name],
             partial(replace, **_options),
             shared=False,
+            scenarios=ABLATION_SCENARIOS,
+        )
+    )
+
+for _name, (_base, _options) in FIDELITY_ABLATIONS.items():
+    register_method(
+        Method(
+            _name,
+            FIDELITY_LABELS[_name],
+            partial(replace, **_options)
+            if _base == "mcfl"
+            else partial(baseline, strategy=_base, **_options),
+            shared=False,
+            default=False,
             scenarios=ABLATION_SCENARIOS,
         )
     )

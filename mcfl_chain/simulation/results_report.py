@@ -573,10 +573,14 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
         f"**Verdict.** {claim.get('verdict', 'pending').strip()}",
         "",
     ]
+    # Each variant is paired with the method it changes: MCFL, or FedAvg for its first
+    # round (issue 36, item 5's deviations, run on request: "not run" until then).
+    references = {m: base for m, (base, _) in campaign.FIDELITY_ABLATIONS.items()}
+    options_of = {m: options for m, (_, options) in campaign.FIDELITY_ABLATIONS.items()}
+    options_of |= campaign.ABLATIONS
     for scenario in campaign.ABLATION_SCENARIOS:
-        variants = ["mcfl", *campaign.ABLATIONS]
-        found = {m: figures_of(runs.get((scenario, m), {})) for m in variants}
-        reference = found["mcfl"]
+        variants = ["mcfl", *campaign.ABLATIONS, *campaign.FIDELITY_ABLATIONS]
+        found = {m: figures_of(runs.get((scenario, m), {})) for m in [*variants, "fedavg"]}
         any_figures = next((f for seeds in found.values() for f in seeds.values()), None)
         out += [f"### {scenario}", ""]
         if any_figures is None:
@@ -594,7 +598,7 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
         lines = []
         for method in variants:
             summary = stats.over_seeds(found[method])
-            options = ", ".join(f"{k} = {v}" for k, v in campaign.ABLATIONS.get(method, {}).items())
+            options = ", ".join(f"{k} = {v}" for k, v in options_of.get(method, {}).items())
             label = "MCFL (authors' defaults)" if method == "mcfl" else LABELS[method]
             if summary is None:
                 lines.append([label, options or "–", "0", *[NOT_RUN] * (len(header) - 3)])
@@ -604,6 +608,7 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
             if metric == "MSE":
                 cells += [cell(summary.by_group.get(g), metric) for g in groups]
             cells.append(summary.models.format(1.0, 1))
+            reference = found[references.get(method, "mcfl")]
             diff = stats.paired_difference(found[method], reference) if method != "mcfl" else None
             cells.append(
                 "–" if method == "mcfl" else marked(diff.mean_diff if diff else None, metric)
@@ -612,8 +617,10 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
         out += table(header, lines)
     out += [
         "Mean ± 95 % half-width over seeds, final round; Δ average: the variant minus MCFL "
-        "with the authors' defaults, paired by trainer and seed (* = the interval "
-        "excludes 0).",
+        "with the authors' defaults (FedAvg's first round: minus FedAvg), paired by "
+        "trainer and seed (* = the interval excludes 0). The last four rows are issue 36's "
+        "remaining deviations, run on request (`python scripts/run_experiments.py --only "
+        "groups " + " ".join(f"--methods {m}" for m in campaign.FIDELITY_ABLATIONS) + "`).",
         "",
     ]
     return out

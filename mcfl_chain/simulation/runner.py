@@ -120,6 +120,10 @@ class SimulationConfig(FileConfig):
     optimiser: str = "sgd"
     """The optimiser preset of local training (:mod:`mcfl_chain.learning.optimisers`):
     ``sgd`` with :attr:`lr`, or ``adam-steplr``, the MCFL authors' Adam with StepLR."""
+    sampling: str = "shuffle"
+    """How an epoch draws the training samples: ``shuffle`` (each once) or
+    ``replacement`` (the MCFL authors' draws with replacement;
+    :data:`~mcfl_chain.learning.training.SAMPLINGS`)."""
     samples: int | None = 1200
     """Samples per trainer (None: the whole share)."""
     arch: str = "lenet5"
@@ -285,6 +289,7 @@ class SimulationConfig(FileConfig):
             batch_size=self.batch_size,
             lr=self.lr,
             optimiser=self.optimiser,
+            sampling=self.sampling,
             rounds=self.rounds,
             adversary=None if adversary is None else str(adversary),
             defence=None if adversary is not None else self.defence,

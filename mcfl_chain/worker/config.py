@@ -29,6 +29,7 @@ from mcfl_chain.chain.events import DEFAULT_MAX_LOG_RANGE
 from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.learning.optimisers import OPTIMISER_NAMES, OPTIMISERS
 from mcfl_chain.learning.scenario import SCENARIOS
+from mcfl_chain.learning.training import SAMPLINGS
 from mcfl_chain.storage import DEFAULT_STORAGE
 from mcfl_chain.strategies import STRATEGIES
 from mcfl_chain.strategies.base import strategy_options
@@ -196,6 +197,13 @@ class WorkerConfig(FileConfig):
         + "; ".join(f"{o.name}: {o.help}" for o in OPTIMISERS.values())
         + ".",
         choices=OPTIMISER_NAMES,
+    )
+    sampling: str = _option(
+        "shuffle",
+        "How an epoch draws the training samples: "
+        + "; ".join(f"{name}: {text}" for name, text in SAMPLINGS.items())
+        + ".",
+        choices=tuple(SAMPLINGS),
     )
     rounds: int | None = _option(
         None,

@@ -148,6 +148,7 @@ def build_worker(
         lr=config.lr,
         seed=config.seed,
         optimiser=config.optimiser,
+        sampling=config.sampling,
     )
     options = WorkerOptions(
         arch=arch,

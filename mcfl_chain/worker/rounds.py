@@ -152,6 +152,8 @@ class TrainingOptions:
     seed: int = 0
     optimiser: str = "sgd"
     """The optimiser preset (:mod:`mcfl_chain.learning.optimisers`)."""
+    sampling: str = "shuffle"
+    """How an epoch draws its samples (:data:`~mcfl_chain.learning.training.SAMPLINGS`)."""
 
 
 @dataclass
@@ -398,6 +400,7 @@ class Worker:
                 seed=opts.seed * 1_000_003 + round_ + seed_offset,
                 penalties=penalties,
                 optimiser=opts.optimiser,
+                sampling=opts.sampling,
             )
 
     # -- main loop -------------------------------------------------------------------------

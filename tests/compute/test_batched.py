@@ -80,6 +80,7 @@ def _sequential(arch: str, job: TrainJob) -> tuple[dict[str, torch.Tensor], Trai
         weight_decay=job.weight_decay,
         seed=job.seed,
         optimiser=job.optimiser,
+        sampling=job.sampling,
         penalty=job.penalty,
     )
     return model.state_dict(), report
@@ -173,6 +174,33 @@ def test_adam_preset_and_proximal_penalties_match_train(compute_device: torch.de
     assert (
         plain["classifier.1.weight"] - states[1]["classifier.1.weight"]
     ).abs().max() > 100 * ATOL
+
+
+def test_sampling_with_replacement_matches_train_beside_shuffled_jobs(
+    compute_device: torch.device,
+) -> None:
+    # Prepare: the authors' draws with replacement and the default shuffle in one
+    # computation (the batch layout is the same: n samples an epoch either way).
+    jobs = [
+        TrainJob(
+            create_model("lenet-light", i).state_dict(),
+            _data(30 + 9 * i, 5, i),
+            epochs=2,
+            batch_size=16,
+            lr=0.1,
+            seed=i,
+            sampling=sampling,
+        )
+        for i, sampling in enumerate(["replacement", "shuffle", "replacement"])
+    ]
+    # Execute / Assert: each is what per-model training with its sampling gives ...
+    states = _assert_matches_train("lenet-light", jobs, compute_device)
+    # ... and the sampling matters: shuffled, the first model ends elsewhere.
+    shuffled = train_batched("lenet-light", [replace(jobs[0], sampling="shuffle")], compute_device)
+    moved = max((shuffled[0][0][k] - v).abs().max().item() for k, v in states[0].items())
+    assert moved > 100 * ATOL
+    with pytest.raises(ValueError, match="unknown sampling 'bootstrap'"):
+        train_batched("lenet-light", [replace(jobs[0], sampling="bootstrap")], compute_device)
 
 
 def test_jobs_of_different_epochs_and_batch_sizes_keep_their_order(

@@ -9,7 +9,13 @@ import torch
 
 from mcfl_chain.learning.models import create_model
 from mcfl_chain.learning.scenario import TrainerDataSpec, build_trainer_data
-from mcfl_chain.learning.training import Evaluation, evaluate, selection_metric, train
+from mcfl_chain.learning.training import (
+    Evaluation,
+    epoch_order,
+    evaluate,
+    selection_metric,
+    train,
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +122,18 @@ def test_a_penalty_is_added_to_the_training_loss(digits_data) -> None:  # type: 
         return sum(float((p - anchor[n]).norm()) for n, p in model.named_parameters())
 
     assert moved(held) < 0.5 * moved(free)
+
+
+def test_an_epoch_draws_a_permutation_or_with_replacement():
+    # Prepare / Execute: one epoch of 500 indices each way, from equal generators.
+    shuffled = epoch_order(500, torch.Generator().manual_seed(1))
+    drawn = epoch_order(500, torch.Generator().manual_seed(1), "replacement")
+
+    # Assert: shuffle visits each sample once; with replacement n draws repeat some and
+    # miss about (1 - 1/n)^n ≈ 37 % of them; the same seed, the same draws.
+    assert sorted(shuffled.tolist()) == list(range(500))
+    assert len(drawn) == 500 and 0 <= int(drawn.min()) and int(drawn.max()) < 500
+    assert 0.30 < 1 - len(set(drawn.tolist())) / 500 < 0.44
+    assert torch.equal(drawn, epoch_order(500, torch.Generator().manual_seed(1), "replacement"))
+    with pytest.raises(ValueError, match="unknown sampling 'bootstrap'"):
+        epoch_order(5, torch.Generator(), "bootstrap")

@@ -505,3 +505,26 @@ def test_seeds_are_parsed_from_commas_spaces_and_repeats(load_script):
     with pytest.raises(ValueError, match="'-1' is not a seed"):
         campaign.parse_seeds(["0,-1"])
     assert refused.exit_code == 2 and "'x' is not a seed (a whole number >= 0)" in refused.output
+
+
+def test_the_authors_remaining_deviations_run_on_request_each_alone(paper):
+    # Execute: the default plan, and the four deviations named.
+    default = {r.name for r in campaign.plan(paper, seeds=[0]).runs}
+    named = {
+        r.name: r.config
+        for r in campaign.plan(
+            paper, seeds=[0], methods=list(campaign.FIDELITY_ABLATIONS), only=["groups"]
+        ).runs
+    }
+
+    # Assert: none is in the default campaign; named, each changes one thing of its
+    # method's run on groups: MCFL's divergence, statistics or sampling, FedAvg's start.
+    assert not any(m in name for name in default for m in campaign.FIDELITY_ABLATIONS)
+    assert set(named) == {f"groups-{m}-s0" for m in campaign.FIDELITY_ABLATIONS}
+    mcfl = named["groups-mcfl-elementwise-s0"]
+    assert (mcfl.strategy, mcfl.divergence, mcfl.sampling) == ("mcfl", "elementwise", "shuffle")
+    assert named["groups-mcfl-authors-statistics-s0"].filter_statistics == "authors"
+    resampled = named["groups-mcfl-resampled-s0"]
+    assert (resampled.strategy, resampled.sampling) == ("mcfl", "replacement")
+    fedavg = named["groups-fedavg-first-one-s0"]
+    assert (fedavg.strategy, fedavg.fedavg_start, fedavg.tolerance) == ("fedavg", "one", 1.0)
