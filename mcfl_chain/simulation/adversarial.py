@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from mcfl_chain.adversaries.backdoor import attack_success_rate
 from mcfl_chain.chain.deployment import DEFAULT_MAX_SAMPLES
 from mcfl_chain.learning.codec import decode_weights
 from mcfl_chain.learning.models import create_model
-from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.learning.scenario import TrainerDataSpec, build_trainer_data, scenario_specs
 from mcfl_chain.simulation import report
 from mcfl_chain.storage import open_storage
 
@@ -103,6 +103,19 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "config.json").read_text())
 
 
+def data_specs_of(config: Mapping[str, Any]) -> list[TrainerDataSpec]:
+    """Every trainer's data spec from a run's recorded ``config.json`` (the same data the
+    run trained and tested on)."""
+    return scenario_specs(
+        config["scenario"],
+        config["n_trainers"],
+        config["seed"],
+        dataset=config["dataset"],
+        samples_per_trainer=config["samples"],
+        **config.get("scenario_params", {}),
+    )
+
+
 def backdoor_success(run_dir: Path, target: int = 0) -> dict[int, float]:
     """Honest trainer index → the backdoor's success on its latest deployed model (see
     :func:`honest_final`): the share of its triggered test images not of class
@@ -120,14 +133,7 @@ def backdoor_success(run_dir: Path, target: int = 0) -> dict[int, float]:
     if not all(deployed.values()):
         raise ValueError(f"{run_dir}: a trainer reported an accuracy without its model id")
     models = {m["id"]: m for m in json.loads((run_dir / "dag.json").read_text())["models"]}
-    specs = scenario_specs(
-        config["scenario"],
-        config["n_trainers"],
-        config["seed"],
-        dataset=config["dataset"],
-        samples_per_trainer=config["samples"],
-        **config["scenario_params"],
-    )
+    specs = data_specs_of(config)
     store = open_storage(f"local:{run_dir / 'blobs'}")
     rates: dict[int, float] = {}
     for index, model_id in sorted(deployed.items()):

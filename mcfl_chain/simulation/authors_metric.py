@@ -41,7 +41,8 @@ import torch
 
 from mcfl_chain.learning.codec import decode_weights
 from mcfl_chain.learning.models import ModelKind, create_model, model_kind
-from mcfl_chain.learning.scenario import build_trainer_data, scenario_specs
+from mcfl_chain.learning.scenario import build_trainer_data
+from mcfl_chain.simulation.adversarial import data_specs_of
 from mcfl_chain.storage import open_storage
 
 
@@ -146,14 +147,7 @@ def run_figures(
     for model in json.loads((run_dir / "dag.json").read_text())["models"]:
         if model.get("round") is not None:  # the root has no round
             models[int(model["round"])].append(model)
-    specs = scenario_specs(
-        config["scenario"],
-        config["n_trainers"],
-        config["seed"],
-        dataset=config["dataset"],
-        samples_per_trainer=config["samples"],
-        **config.get("scenario_params", {}),
-    )
+    specs = data_specs_of(config)
     trainers = sorted({index for figures in ours.values() for index in figures})
     data = {index: build_trainer_data(specs[index]) for index in trainers}
     tests = {index: (d.test_x, d.test_y) for index, d in data.items()}
