@@ -747,6 +747,25 @@ def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> l
     if per_seed:
         out += ["Per seed (MCFL − best, mean over trainers), where the outcome is bimodal:", ""]
         out += [*per_seed, ""]
+    chosen = [row for row in rows if row.choice.method is not None and row.choice.means]
+    if chosen:
+        out += [
+            "How each comparator was chosen: every candidate's mean over trainers on the "
+            "tuning seeds, best first (the evaluation seeds play no part):",
+            "",
+        ]
+        for row in chosen:
+            ranked = sorted(
+                row.choice.means.items(),
+                key=lambda item: item[1],
+                reverse=stats.higher_is_better(row.metric),
+            )
+            listed = ", ".join(
+                f"{campaign.LABELS.get(m, m)} {_value(v, row.metric, signed=False)}"
+                for m, v in ranked
+            )
+            out.append(f"- {row.scenario.name}, tuning seeds: {listed}")
+        out.append("")
     return out
 
 

@@ -338,6 +338,10 @@ def test_the_table_says_not_run_and_gives_the_costs_and_the_bimodal_seeds(design
     # Two values across seeds (Sarle's b > 5/9): shown seed by seed; one spread: not.
     assert "- level: s100 -0.1, s101 +0.1, s102 -0.1" in text
     assert "- unresolved:" not in text
+    # Each choice shows the candidates' tuning means, best first.
+    assert "- ahead, tuning seeds: local 80.0, FedAvg 70.0" in text
+    assert "- tuned-only, tuning seeds: FedAvg 80.0, local 70.0" in text
+    assert "- untouched, tuning seeds" not in text
     declared = replace(
         declaration,
         scenarios=tuple(replace(s, bimodal=s.name == "unresolved") for s in declaration.scenarios),
