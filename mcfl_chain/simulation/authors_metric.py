@@ -43,6 +43,7 @@ from mcfl_chain.learning.codec import decode_weights
 from mcfl_chain.learning.models import ModelKind, create_model, model_kind
 from mcfl_chain.learning.scenario import build_trainer_data
 from mcfl_chain.simulation.adversarial import data_specs_of
+from mcfl_chain.simulation.report import metric_of, read_metrics
 from mcfl_chain.storage import open_storage
 
 
@@ -102,17 +103,18 @@ class RunFigures:
         return max(self.rounds)
 
 
-def _deployed_figures(run_dir: Path, kind: ModelKind) -> dict[int, dict[int, float]]:
-    """Round → trainer index → the deployed model's test figure, from metrics.jsonl."""
+def _deployed_figures(run_dir: Path) -> dict[int, dict[int, float]]:
+    """Round → honest trainer index → the deployed model's test figure (accuracy, or
+    MSE), from metrics.jsonl."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir}: no metrics.jsonl: is it a finished run directory?")
     figures: dict[int, dict[int, float]] = defaultdict(dict)
-    with (run_dir / "metrics.jsonl").open() as lines:
-        for raw in lines:
-            line = json.loads(raw)
-            if line.get("adversary"):
-                continue  # the question is what honest trainers are told
-            value = line.get("accuracy") if kind == "classifier" else line.get("loss")
-            if value is not None:
-                figures[int(line["round"])][int(line["trainer_index"])] = float(value)
+    for line in read_metrics([path]):
+        if line.get("adversary"):
+            continue  # the question is what honest trainers are told
+        if (value := metric_of(line)) is not None:
+            figures[int(line["round"])][int(line["trainer_index"])] = float(value)
     return figures
 
 
@@ -133,6 +135,8 @@ def run_figures(
     ValueError
         A candidate whose weights were never published.
     """
+    if not (run_dir / "config.json").exists():
+        raise FileNotFoundError(f"{run_dir}: no config.json: give a finished run directory")
     config = json.loads((run_dir / "config.json").read_text())
     if not (run_dir / "blobs").is_dir():
         raise FileNotFoundError(
@@ -141,7 +145,7 @@ def run_figures(
         )
     arch = config["arch"]
     kind = model_kind(create_model(arch, seed=0))
-    ours = _deployed_figures(run_dir, kind)
+    ours = _deployed_figures(run_dir)
     wanted = sorted(ours) if rounds is None else sorted(set(rounds) & set(ours))
     models: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for model in json.loads((run_dir / "dag.json").read_text())["models"]:
