@@ -18,7 +18,7 @@ back into ``--out`` as finished, so the campaign goes on where it stopped. Then
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
-       python scripts/run_experiments.py --declared sweep|tuning|evaluation [--list]   # issue 36
+       python scripts/run_experiments.py --declared sweep|tuning|evaluation|paper-scale [--list]
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
@@ -30,8 +30,10 @@ finished (in ``<out>/sweep`` or ``<records>/sweep``, where the sweep puts them b
 and its recorded configuration equals the tuning run's in every field but the name (a
 field added since, left at its default, counts as equal), it is copied, not run again,
 its summary naming the sweep run and such fields (``reused_from``); ``--list``
-shows it as ``reuse`` (to copy) or ``reused``. The declared stages run on the batched
-engine unless ``--engine`` says otherwise.
+shows it as ``reuse`` (to copy) or ``reused``. A fourth stage, ``paper-scale``
+(docs/results/paper-scale.toml), runs MCFL, each scenario's comparator and the paper's
+baselines again at the paper's size on a few seeds, with what the tuning stage chose.
+The declared stages run on the batched engine unless ``--engine`` says otherwise.
 """
 
 from __future__ import annotations
@@ -44,10 +46,18 @@ import click
 from rich.console import Console
 
 from mcfl_chain.compute.device import resolve_device
-from mcfl_chain.simulation import campaign, experiment, protocol, results_report, stats, sweep
+from mcfl_chain.simulation import (
+    campaign,
+    experiment,
+    paper_scale,
+    protocol,
+    results_report,
+    stats,
+    sweep,
+)
 from mcfl_chain.simulation.engines import ENGINES
 
-DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES)
+DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES, paper_scale.STAGE)
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
@@ -86,18 +96,27 @@ def declared_plan(
     records: Path,
     console: Console,
     tuned_path: Path = sweep.TUNED,
+    paper_path: Path = paper_scale.PAPER_SCALE,
 ) -> campaign.Plan:
     """The declared campaign's plan at ``stage``, each method with the optimiser settings
-    of ``tuned_path``; the evaluation's comparators are chosen from the tuning runs
-    finished in ``out`` or recorded in ``records``. Prints the test-split figures of the
-    declared rule."""
+    of ``tuned_path``; the comparators are chosen from the tuning runs finished in
+    ``out`` or recorded in ``records`` (for ``paper-scale``, in the declared campaign's
+    default folders). Prints the test-split figures of the declared rule."""
     declaration = protocol.load_protocol(protocol_path)
     configs = campaign.load_scenarios(scenarios)
     tuned = sweep.load_tuned(tuned_path)
     figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
-    for folder in (records, out):  # a run directory wins over its record
+    tuning_folders = (
+        (protocol.DECLARED_RECORDS, protocol.DECLARED_RUNS)
+        if stage == paper_scale.STAGE
+        else (records, out)
+    )
+    for folder in tuning_folders:  # a run directory wins over its record
         for key, seeds in results_report.load_runs(folder).items():
             figures.setdefault(key, {}).update(results_report.figures_of(seeds))
+    if stage == paper_scale.STAGE:
+        paper = paper_scale.load_paper_scale(paper_path)
+        return paper_scale.paper_scale_plan(paper, declaration, configs, figures, tuned)
     for line in protocol.split_size_lines(declaration, configs):
         console.print(f"test split: {line}")
     return protocol.declared_plan(declaration, configs, stage, figures, tuned=tuned)
@@ -306,9 +325,12 @@ def run_sweep(
     "'evaluation' MCFL, each scenario's comparator (chosen from the tuning runs by the "
     "declared rule) and the paper's baselines on the evaluation seeds, each method with "
     "its --tuned settings (a scenario the sweep has not finished is not planned); MCFL "
-    "with the declared tolerance. Not with --only, --methods, --seeds, --comparison or "
-    "--published-size.  [default: out runs/declared (sweep: runs/declared/sweep), "
-    "records results/declared (results/declared/sweep)]",
+    "with the declared tolerance; 'paper-scale' MCFL, the comparator and the paper's "
+    "baselines at the paper's size (--paper-scale: 38 trainers, 102 rounds, its seeds and "
+    "order; comparators from the tuning runs in runs/declared and results/declared). Not "
+    "with --only, --methods, --seeds, --comparison or --published-size.  [default: out "
+    "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale), "
+    "records results/declared (results/declared/sweep, results/declared/paper-scale)]",
 )
 @click.option(
     "--sweep-grid",
@@ -351,6 +373,15 @@ def run_sweep(
     help="The declaration --declared reads.",
 )
 @click.option(
+    "--paper-scale",
+    "paper_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=paper_scale.PAPER_SCALE,
+    show_default=True,
+    help="The declaration --declared paper-scale reads: the paper's size, its seeds and "
+    "the order of its scenarios.",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -373,6 +404,7 @@ def main(
     engine: str | None,
     device: str,
     protocol_path: Path,
+    paper_path: Path,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
@@ -391,6 +423,8 @@ def main(
     )
     if declared == sweep.STAGE:
         default_out, default_records = sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS
+    if declared == paper_scale.STAGE:
+        default_out, default_records = paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS
     out = out or default_out
     engine = engine or ("batched" if declared else None)
     try:
@@ -422,7 +456,14 @@ def main(
     try:
         if declared:
             plan = declared_plan(
-                protocol_path, scenarios, declared, out, kept.folder, console, tuned_path
+                protocol_path,
+                scenarios,
+                declared,
+                out,
+                kept.folder,
+                console,
+                tuned_path,
+                paper_path,
             )
         else:
             plan = campaign.plan(
