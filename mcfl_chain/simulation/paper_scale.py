@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mcfl_chain.simulation import campaign, protocol
+from mcfl_chain.simulation import campaign, protocol, stats
 from mcfl_chain.simulation.runner import SimulationConfig
 
 PAPER_SCALE = Path("docs") / "results" / "paper-scale.toml"
@@ -194,3 +194,98 @@ def status_lines(plan: campaign.Plan, finished: set[str]) -> list[str]:
     ]
     lines += [note.rstrip(".") + "." for note in plan.notes if "not planned" in note]
     return lines
+
+
+@dataclass(frozen=True)
+class ScaleRow:
+    """One scenario at the paper's size: MCFL against each baseline it ran beside, paired
+    by seed, and the same seeds' MCFL − comparator at the reduced size."""
+
+    scenario: str
+    metric: str
+    comparator: str
+    size: str
+    """``trainers × rounds`` of the MCFL runs."""
+    against: dict[str, stats.PairedDifference | None]
+    """Baseline (the comparator first) → MCFL − baseline over the finished seeds."""
+    reduced: stats.PairedDifference | None
+    """MCFL − comparator on the same seeds in the declared evaluation (reduced size)."""
+
+
+def scale_rows(
+    plan: campaign.Plan,
+    declaration: protocol.Declaration,
+    scenarios: Sequence[SimulationConfig],
+    figures: protocol.Figures,
+    paper_figures: protocol.Figures,
+) -> list[ScaleRow]:
+    """Per planned scenario with at least one finished MCFL run: the paired differences
+    at the paper's size (``paper_figures``) and, on the same seeds, the reduced-size
+    evaluation's MCFL − comparator (``figures``, the declared campaign's runs)."""
+    names = protocol.declared_scenario_names(declaration, scenarios)
+    configs = protocol.declared_configs(declaration, scenarios)
+    choices = protocol.scenario_choices(declaration, scenarios, figures)
+    rows = []
+    for name in dict.fromkeys(names[r.scenario] for r in plan.runs):
+        config, comparator = configs[name], choices[name].method
+        if comparator is None:  # planned from other tuning figures than these
+            continue
+        stem = campaign.baseline_stem(config)
+        runs = [r for r in plan.runs if names[r.scenario] == name]
+        mcfl = paper_figures.get((config.name, "mcfl"), {})
+        if not mcfl:
+            continue
+        baselines = dict.fromkeys(r.method for r in runs if r.method != "mcfl")
+        order = [comparator, *(m for m in baselines if m != comparator)]
+        against = {
+            method: stats.paired_difference(mcfl, paper_figures.get((stem, method), {}))
+            for method in order
+        }
+        reduced_mcfl = {
+            s: f for s, f in figures.get((config.name, "mcfl"), {}).items() if s in mcfl
+        }
+        reduced = stats.paired_difference(reduced_mcfl, figures.get((stem, comparator), {}))
+        size = next(f"{r.config.n_trainers} × {r.config.rounds}" for r in runs)
+        rows.append(ScaleRow(name, protocol.metric_of(config), comparator, size, against, reduced))
+    return rows
+
+
+def _difference(paired: stats.PairedDifference | None, metric: str) -> str:
+    """``mean [95 % interval] (per seed)``, in points of accuracy or MSE."""
+    if paired is None:
+        return "not run"
+    scale, digits = (100.0, 1) if metric == "accuracy" else (1.0, 4)
+    interval = paired.mean_diff
+    text = f"{interval.mean * scale:+.{digits}f}"
+    if interval.low is not None and interval.high is not None:
+        text += f" [{interval.low * scale:+.{digits}f}, {interval.high * scale:+.{digits}f}]"
+    seeds = ", ".join(f"{paired.per_seed[s][0] * scale:+.{digits}f}" for s in paired.seeds)
+    return f"{text} ({seeds})"
+
+
+def scale_table(rows: Sequence[ScaleRow]) -> list[str]:
+    """The markdown of the paper-size comparisons (nothing while no MCFL run finished)."""
+    if not rows:
+        return []
+    header = [
+        "scenario", "size (trainers × rounds)", "comparator", "MCFL − comparator",
+        "same seeds, reduced size", "MCFL − FedAvg", "MCFL − local",
+    ]  # fmt: skip
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for row in rows:
+        cells = [
+            row.scenario,
+            row.size,
+            campaign.LABELS[row.comparator],
+            _difference(row.against[row.comparator], row.metric),
+            _difference(row.reduced, row.metric),
+            *(
+                _difference(row.against[m], row.metric) if m in row.against else "comparator"
+                for m in ("fedavg", "local")
+            ),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]

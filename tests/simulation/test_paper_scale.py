@@ -142,3 +142,35 @@ def test_the_status_names_what_is_left_to_run(committed):
     groups = next(line for line in lines if line.startswith("To run, groups:"))
     assert f"{first[0].method} s101/102" in groups
     assert lines[-1].startswith("iid: not planned at the paper's size")
+
+
+def test_the_paper_size_table_pairs_by_seed_beside_the_reduced_size(committed):
+    declaration, paper, configs, figures, tuned = committed
+    plan = paper_scale.paper_scale_plan(paper, declaration, configs, figures, tuned, check=False)
+    stem = campaign.baseline_stem(protocol.declared_configs(declaration, configs)["groups"])
+    made = {
+        ("groups", "mcfl"): {100: 0.9, 101: 0.8},
+        (stem, "fedprox"): {100: 0.85, 101: 0.8},
+        (stem, "fedavg"): {100: 0.5},
+    }
+    at_paper_size = {
+        key: {s: final_figures(False, "accuracy") for s in seeds} for key, seeds in made.items()
+    }
+    for key, seeds in made.items():
+        for seed, value in seeds.items():
+            lines = [{"round": 1, "trainer_index": i, "accuracy": value} for i in range(2)]
+            at_paper_size[key][seed] = stats.run_figures(lines, "accuracy")
+    reduced = {
+        **figures,
+        ("groups", "mcfl"): {100: final_figures(True, "accuracy")},
+        (stem, "fedprox"): {**figures[stem, "fedprox"], 100: final_figures(False, "accuracy")},
+    }
+
+    rows = paper_scale.scale_rows(plan, declaration, configs, reduced, at_paper_size)
+    table = paper_scale.scale_table(rows)
+
+    assert [r.scenario for r in rows] == ["groups"]  # the only scenario with an MCFL run
+    assert table[2] == (
+        "| groups | 38 × 102 | FedProx | +2.5 [-29.3, +34.3] (+5.0, +0.0) | +40.0 (+40.0) "
+        "| +40.0 (+40.0) | not run |"
+    )
