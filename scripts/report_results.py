@@ -82,6 +82,22 @@ from mcfl_chain.simulation.results_report import write_report
     show_default=True,
     help="The same for --declared-runs.",
 )
+@click.option(
+    "--fidelity-runs",
+    "fidelity_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/fidelity"),
+    show_default=True,
+    help="The run directories of run_experiments.py --fidelity (the last rows of the "
+    "ablation tables).",
+)
+@click.option(
+    "--fidelity-records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=campaign.FIDELITY_RECORDS,
+    show_default=True,
+    help="The same for --fidelity-runs.",
+)
 def main(
     runs_dir: Path,
     published_dir: Path,
@@ -91,6 +107,8 @@ def main(
     published_records: Path,
     declared_dir: Path,
     declared_records: Path,
+    fidelity_dir: Path,
+    fidelity_records: Path,
 ) -> None:
     """Generate docs/RESULTS.md and docs/results/*.png from the run directories."""
     sources = []
@@ -98,6 +116,7 @@ def main(
         (runs_dir, records),
         (published_dir, published_records),
         (declared_dir, declared_records),
+        (fidelity_dir, fidelity_records),
     ):
         if not given.is_dir() and kept.is_dir():
             # A fresh clone: report from the kept records rather than from nothing.
@@ -114,6 +133,7 @@ def main(
             published_records=published_records,
             declared_dir=sources[2],
             declared_records=declared_records,
+            fidelity_dir=sources[3],
         )
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc

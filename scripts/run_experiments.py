@@ -18,6 +18,7 @@ back into ``--out`` as finished, so the campaign goes on where it stopped. Then
 Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M ...]
        [--seeds 0,1,2] [--no-ablation] [--published-size [--max-rounds N]] [--out DIR]
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
+       python scripts/run_experiments.py --fidelity [--seeds 0,1,2]   # issue 36, item 5
        python scripts/run_experiments.py --declared sweep|tuning|evaluation|paper-scale [--list]
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
@@ -295,6 +296,18 @@ def run_sweep(
     "gaussian-tol1 and the three rotation ratios; not with --only or --methods.",
 )
 @click.option(
+    "--fidelity",
+    is_flag=True,
+    help="Issue 36 item 5: each remaining deviation from the authors' code alone ("
+    + ", ".join(campaign.FIDELITY_ABLATIONS)
+    + ") on "
+    + ", ".join(campaign.FIDELITY_SCENARIOS)
+    + ", with MCFL and FedAvg rerun beside them by the same code and engine (batched unless "
+    "--engine says otherwise), so that each pair differs by the deviation alone; into "
+    "runs/fidelity, records in results/fidelity. Not with --only, --methods, --comparison, "
+    "--declared or --published-size.",
+)
+@click.option(
     "--published-size",
     is_flag=True,
     help="The paper's size: 38 trainers, all samples, 2 epochs; rounds capped by "
@@ -354,7 +367,7 @@ def run_sweep(
     "--engine",
     type=click.Choice(tuple(ENGINES)),
     help="Run every planned run on this engine (recorded in its config.json).  [default: "
-    "batched with --declared, else the scenario files' (process)]",
+    "batched with --declared or --fidelity, else the scenario files' (process)]",
 )
 @click.option(
     "--device",
@@ -395,6 +408,7 @@ def main(
     seed_values: tuple[str, ...],
     ablation: bool,
     comparison: bool,
+    fidelity: bool,
     published_size: bool,
     max_rounds: int | None,
     records: Path | None,
@@ -414,9 +428,15 @@ def main(
         raise click.UsageError(
             "--declared takes its scenarios, methods, seeds and size from the protocol file"
         )
+    if fidelity and (only or methods or comparison or declared or published_size):
+        raise click.UsageError(
+            "--fidelity chooses its scenarios and methods itself, at the reduced size"
+        )
     default_out, default_records = (
         (protocol.DECLARED_RUNS, protocol.DECLARED_RECORDS)
         if declared
+        else (Path("runs/fidelity"), campaign.FIDELITY_RECORDS)
+        if fidelity
         else (Path("runs/experiments-published"), campaign.PUBLISHED_RECORDS)
         if published_size
         else (Path("runs/experiments"), campaign.RECORDS)
@@ -426,7 +446,7 @@ def main(
     if declared == paper_scale.STAGE:
         default_out, default_records = paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS
     out = out or default_out
-    engine = engine or ("batched" if declared else None)
+    engine = engine or ("batched" if declared or fidelity else None)
     try:
         device = resolve_device(device).type  # the device used, not "auto", is recorded
     except ValueError as exc:
@@ -453,6 +473,9 @@ def main(
         if only or methods:
             raise click.UsageError("--comparison chooses the scenarios and methods itself")
         only, methods = campaign.COMPARISON_SCENARIOS, campaign.COMPARISON_METHODS
+    if fidelity:
+        only, methods = campaign.FIDELITY_SCENARIOS, campaign.FIDELITY_METHODS
+        ablation = True  # the deviations are ablations limited to their scenarios
     try:
         if declared:
             plan = declared_plan(
@@ -549,7 +572,15 @@ def main(
         )
     except experiment.ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc
-    option = "--declared-runs" if declared else "--published-runs" if published_size else "--runs"
+    option = (
+        "--declared-runs"
+        if declared
+        else "--published-runs"
+        if published_size
+        else "--fidelity-runs"
+        if fidelity
+        else "--runs"
+    )
     console.print(
         f"campaign finished in {experiment.duration(time.monotonic() - started)}; "
         f"now run: python scripts/report_results.py {option} {out}"

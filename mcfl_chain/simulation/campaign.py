@@ -112,6 +112,11 @@ FIDELITY_LABELS = {
     "fedavg-first-one": "FedAvg, authors' first round (one trainer)",
 }
 ABLATION_SCENARIOS = ("groups", "autoencoders", "autoencoders-epochs6")
+FIDELITY_SCENARIOS = ("groups",)
+"""Where ``run_experiments.py --fidelity`` runs the :data:`FIDELITY_ABLATIONS`."""
+FIDELITY_METHODS = ("mcfl", "fedavg", *FIDELITY_ABLATIONS)
+"""The ``--fidelity`` campaign: each deviation, and the methods they change, rerun beside
+them by the same code and engine so that every pair differs by the deviation alone."""
 DEFAULT_SEEDS = (0, 1, 2)
 PUBLISHED_MAX_ROUNDS = 30
 """Rounds of a ``--published-size`` campaign unless ``--max-rounds`` says otherwise."""
@@ -119,6 +124,8 @@ RECORDS = RESULTS / "experiments"
 """Where each finished run's record is kept (``--records``)."""
 PUBLISHED_RECORDS = RESULTS / "experiments-published"
 """The same for ``--published-size`` runs."""
+FIDELITY_RECORDS = RESULTS / "fidelity"
+"""The same for ``--fidelity`` runs."""
 
 
 class CampaignError(ExperimentError):

@@ -564,7 +564,9 @@ def experiment_section(
     return out, summary_rows
 
 
-def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> list[str]:
+def ablation_section(
+    runs: Runs, claims: Mapping[str, Mapping[str, str]], fidelity: Runs | None = None
+) -> list[str]:
     claim = claims.get("ablation", {})
     out = [
         f"## {claim.get('title', 'Ablation')}",
@@ -580,9 +582,22 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
     references = {m: base for m, (base, _) in campaign.FIDELITY_ABLATIONS.items()}
     options_of = {m: options for m, (_, options) in campaign.FIDELITY_ABLATIONS.items()}
     options_of |= campaign.ABLATIONS
+    # The deviations of ``run_experiments.py --fidelity`` (``fidelity``) are paired with
+    # MCFL and FedAvg rerun beside them, by the same code and engine ("rerun" rows).
+    reruns = {f"{m}-rerun": m for m in ("mcfl", "fedavg")}
+    fidelity = fidelity or {}
     for scenario in campaign.ABLATION_SCENARIOS:
         variants = ["mcfl", *campaign.ABLATIONS, *campaign.FIDELITY_ABLATIONS]
         found = {m: figures_of(runs.get((scenario, m), {})) for m in [*variants, "fedavg"]}
+        beside = {m: figures_of(fidelity.get((scenario, m), {})) for m in campaign.FIDELITY_METHODS}
+        paired_with = references
+        if any(beside.values()):
+            found |= {m: beside[m] for m in campaign.FIDELITY_ABLATIONS}
+            found |= {rerun: beside[m] for rerun, m in reruns.items()}
+            first = variants.index(next(iter(campaign.FIDELITY_ABLATIONS)))
+            variants[first:first] = list(reruns)
+            paired_with = {m: f"{base}-rerun" for m, base in references.items()}
+            paired_with |= {rerun: m for rerun, m in reruns.items()}
         any_figures = next((f for seeds in found.values() for f in seeds.values()), None)
         out += [f"### {scenario}", ""]
         if any_figures is None:
@@ -601,7 +616,13 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
         for method in variants:
             summary = stats.over_seeds(found[method])
             options = ", ".join(f"{k} = {v}" for k, v in options_of.get(method, {}).items())
-            label = "MCFL (authors' defaults)" if method == "mcfl" else LABELS[method]
+            label = (
+                "MCFL (authors' defaults)"
+                if method == "mcfl"
+                else f"{LABELS[reruns[method]]}, rerun beside the deviations below"
+                if method in reruns
+                else LABELS[method]
+            )
             if summary is None:
                 lines.append([label, options or "–", "0", *[NOT_RUN] * (len(header) - 3)])
                 continue
@@ -610,19 +631,22 @@ def ablation_section(runs: Runs, claims: Mapping[str, Mapping[str, str]]) -> lis
             if metric == "MSE":
                 cells += [cell(summary.by_group.get(g), metric) for g in groups]
             cells.append(summary.models.format(1.0, 1))
-            reference = found[references.get(method, "mcfl")]
-            diff = stats.paired_difference(found[method], reference) if method != "mcfl" else None
-            cells.append(
-                "–" if method == "mcfl" else marked(diff.mean_diff if diff else None, metric)
-            )
+            unpaired = method == "mcfl"
+            reference = found[paired_with.get(method, "mcfl")]
+            diff = None if unpaired else stats.paired_difference(found[method], reference)
+            cells.append("–" if unpaired else marked(diff.mean_diff if diff else None, metric))
             lines.append(cells)
         out += table(header, lines)
     out += [
         "Mean ± 95 % half-width over seeds, final round; Δ average: the variant minus MCFL "
         "with the authors' defaults (FedAvg's first round: minus FedAvg), paired by "
         "trainer and seed (* = the interval excludes 0). The last four rows are issue 36's "
-        "remaining deviations, run on request (`python scripts/run_experiments.py --only "
-        "groups " + " ".join(f"--methods {m}" for m in campaign.FIDELITY_ABLATIONS) + "`).",
+        "remaining deviations, run by `python scripts/run_experiments.py --fidelity` on "
+        + ", ".join(campaign.FIDELITY_SCENARIOS)
+        + " (records in `results/fidelity/`) with MCFL and FedAvg rerun beside them by the "
+        "same code and engine (the rerun rows): each deviation is paired with its rerun "
+        "method, and each rerun with the campaign's own run of that method (MCFL above; "
+        "FedAvg, not shown), which an older commit made on the process engine.",
         "",
     ]
     return out
@@ -1220,13 +1244,15 @@ def write_report(
     declared_dir: Path | None = None,
     declared_records: Path | None = None,
     protocol_path: Path | None = None,
+    fidelity_dir: Path | None = None,
 ) -> Path:
     """docs/RESULTS.md and the plots from the run directories (or records) in
     ``runs_dir`` (the paper-size runs in ``published_dir``, the declared campaign's in
     ``declared_dir``); each run's record is kept in ``records`` (``published_records``,
-    ``declared_records``) where given. The table "MCFL against the best alternative"
-    opens the report when the protocol (``protocol_path``, by default
-    ``<docs>/results/protocol.toml``) exists.
+    ``declared_records``) where given; the ``--fidelity`` runs (or their records) are
+    read from ``fidelity_dir``. The table "MCFL
+    against the best alternative" opens the report when the protocol (``protocol_path``,
+    by default ``<docs>/results/protocol.toml``) exists.
 
     Raises
     ------
@@ -1239,6 +1265,7 @@ def write_report(
     published = load_runs(published_dir) if published_dir else {}
     declared = load_runs(declared_dir) if declared_dir else {}
     paper_runs = load_runs(declared_dir / paper_scale.STAGE) if declared_dir else {}
+    fidelity = load_runs(fidelity_dir) if fidelity_dir else {}
     protocol_path = protocol_path or docs / "results" / "protocol.toml"
     declaration = protocol.load_protocol(protocol_path) if protocol_path.exists() else None
     for kept, target in (
@@ -1303,7 +1330,7 @@ def write_report(
             summary_rows,
         ),
         *sections,
-        *ablation_section(runs, claims),
+        *ablation_section(runs, claims, fidelity),
         *comparison_section(runs, docs),
         *fedfmc_section(docs),
         *published_section(published, docs),

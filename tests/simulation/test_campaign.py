@@ -528,3 +528,19 @@ def test_the_authors_remaining_deviations_run_on_request_each_alone(paper):
     assert (resampled.strategy, resampled.sampling) == ("mcfl", "replacement")
     fedavg = named["groups-fedavg-first-one-s0"]
     assert (fedavg.strategy, fedavg.fedavg_start, fedavg.tolerance) == ("fedavg", "one", 1.0)
+
+
+def test_the_fidelity_campaign_reruns_its_references_beside_the_deviations(load_script, tmp_path):
+    # Execute
+    script = load_script("run_experiments").main
+    listed = CliRunner().invoke(
+        script, ["--fidelity", "--seeds", "0", "--out", str(tmp_path), "--list"]
+    )
+    refused = CliRunner().invoke(script, ["--fidelity", "--methods", "mcfl", "--list"])
+
+    # Assert: MCFL and FedAvg beside the four deviations, on groups only
+    assert refused.exit_code == 2 and "--fidelity chooses its scenarios" in refused.output
+    assert listed.exit_code == 0, listed.output
+    rows = [line.split() for line in listed.output.splitlines()]
+    planned = {row[2] for row in rows if len(row) == 3 and row[1] == "pending"}
+    assert planned == {f"groups-{m}-s0" for m in campaign.FIDELITY_METHODS}

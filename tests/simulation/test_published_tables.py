@@ -70,6 +70,7 @@ def test_results_md_is_remade_from_the_campaign_records(tmp_path):
         docs / "results" / "claims.toml",
         ROOT / campaign.PUBLISHED_RECORDS,
         declared_dir=ROOT / protocol.DECLARED_RECORDS,
+        fidelity_dir=ROOT / campaign.FIDELITY_RECORDS,
     )
 
     # Assert

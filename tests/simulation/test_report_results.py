@@ -100,7 +100,9 @@ def test_the_report_gives_means_intervals_and_paired_differences(campaign_dir, l
     # Execute
     records = docs.parent / "records"
     result = CliRunner().invoke(
-        script.main, ["--runs", str(runs), "--out", str(docs), "--records", str(records)]
+        script.main,
+        ["--runs", str(runs), "--out", str(docs), "--records", str(records)]
+        + ["--fidelity-runs", str(docs.parent / "none"), "--fidelity-records", str(records)],
     )
 
     # Assert
@@ -153,6 +155,7 @@ def test_the_report_gives_means_intervals_and_paired_differences(campaign_dir, l
         ablation
     )
     assert "| ⌈√n⌉ parents | selection = ceil | 0 | not run |" in ablation
+    assert "rerun beside the deviations" not in ablation  # no --fidelity run
 
     summary = _section(text, "Summary")
     assert "| groups | +20.0 ± 0.0 * | +20.0 ± 0.0 * | +5.0 | not run |" in summary
@@ -410,3 +413,32 @@ def test_a_fresh_clone_reports_from_the_kept_records(campaign_dir, load_script, 
     assert result.exit_code == 0, result.output
     assert f"{tmp_path / 'gone'} does not exist: reporting from the records" in result.output
     assert _section((docs / "RESULTS.md").read_text(), "Summary") == _section(first, "Summary")
+
+
+def test_the_deviations_are_paired_with_methods_rerun_beside_them(campaign_dir, run_writer):
+    # Prepare: the --fidelity campaign, whose MCFL and FedAvg differ from the main ones
+    runs, docs = campaign_dir
+    fidelity = docs.parent / "fidelity"
+    for name, final in {
+        "groups-mcfl-s0": [0.9, 0.8, 0.7, 0.4],  # main MCFL: 0.9, 0.8, 0.7, 0.6
+        "groups-fedavg-s0": [0.5, 0.5, 0.5, 0.5],
+        "groups-mcfl-elementwise-s0": [0.9, 0.8, 0.7, 0.8],
+        "groups-fedavg-first-one-s0": [0.4, 0.4, 0.4, 0.4],
+    }.items():
+        strategy = "fedavg" if "fedavg" in name else "mcfl"
+        config = SimulationConfig(name=name, strategy=strategy, tolerance=1.0, **GROUPS)
+        run_writer(fidelity / name, config, lambda i, r, final=final: final[i])
+
+    # Execute
+    results_report.write_report(runs, docs, docs / "results" / "claims.toml", fidelity_dir=fidelity)
+
+    # Assert: rerun MCFL − main MCFL = −0.05, rerun FedAvg − main FedAvg = −0.05;
+    # element-wise − rerun MCFL = +0.1; FedAvg's first round − rerun FedAvg = −0.1
+    ablation = _section((docs / "RESULTS.md").read_text(), "Ablation")
+    groups = ablation[ablation.index("### groups") : ablation.index("### autoencoders")]
+    rows = {line.split(" | ")[0][2:]: line for line in groups.splitlines() if "|" in line}
+    assert rows["MCFL, rerun beside the deviations below"].endswith("| -5.0 |")
+    assert rows["FedAvg, rerun beside the deviations below"].endswith("| -5.0 |")
+    assert rows["authors' element-wise divergence"].endswith("| +10.0 |")
+    assert rows["FedAvg, authors' first round (one trainer)"].endswith("| -10.0 |")
+    assert rows["authors' Algorithm 2 statistics"].endswith("| not run |")
