@@ -534,7 +534,9 @@ def test_the_fidelity_campaign_reruns_its_references_beside_the_deviations(load_
     # Execute
     script = load_script("run_experiments").main
     listed = CliRunner().invoke(
-        script, ["--fidelity", "--seeds", "0", "--out", str(tmp_path), "--list"]
+        script,
+        ["--fidelity", "--seeds", "0", "--out", str(tmp_path / "runs"), "--list"]
+        + ["--records", str(tmp_path / "records")],
     )
     refused = CliRunner().invoke(script, ["--fidelity", "--methods", "mcfl", "--list"])
 
