@@ -151,6 +151,7 @@ def paper_scale_plan(
     choices = protocol.scenario_choices(declaration, scenarios, figures)
     runs: list[campaign.PlannedRun] = []
     notes: list[str] = []
+    order = {seed: i for i, seed in enumerate(paper.seeds)}
     for name in paper.order:
         choice = choices[name]
         if choice.method is None:
@@ -171,7 +172,6 @@ def paper_scale_plan(
         except campaign.CampaignError as exc:
             raise protocol.ProtocolError(f"{name} at the paper's size: {exc}") from exc
         notes.append(f"{name}: comparator {choice.method} ({choice.reason})")
-        order = {seed: i for i, seed in enumerate(paper.seeds)}
         runs += sorted(part.runs, key=lambda r: order[r.seed])
         notes += part.notes
     return protocol.with_tuned_settings(declaration, scenarios, campaign.Plan(runs, notes), tuned)
@@ -254,12 +254,9 @@ def _difference(paired: stats.PairedDifference | None, metric: str) -> str:
     """``mean [95 % interval] (per seed)``, in points of accuracy or MSE."""
     if paired is None:
         return "not run"
-    scale, digits = (100.0, 1) if metric == "accuracy" else (1.0, 4)
     interval = paired.mean_diff
-    text = f"{interval.mean * scale:+.{digits}f}"
-    if interval.low is not None and interval.high is not None:
-        text += f" [{interval.low * scale:+.{digits}f}, {interval.high * scale:+.{digits}f}]"
-    seeds = ", ".join(f"{paired.per_seed[s][0] * scale:+.{digits}f}" for s in paired.seeds)
+    text = protocol._value(interval.mean, metric) + protocol._bracket(interval, metric)
+    seeds = ", ".join(protocol._value(paired.per_seed[s][0], metric) for s in paired.seeds)
     return f"{text} ({seeds})"
 
 

@@ -1127,10 +1127,11 @@ def paper_scale_section(
     if not path.exists():
         return []
     figures = {key: figures_of(seeds) for key, seeds in declared.items()}
+    configs = campaign.load_scenarios(scenarios)
     plan = paper_scale.paper_scale_plan(
         paper_scale.load_paper_scale(path),
         declaration,
-        campaign.load_scenarios(scenarios),
+        configs,
         figures,
         sweep.load_tuned(docs / "results" / "tuned.toml"),
         check=False,
@@ -1139,7 +1140,7 @@ def paper_scale_section(
     rows = paper_scale.scale_rows(
         plan,
         declaration,
-        campaign.load_scenarios(scenarios),
+        configs,
         figures,
         {key: figures_of(seeds) for key, seeds in paper.items()},
     )
