@@ -20,6 +20,7 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
        python scripts/run_experiments.py --fidelity [--seeds 0,1,2]   # issue 36, item 5
        python scripts/run_experiments.py --declared sweep|tuning|evaluation|paper-scale [--list]
+       python scripts/run_experiments.py --declared mcfl-plus [--list]   # issue 37, item 4
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
@@ -34,6 +35,10 @@ its summary naming the sweep run and such fields (``reused_from``); ``--list``
 shows it as ``reuse`` (to copy) or ``reused``. A fourth stage, ``paper-scale``
 (docs/results/paper-scale.toml), runs MCFL, each scenario's comparator and the paper's
 baselines again at the paper's size on a few seeds, with what the tuning stage chose.
+A fifth, ``mcfl-plus`` (docs/results/mcfl-plus-clean.toml), puts MCFL-plus into the
+declared evaluation as a method: scenario by scenario, its own run of the optimiser
+sweep (choices in docs/results/tuned-mcfl-plus.toml), then the evaluation seeds with the
+chosen point, beside MCFL's and the comparator's runs.
 The declared stages run on the batched engine unless ``--engine`` says otherwise.
 """
 
@@ -51,6 +56,7 @@ from mcfl_chain.simulation import (
     campaign,
     experiment,
     paper_scale,
+    plus_clean,
     protocol,
     results_report,
     stats,
@@ -58,7 +64,7 @@ from mcfl_chain.simulation import (
 )
 from mcfl_chain.simulation.engines import ENGINES
 
-DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES, paper_scale.STAGE)
+DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES, paper_scale.STAGE, plus_clean.STAGE)
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
@@ -243,6 +249,135 @@ def run_sweep(
     )
 
 
+def run_plus_clean(
+    protocol_path: Path,
+    grid_path: Path,
+    plus_path: Path,
+    plus_tuned_path: Path,
+    scenarios: Path,
+    out: Path,
+    records: Path,
+    engine: str,
+    device: str,
+    list_only: bool,
+    console: Console,
+) -> None:
+    """``--declared mcfl-plus``: per declared scenario in the declaration's order,
+    MCFL-plus's sweep runs (``out/mcfl-plus-sweep``), its choice (``plus_tuned_path``,
+    rewritten after each run), then its evaluation runs (``out``) once the choice is made;
+    finished runs (or their records in ``records``) are skipped. ``list_only`` prints
+    the plan instead.
+
+    Raises
+    ------
+    experiment.ExperimentError
+        When a declaration cannot be read, or a run fails.
+    """
+    declaration = protocol.load_protocol(protocol_path)
+    grid = sweep.load_grid(grid_path)
+    plus = plus_clean.load_plus_clean(plus_path)
+    configs = campaign.load_scenarios(scenarios)
+    sweep_out, sweep_kept = (
+        out / plus_clean.PLUS_SWEEP,
+        sweep.records(records / plus_clean.PLUS_SWEEP),
+    )
+    kept = campaign.records(records)
+    whole = plus_clean.sweep_plan(plus, declaration, grid, configs, engine=engine, device=device)
+    restored = sweep_kept.restore(whole.runs, sweep_out)
+
+    def choose(write: bool = True) -> protocol.Tuned:
+        """The choices from every finished sweep run, written to ``plus_tuned_path``."""
+        figures = sweep.sweep_figures(whole, [sweep_out, sweep_kept.folder])
+        choices = sweep.sweep_choices(declaration, grid, whole, figures)
+        text = sweep.tuned_text(grid, choices, plus_clean.TUNED_HEADER)
+        if write:
+            sweep.write_tuned(plus_tuned_path, text)
+        return sweep.parse_tuned(text)
+
+    evaluation = on_engine(
+        plus_clean.evaluation_plan(plus, declaration, configs, choose(write=False)), engine, device
+    )
+    restored += kept.restore(evaluation.runs, out)
+    if restored:
+        console.print(
+            f"{restored} finished MCFL-plus runs restored from their records in {records}"
+        )
+    console.print(
+        f"MCFL-plus ({', '.join(f'{k} {v}' for k, v in plus.options) or 'default options'}) "
+        f"on {len(plus.order)} scenarios, engine {engine}, device {device}: "
+        f"{len(whole.runs)} sweep runs, then {len(declaration.evaluation_seeds)} evaluation "
+        "seeds per scenario once its point is chosen"
+    )
+    if list_only:
+        sweep_now = experiment.progress(whole.runs, sweep_out)
+        for index, run in enumerate(whole.runs, 1):
+            console.print(f"{index:4}  {experiment.listing(run, sweep_out)}")
+        for index, run in enumerate(evaluation.runs, 1):
+            console.print(f"{index:4}  {experiment.listing(run, out)}")
+        for note in evaluation.notes:
+            console.print(f"note: {note}")
+        evaluation_now = experiment.progress(evaluation.runs, out)
+        console.print(
+            f"sweep: {len(sweep_now.done)} of {len(whole.runs)} runs done; evaluation: "
+            f"{len(evaluation_now.done)} of {len(evaluation.runs)} planned runs done; choices "
+            f"in {plus_tuned_path}"
+        )
+        return
+    started = time.monotonic()
+    for scenario in plus.order:
+        part = plus_clean.sweep_plan(
+            plus, declaration, grid, configs, only=scenario, engine=engine, device=device
+        )
+        now = experiment.progress(part.runs, sweep_out)
+        experiment.refuse_other_options(
+            now.done, sweep_out, "give another --out, or remove that directory to make it again"
+        )
+
+        def keep(run: sweep.SweepRun, run_dir: Path) -> None:
+            sweep_kept.keep(run.name, run_dir)
+            sweep.drop_weights(run_dir)
+            choose()
+
+        if now.todo:
+            console.print(f"{scenario}: MCFL-plus sweep, {len(now.todo)} runs to make")
+        experiment.execute(
+            now.todo, sweep_out, console, keep=keep, kinds=sweep.kinds, finished=now.finished
+        )
+        tuned = choose()
+        part_eval = on_engine(
+            plus_clean.evaluation_plan(plus, declaration, configs, tuned, only=scenario),
+            engine,
+            device,
+        )
+        if not part_eval.runs:
+            raise experiment.ExperimentError(
+                f"{scenario}: MCFL-plus's sweep finished without a choice ("
+                + "; ".join(part_eval.notes)
+                + f"); see {plus_tuned_path}"
+            )
+        kept.restore(part_eval.runs, out)  # chosen during this call: not restored above
+        now = experiment.progress(part_eval.runs, out)
+        experiment.refuse_other_options(
+            now.done, out, "give another --out, or remove that directory to make it again"
+        )
+        if now.todo:
+            console.print(f"{scenario}: MCFL-plus evaluation, {len(now.todo)} runs to make")
+        experiment.execute(
+            now.todo,
+            out,
+            console,
+            make=campaign.make_run,
+            clear=campaign.clear_unfinished,
+            keep=lambda run, run_dir: kept.keep(run.name, run_dir),
+            kinds=campaign.kinds,
+            finished=now.finished,
+        )
+    console.print(
+        f"MCFL-plus stage finished in {experiment.duration(time.monotonic() - started)}; now "
+        "run: python scripts/report_results.py"
+    )
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--scenarios",
@@ -340,7 +475,9 @@ def run_sweep(
     "its --tuned settings (a scenario the sweep has not finished is not planned); MCFL "
     "with the declared tolerance; 'paper-scale' MCFL, the comparator and the paper's "
     "baselines at the paper's size (--paper-scale: 38 trainers, 102 rounds, its seeds and "
-    "order; comparators from the tuning runs in runs/declared and results/declared). Not "
+    "order; comparators from the tuning runs in runs/declared and results/declared); "
+    "'mcfl-plus' MCFL-plus's own sweep (into runs/declared/mcfl-plus-sweep, choices in "
+    "--mcfl-plus-tuned) and its evaluation seeds, scenario by scenario (--mcfl-plus-clean). Not "
     "with --only, --methods, --seeds, --comparison or --published-size.  [default: out "
     "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale), "
     "records results/declared (results/declared/sweep, results/declared/paper-scale)]",
@@ -395,6 +532,23 @@ def run_sweep(
     "the order of its scenarios.",
 )
 @click.option(
+    "--mcfl-plus-clean",
+    "plus_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=plus_clean.PLUS_CLEAN,
+    show_default=True,
+    help="The declaration --declared mcfl-plus reads: MCFL-plus's options and the order "
+    "of its scenarios.",
+)
+@click.option(
+    "--mcfl-plus-tuned",
+    "plus_tuned_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=plus_clean.PLUS_TUNED,
+    show_default=True,
+    help="MCFL-plus's sweep choices: written and applied by --declared mcfl-plus.",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -419,6 +573,8 @@ def main(
     device: str,
     protocol_path: Path,
     paper_path: Path,
+    plus_path: Path,
+    plus_tuned_path: Path,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
@@ -457,6 +613,24 @@ def main(
                 protocol_path,
                 grid_path,
                 tuned_path,
+                scenarios,
+                out,
+                records or default_records,
+                engine or "batched",
+                device,
+                list_only,
+                console,
+            )
+        except experiment.ExperimentError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
+    if declared == plus_clean.STAGE:
+        try:
+            run_plus_clean(
+                protocol_path,
+                grid_path,
+                plus_path,
+                plus_tuned_path,
                 scenarios,
                 out,
                 records or default_records,

@@ -507,11 +507,13 @@ def verdict(
     alpha: float,
     margin: str,
     higher_is_better: bool = True,
+    subject: str = "MCFL",
 ) -> Verdict:
     """The declared wording from Holm-adjusted p-values: a rejected difference is "MCFL
-    ahead" or "behind" (by its sign and the metric's direction), noting when TOST also
-    puts it within ``±margin``; otherwise a rejected TOST is "level (equivalent within
-    ±margin)"; otherwise "not resolved". Never "level" without a TOST rejection.
+    ahead" or "behind" (``subject`` in MCFL's place; by its sign and the metric's
+    direction), noting when TOST also puts it within ``±margin``; otherwise a rejected
+    TOST is "level (equivalent within ±margin)"; otherwise "not resolved".
+    Never "level" without a TOST rejection.
 
     Raises
     ------
@@ -524,7 +526,9 @@ def verdict(
     if different:
         better = (mean_difference > 0) == higher_is_better
         outcome = Outcome.AHEAD if better else Outcome.BEHIND
-        wording = outcome.value + (f", by less than the ±{margin} margin" if equivalent else "")
+        wording = f"{subject} {'ahead' if better else 'behind'}" + (
+            f", by less than the ±{margin} margin" if equivalent else ""
+        )
     elif equivalent:
         outcome, wording = Outcome.LEVEL, f"level (equivalent within ±{margin})"
     else:
@@ -571,11 +575,14 @@ def synthesis(
     scenarios: Sequence[SimulationConfig],
     figures: Figures,
     round_seconds: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
+    method: str = "mcfl",
 ) -> list[SynthesisRow]:
     """The declared table's rows from finished runs' ``figures`` (and each run's mean
     round time, ``round_seconds``): comparator by the rule, per-seed paired differences
     over the evaluation seeds, both tests, Holm over the declared family (a scenario not
-    run counts with p = 1, so the correction is always the declared one), verdicts."""
+    run counts with p = 1, so the correction is always the declared one), verdicts.
+    ``method``: the one judged against the comparator, run on the scenario files as MCFL
+    is (``mcfl-plus`` for issue 37's table; its rows are a family of their own)."""
     configs = declared_configs(declaration, scenarios)
     choices = scenario_choices(declaration, scenarios, figures)
     seconds = round_seconds or {}
@@ -586,7 +593,7 @@ def synthesis(
         if choice.method is None:
             rows.append(SynthesisRow(scenario, metric, choice, {}))
             continue
-        keys = (scenario.file, "mcfl"), (campaign.baseline_stem(config), choice.method)
+        keys = (scenario.file, method), (campaign.baseline_stem(config), choice.method)
         mine, theirs = (
             {s: f for s, f in figures.get(k, {}).items() if s in declaration.evaluation_seeds}
             for k in keys
@@ -607,7 +614,7 @@ def synthesis(
         rows.append(
             tested(declaration, SynthesisRow(scenario, metric, choice, per_seed, costs=costs))
         )
-    return judged(declaration, rows)
+    return judged(declaration, rows, campaign.LABELS.get(method, method))
 
 
 def tested(declaration: Declaration, row: SynthesisRow) -> SynthesisRow:
@@ -628,10 +635,13 @@ def tested(declaration: Declaration, row: SynthesisRow) -> SynthesisRow:
     )
 
 
-def judged(declaration: Declaration, rows: Sequence[SynthesisRow]) -> list[SynthesisRow]:
+def judged(
+    declaration: Declaration, rows: Sequence[SynthesisRow], subject: str = "MCFL"
+) -> list[SynthesisRow]:
     """``rows`` (one per declared scenario, :func:`tested`) with Holm's adjusted
     p-values over the family of both tests of every row (an untested row counts with p =
-    1), each interval at its hypothesis's Holm level, and the verdict."""
+    1), each interval at its hypothesis's Holm level, and the verdict (worded for
+    ``subject``)."""
     raw = [r.difference.p if r.difference else 1.0 for r in rows]
     raw += [r.equivalence.p if r.equivalence else 1.0 for r in rows]
     adjusted = inference.holm_adjusted(raw)
@@ -661,6 +671,7 @@ def judged(declaration: Declaration, rows: Sequence[SynthesisRow]) -> list[Synth
                     declaration.alpha,
                     margin_text(margin, row.metric),
                     stats.higher_is_better(row.metric),
+                    subject,
                 ),
             )
         )

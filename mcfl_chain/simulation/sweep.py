@@ -522,17 +522,24 @@ def _toml_value(value: Any) -> str:
     return str(value)
 
 
-def tuned_text(grid: Grid, choices: Mapping[tuple[str, str], PointChoice]) -> str:
-    """``docs/results/tuned.toml``: each chosen (scenario, method)'s settings, point and
-    the means it was chosen on; the (scenario, method)s still waiting as a comment."""
-    lines = [
-        "# The optimiser sweep's choices (issue 36, deliverable 1), written by",
-        "# `python scripts/run_experiments.py --declared sweep` from its runs, never by hand.",
-        "# The grid and the rule: docs/results/sweep.toml. `--declared tuning` and",
-        "# `--declared evaluation` run each (scenario, method) with its settings below and",
-        "# do not plan a scenario until every one of its methods is here.",
-        "",
-    ]
+TUNED_HEADER = (
+    "# The optimiser sweep's choices (issue 36, deliverable 1), written by",
+    "# `python scripts/run_experiments.py --declared sweep` from its runs, never by hand.",
+    "# The grid and the rule: docs/results/sweep.toml. `--declared tuning` and",
+    "# `--declared evaluation` run each (scenario, method) with its settings below and",
+    "# do not plan a scenario until every one of its methods is here.",
+)
+
+
+def tuned_text(
+    grid: Grid,
+    choices: Mapping[tuple[str, str], PointChoice],
+    header: Sequence[str] = TUNED_HEADER,
+) -> str:
+    """``docs/results/tuned.toml`` (or another choices file, by its ``header`` comment):
+    each chosen (scenario, method)'s settings, point and the means it was chosen on; the
+    (scenario, method)s still waiting as a comment."""
+    lines = [*header, ""]
     waiting = []
     for (scenario, method), choice in choices.items():
         if choice.point is None:
