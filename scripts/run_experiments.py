@@ -289,10 +289,15 @@ def run_plus_clean(
         """The choices from every finished sweep run, written to ``plus_tuned_path``."""
         figures = sweep.sweep_figures(whole, [sweep_out, sweep_kept.folder])
         choices = sweep.sweep_choices(declaration, grid, whole, figures)
-        text = sweep.tuned_text(grid, choices, plus_clean.TUNED_HEADER)
         if write:
-            sweep.write_tuned(plus_tuned_path, text)
-        return sweep.parse_tuned(text)
+            sweep.write_tuned(
+                plus_tuned_path, sweep.tuned_text(grid, choices, plus_clean.TUNED_HEADER)
+            )
+        return {
+            scenario: {method: dict(grid.point(choice.point).settings)}
+            for (scenario, method), choice in choices.items()
+            if choice.point is not None
+        }
 
     evaluation = on_engine(
         plus_clean.evaluation_plan(plus, declaration, configs, choose(write=False)), engine, device
@@ -325,10 +330,7 @@ def run_plus_clean(
         return
     started = time.monotonic()
     for scenario in plus.order:
-        part = plus_clean.sweep_plan(
-            plus, declaration, grid, configs, only=scenario, engine=engine, device=device
-        )
-        now = experiment.progress(part.runs, sweep_out)
+        now = experiment.progress([r for r in whole.runs if r.scenario == scenario], sweep_out)
         experiment.refuse_other_options(
             now.done, sweep_out, "give another --out, or remove that directory to make it again"
         )

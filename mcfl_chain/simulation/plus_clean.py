@@ -144,18 +144,15 @@ def sweep_plan(
     declaration: protocol.Declaration,
     grid: sweep.Grid,
     scenarios: Sequence[SimulationConfig],
-    only: str | None = None,
     engine: str = "batched",
     device: str = "cpu",
     check: bool = True,
 ) -> experiment.Plan[sweep.SweepRun]:
     """MCFL-plus at every grid point on the tuning seeds, scenario by scenario in the
-    declared order (``only``: that scenario alone), seed by seed, points in the grid's
+    declared order (a run's ``scenario`` names its own), seed by seed, points in the grid's
     order; runs named as the sweep names them (``<file>-mcfl-plus-<point>-s<seed>``)."""
     runs = []
     for scenario, config in _declared(plus, declaration, scenarios).items():
-        if only is not None and scenario != only:
-            continue
         for run in _plus_runs(plus, config, declaration.tuning_seeds, check):
             for point in grid.points:
                 name = sweep.sweep_run_name(config.name, METHOD, point.name, run.seed)
@@ -346,10 +343,11 @@ def status_lines(
 ) -> list[str]:
     """Per declared scenario, in order: sweep runs finished, the chosen point, and the
     evaluation seeds finished (from the names of the finished runs)."""
+    plan = sweep_plan(plus, declaration, grid, scenarios, check=False)
     out = []
     for scenario, config in _declared(plus, declaration, scenarios).items():
-        swept = sweep_plan(plus, declaration, grid, scenarios, only=scenario, check=False)
-        done = sum(r.name in sweep_done for r in swept.runs)
+        swept = [r.name for r in plan.runs if r.scenario == scenario]
+        done = sum(name in sweep_done for name in swept)
         names = [f"{config.name}-{METHOD}-s{s}" for s in declaration.evaluation_seeds]
         evaluated = sum(n in evaluation_done for n in names)
         settings = tuned.get(scenario, {}).get(METHOD)
@@ -358,7 +356,7 @@ def status_lines(
             str(settings),
         )
         out.append(
-            f"{scenario}: sweep {done} of {len(swept.runs)} runs"
+            f"{scenario}: sweep {done} of {len(swept)} runs"
             + (f", chose {point}" if settings else ", nothing chosen yet")
             + f"; evaluation {evaluated} of {len(names)} seeds"
         )
