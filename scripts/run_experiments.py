@@ -21,6 +21,7 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
        python scripts/run_experiments.py --fidelity [--seeds 0,1,2]   # issue 36, item 5
        python scripts/run_experiments.py --declared sweep|tuning|evaluation|paper-scale [--list]
        python scripts/run_experiments.py --declared mcfl-plus [--list]   # issue 37, item 4
+       python scripts/run_experiments.py --declared autoencoder-epochs [--list]   # issue 36, item 4
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
@@ -38,7 +39,10 @@ baselines again at the paper's size on a few seeds, with what the tuning stage c
 A fifth, ``mcfl-plus`` (docs/results/mcfl-plus-clean.toml), puts MCFL-plus into the
 declared evaluation as a method: scenario by scenario, its own run of the optimiser
 sweep (choices in docs/results/tuned-mcfl-plus.toml), then the evaluation seeds with the
-chosen point, beside MCFL's and the comparator's runs.
+chosen point, beside MCFL's and the comparator's runs. A sixth, ``autoencoder-epochs``
+(docs/results/autoencoder-epochs.toml), reruns the autoencoder experiment on fresh seeds
+at several numbers of local epochs (MCFL, local training and FedAvg), to see whether the
+6 epochs chosen on seeds 0-2 was fitted to them.
 The declared stages run on the batched engine unless ``--engine`` says otherwise.
 """
 
@@ -53,6 +57,7 @@ from rich.console import Console
 
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.simulation import (
+    autoencoder_epochs,
     campaign,
     experiment,
     paper_scale,
@@ -64,7 +69,13 @@ from mcfl_chain.simulation import (
 )
 from mcfl_chain.simulation.engines import ENGINES
 
-DECLARED_STAGES = (sweep.STAGE, *protocol.STAGES, paper_scale.STAGE, plus_clean.STAGE)
+DECLARED_STAGES = (
+    sweep.STAGE,
+    *protocol.STAGES,
+    paper_scale.STAGE,
+    plus_clean.STAGE,
+    autoencoder_epochs.STAGE,
+)
 
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
@@ -104,11 +115,17 @@ def declared_plan(
     console: Console,
     tuned_path: Path = sweep.TUNED,
     paper_path: Path = paper_scale.PAPER_SCALE,
+    epochs_path: Path = autoencoder_epochs.EPOCHS_DECLARATION,
 ) -> campaign.Plan:
     """The declared campaign's plan at ``stage``, each method with the optimiser settings
     of ``tuned_path``; the comparators are chosen from the tuning runs finished in
     ``out`` or recorded in ``records`` (for ``paper-scale``, in the declared campaign's
-    default folders). Prints the test-split figures of the declared rule."""
+    default folders). Prints the test-split figures of the declared rule.
+    ``autoencoder-epochs`` reads ``epochs_path`` alone: it chooses nothing."""
+    if stage == autoencoder_epochs.STAGE:
+        return autoencoder_epochs.epochs_plan(
+            autoencoder_epochs.load_epochs_sweep(epochs_path), campaign.load_scenarios(scenarios)
+        )
     declaration = protocol.load_protocol(protocol_path)
     configs = campaign.load_scenarios(scenarios)
     tuned = sweep.load_tuned(tuned_path)
@@ -479,10 +496,13 @@ def run_plus_clean(
     "baselines at the paper's size (--paper-scale: 38 trainers, 102 rounds, its seeds and "
     "order; comparators from the tuning runs in runs/declared and results/declared); "
     "'mcfl-plus' MCFL-plus's own sweep (into runs/declared/mcfl-plus-sweep, choices in "
-    "--mcfl-plus-tuned) and its evaluation seeds, scenario by scenario (--mcfl-plus-clean). Not "
+    "--mcfl-plus-tuned) and its evaluation seeds, scenario by scenario (--mcfl-plus-clean); "
+    "'autoencoder-epochs' MCFL, local training and FedAvg on the autoencoders at each "
+    "declared number of local epochs, on fresh seeds (--autoencoder-epochs). Not "
     "with --only, --methods, --seeds, --comparison or --published-size.  [default: out "
-    "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale), "
-    "records results/declared (results/declared/sweep, results/declared/paper-scale)]",
+    "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale, "
+    "autoencoder-epochs: runs/declared/autoencoder-epochs), records results/declared "
+    "(likewise under results/declared)]",
 )
 @click.option(
     "--sweep-grid",
@@ -551,6 +571,15 @@ def run_plus_clean(
     help="MCFL-plus's sweep choices: written and applied by --declared mcfl-plus.",
 )
 @click.option(
+    "--autoencoder-epochs",
+    "epochs_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=autoencoder_epochs.EPOCHS_DECLARATION,
+    show_default=True,
+    help="The declaration --declared autoencoder-epochs reads: the scenario file, the "
+    "epochs values, the methods and the fresh seeds.",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -577,6 +606,7 @@ def main(
     paper_path: Path,
     plus_path: Path,
     plus_tuned_path: Path,
+    epochs_path: Path,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
@@ -603,6 +633,9 @@ def main(
         default_out, default_records = sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS
     if declared == paper_scale.STAGE:
         default_out, default_records = paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS
+    if declared == autoencoder_epochs.STAGE:
+        default_out = autoencoder_epochs.EPOCHS_RUNS
+        default_records = autoencoder_epochs.EPOCHS_RECORDS
     out = out or default_out
     engine = engine or ("batched" if declared or fidelity else None)
     try:
@@ -663,6 +696,7 @@ def main(
                 console,
                 tuned_path,
                 paper_path,
+                epochs_path,
             )
         else:
             plan = campaign.plan(
