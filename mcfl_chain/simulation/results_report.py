@@ -1261,7 +1261,7 @@ def autoencoder_epochs_section(runs: Runs, scenarios: Path, docs: Path) -> list[
     return [
         "### The autoencoders' local epochs, on fresh seeds",
         "",
-        "The autoencoder result (\"Autoencoders on two datasets\" below) holds with 6 local "
+        'The autoencoder result ("Autoencoders on two datasets" below) holds with 6 local '
         "epochs a round, a number read off probes on seeds 0-2, the seeds it was then "
         "judged on. Declared in "
         "`docs/results/autoencoder-epochs.toml` before its runs: the `autoencoders` "
