@@ -77,6 +77,14 @@ DECLARED_STAGES = (
     autoencoder_epochs.STAGE,
 )
 
+STAGE_FOLDERS = {
+    sweep.STAGE: (sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS),
+    paper_scale.STAGE: (paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS),
+    autoencoder_epochs.STAGE: (autoencoder_epochs.EPOCHS_RUNS, autoencoder_epochs.EPOCHS_RECORDS),
+}
+"""The declared stages whose runs and records have folders of their own (the others':
+runs/declared and results/declared)."""
+
 
 def parse_seeds(values: tuple[str, ...]) -> list[int]:
     """:func:`experiment.parse_seeds`, its refusal as a usage error."""
@@ -629,13 +637,8 @@ def main(
         if published_size
         else (Path("runs/experiments"), campaign.RECORDS)
     )
-    if declared == sweep.STAGE:
-        default_out, default_records = sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS
-    if declared == paper_scale.STAGE:
-        default_out, default_records = paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS
-    if declared == autoencoder_epochs.STAGE:
-        default_out = autoencoder_epochs.EPOCHS_RUNS
-        default_records = autoencoder_epochs.EPOCHS_RECORDS
+    if declared in STAGE_FOLDERS:
+        default_out, default_records = STAGE_FOLDERS[declared]
     out = out or default_out
     engine = engine or ("batched" if declared or fidelity else None)
     try:

@@ -16,7 +16,6 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from mcfl_chain.simulation import campaign, protocol, stats
 from mcfl_chain.simulation.runner import SimulationConfig
@@ -45,19 +44,6 @@ class EpochsSweep:
         return f"{self.scenario}-epochs{epochs}"
 
 
-def _whole_numbers(table: Mapping[str, Any], key: str, where: str, least: int) -> tuple[int, ...]:
-    values = protocol._require(table, key, list, where)
-    if not values or any(
-        not isinstance(v, int) or isinstance(v, bool) or v < least for v in values
-    ):
-        raise protocol.ProtocolError(
-            f"{where}: {key!r} must list whole numbers >= {least}, got {values!r}"
-        )
-    if len(set(values)) != len(values):
-        raise protocol.ProtocolError(f"{where}: {key!r} lists a value twice: {values!r}")
-    return tuple(values)
-
-
 def parse_epochs_sweep(text: str, where: str = "autoencoder-epochs") -> EpochsSweep:
     """:class:`EpochsSweep` from the text of its declaration.
 
@@ -75,8 +61,8 @@ def parse_epochs_sweep(text: str, where: str = "autoencoder-epochs") -> EpochsSw
     head = protocol._require(data, "autoencoder_epochs", dict, where)
     place = f"{where} [autoencoder_epochs]"
     scenario = protocol._require(head, "scenario", str, place)
-    epochs = _whole_numbers(head, "epochs", place, least=1)
-    seeds = _whole_numbers(head, "seeds", place, least=0)
+    epochs = protocol._whole_numbers(head, "epochs", place, least=1)
+    seeds = protocol._seeds(head, "seeds", place)
     reused = sorted(USED_SEEDS & set(seeds))
     if reused:
         raise protocol.ProtocolError(

@@ -97,13 +97,22 @@ def _require(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], 
     return value
 
 
+def _whole_numbers(
+    table: Mapping[str, Any], key: str, where: str, least: int = 0
+) -> tuple[int, ...]:
+    """``table[key]``: a non-empty list of distinct whole numbers, each at least ``least``."""
+    values = _require(table, key, list, where)
+    if not values or any(
+        not isinstance(v, int) or isinstance(v, bool) or v < least for v in values
+    ):
+        raise ProtocolError(f"{where}: {key!r} must list whole numbers >= {least}, got {values!r}")
+    if len(set(values)) != len(values):
+        raise ProtocolError(f"{where}: {key!r} lists a value twice: {values!r}")
+    return tuple(values)
+
+
 def _seeds(table: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
-    seeds = _require(table, key, list, where)
-    if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
-        raise ProtocolError(f"{where}: {key!r} must list whole numbers >= 0, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ProtocolError(f"{where}: {key!r} lists a seed twice: {seeds!r}")
-    return tuple(seeds)
+    return _whole_numbers(table, key, where, least=0)
 
 
 def parse_protocol(text: str, where: str = "protocol") -> Declaration:
