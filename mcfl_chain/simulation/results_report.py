@@ -190,12 +190,9 @@ def excludes(interval: stats.Interval | None, metric: str) -> str:
     """Whether a ``method − baseline`` interval excludes 0, and in whose favour."""
     if interval is None:
         return "–"
-    if interval.excludes_zero is None:
-        return "– (1 seed)"
-    if not interval.excludes_zero:
-        return "no"
-    better = interval.mean > 0 if stats.higher_is_better(metric) else interval.mean < 0
-    return "yes, better" if better else "yes, worse"
+    return {None: "– (1 seed)", 0: "no", 1: "yes, better", -1: "yes, worse"}[
+        stats.favours(interval, metric)
+    ]
 
 
 def marked(interval: stats.Interval | None, metric: str) -> str:

@@ -29,12 +29,9 @@ def reading(interval: stats.Interval | None, metric: str) -> str:
     """What an uncorrected MCFL − baseline interval says, in the report's words."""
     if interval is None:
         return "not run"
-    if interval.excludes_zero is None:
-        return "one seed"
-    if not interval.excludes_zero:
-        return "not resolved"
-    better = (interval.mean > 0) == stats.higher_is_better(metric)
-    return "MCFL ahead" if better else "MCFL behind"
+    return {None: "one seed", 0: "not resolved", 1: "MCFL ahead", -1: "MCFL behind"}[
+        stats.favours(interval, metric)
+    ]
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,17 @@ class Interval:
         return text
 
 
+def favours(interval: Interval, metric: str) -> int | None:
+    """On which side of 0 a ``method − baseline`` interval lies: +1 wholly on the
+    method's better side (by the metric's direction), −1 on its worse side, 0 across 0,
+    None for a single value (no interval)."""
+    if interval.excludes_zero is None:
+        return None
+    if not interval.excludes_zero:
+        return 0
+    return 1 if (interval.mean > 0) == higher_is_better(metric) else -1
+
+
 def mean_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Interval | None:
     """Mean and ``confidence`` Student-t interval (sample standard deviation, n − 1).
 
