@@ -1072,16 +1072,15 @@ def seeds_changed_section(
     configs = campaign.load_scenarios(scenarios)
     by_name = protocol.declared_configs(declaration, configs)
     rows = declared_synthesis(declaration, declared, configs)
-    chosen = declaration.scenarios
     changes = seeds_changed.changes(
-        [(s.name, s.file, campaign.baseline_stem(by_name[s.name])) for s in chosen],
+        [(s.name, s.file, campaign.baseline_stem(by_name[s.name])) for s in declaration.scenarios],
         {key: figures_of(seeds) for key, seeds in runs.items()},
         {key: figures_of(seeds) for key, seeds in declared.items()},
         campaign.DEFAULT_SEEDS,
         declaration.evaluation_seeds,
         {
             s.name: (_tolerance(file_tolerance(s.file)), _tolerance(declaration.tolerance))
-            for s in chosen
+            for s in declaration.scenarios
         },
         {r.scenario.name: r.verdict.wording if r.verdict else None for r in rows},
     )
@@ -1097,8 +1096,8 @@ def seeds_changed_section(
         "on every scenario; each cell is MCFL minus the baseline, mean over trainers "
         "paired by trainer and seed, with an uncorrected 95 % t interval over that "
         "campaign's seeds, so that the two columns differ by their evidence and not by "
-        "their test. Only the last column is corrected (Holm, the table above). "
-        "No run at the paper's scale has been made, so nothing here is at that scale.",
+        "their test. Only the last column is corrected (Holm, the table above); the "
+        "paper's scale has its own section below.",
         "",
         *seeds_changed.changes_table(changes),
     ]
