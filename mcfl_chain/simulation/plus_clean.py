@@ -275,7 +275,7 @@ def plus_table(declaration: protocol.Declaration, rows: Sequence[PlusRow]) -> li
         row = plus_row.synthesis
         best = row.choice.method
         label = campaign.LABELS.get(best, best) if best else "not chosen yet"
-        scale = protocol._scale(row.metric)
+        scale = stats.scale_of(row.metric)
         versus = plus_row.versus_mcfl
         against_mcfl = versus.mean_diff.format(*scale, signed=True) if versus is not None else "–"
         seconds = protocol._pair((row.costs or {}).get("seconds", (None, None)), 1.0, 1)

@@ -749,7 +749,7 @@ def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> l
                 f"±{margin}: {row.p_equivalence:.3g}"
                 + _bracket(row.equivalence_interval, row.metric),
                 row.verdict.wording,
-                "–" if worst is None else worst.format(*_scale(row.metric), signed=True),
+                "–" if worst is None else worst.format(*stats.scale_of(row.metric), signed=True),
                 *compute,
             ]
         )
@@ -787,7 +787,3 @@ def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> l
             out.append(f"- {row.scenario.name}, tuning seeds: {listed}")
         out.append("")
     return out
-
-
-def _scale(metric: str) -> tuple[float, int]:
-    return (100.0, 1) if metric == "accuracy" else (1.0, 4)

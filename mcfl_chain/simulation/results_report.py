@@ -170,15 +170,10 @@ def load_claims(path: Path) -> dict[str, dict[str, str]]:
 # -- formatting ------------------------------------------------------------------------
 
 
-def scale_of(metric: str) -> tuple[float, int]:
-    """Accuracy in % with one decimal; MSE as is with four."""
-    return (100.0, 1) if metric == "accuracy" else (1.0, 4)
-
-
 def cell(interval: stats.Interval | None, metric: str, signed: bool = False) -> str:
     if interval is None:
         return NOT_RUN
-    scale, digits = scale_of(metric)
+    scale, digits = stats.scale_of(metric)
     return interval.format(scale, digits, signed)
 
 
@@ -1065,13 +1060,16 @@ def _tolerance(value: float | str | None) -> str:
 
 
 def seeds_changed_section(
-    declaration: protocol.Declaration, declared: Runs, runs: Runs, scenarios: Path
+    declaration: protocol.Declaration,
+    declared: Runs,
+    runs: Runs,
+    configs: Sequence[SimulationConfig],
+    rows: Sequence[protocol.SynthesisRow],
 ) -> list[str]:
     """The reduced-size report's MCFL − FedAvg and − local beside the declared
-    evaluation's, under one uncorrected rule (:mod:`~mcfl_chain.simulation.seeds_changed`)."""
-    configs = campaign.load_scenarios(scenarios)
+    evaluation's (its synthesis ``rows`` give the verdicts), under one uncorrected rule
+    (:mod:`~mcfl_chain.simulation.seeds_changed`)."""
     by_name = protocol.declared_configs(declaration, configs)
-    rows = declared_synthesis(declaration, declared, configs)
     changes = seeds_changed.changes(
         [(s.name, s.file, campaign.baseline_stem(by_name[s.name])) for s in declaration.scenarios],
         {key: figures_of(seeds) for key, seeds in runs.items()},
@@ -1104,12 +1102,14 @@ def seeds_changed_section(
 
 
 def synthesis_section(
-    declaration: protocol.Declaration, declared: Runs, scenarios: Path
+    declaration: protocol.Declaration,
+    declared: Runs,
+    configs: Sequence[SimulationConfig],
+    rows: Sequence[protocol.SynthesisRow],
 ) -> list[str]:
-    """Issue 36's table "MCFL against the best alternative", by the declared protocol,
-    from the declared campaign's runs (``run_experiments.py --declared``)."""
-    configs = campaign.load_scenarios(scenarios)
-    rows = declared_synthesis(declaration, declared, configs)
+    """Issue 36's table "MCFL against the best alternative", by the declared protocol:
+    its ``rows`` (:func:`declared_synthesis`) from the declared campaign's runs
+    (``run_experiments.py --declared``)."""
     seeds = declaration.evaluation_seeds
     reused = sum(REUSED_FROM in run.summary for runs in declared.values() for run in runs.values())
     margins = (
@@ -1430,6 +1430,8 @@ def write_report(
     ):
         if target is not None:
             keep_records(kept, target)
+    configs = campaign.load_scenarios(scenarios)
+    synthesis_rows = declared_synthesis(declaration, declared, configs) if declaration else []
     sections: list[str] = []
     summary_rows: list[list[str]] = []
     for experiment in EXPERIMENTS:
@@ -1443,8 +1445,12 @@ def write_report(
         intro.read_text().strip() if intro.exists() else "",
         "",
         *status_lines(runs, scenarios),
-        *(synthesis_section(declaration, declared, scenarios) if declaration else []),
-        *(seeds_changed_section(declaration, declared, runs, scenarios) if declaration else []),
+        *(synthesis_section(declaration, declared, configs, synthesis_rows) if declaration else []),
+        *(
+            seeds_changed_section(declaration, declared, runs, configs, synthesis_rows)
+            if declaration
+            else []
+        ),
         *(
             plus_clean_section(declaration, declared, declared_dir, scenarios, docs)
             if declaration and declared_dir

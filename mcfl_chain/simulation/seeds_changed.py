@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from mcfl_chain.simulation import stats
+from mcfl_chain.simulation import campaign, stats
 
 BASELINES = ("fedavg", "local")
 """The two baselines both campaigns ran on every scenario."""
-LABELS = {"fedavg": "FedAvg", "local": "local"}
 Figures = Mapping[tuple[str, str], Mapping[int, stats.RunFigures]]
 """(scenario, method) → seed → a finished run's figures."""
 
@@ -56,11 +55,7 @@ class Change:
     def ahead_of_both(self, declared: bool) -> bool:
         """MCFL's interval clear of 0 in its favour against FedAvg and local training
         alike: ahead of the better of the two."""
-        side = self.declared if declared else self.reduced
-        return all(
-            reading(d.mean_diff if d else None, self.metric) == "MCFL ahead"
-            for d in (side[b] for b in BASELINES)
-        )
+        return all(self.readings(b)[declared] == "MCFL ahead" for b in BASELINES)
 
 
 def _seeds(figures: Mapping[int, stats.RunFigures], seeds: Collection[int]) -> dict:
@@ -103,7 +98,7 @@ def changes(
 def _cell(difference: stats.PairedDifference | None, metric: str) -> str:
     if difference is None:
         return "not run"
-    scale, digits = (100.0, 1) if metric == "accuracy" else (1.0, 4)
+    scale, digits = stats.scale_of(metric)
     interval = difference.mean_diff
     return (
         f"{interval.format(scale, digits, signed=True)} ({len(difference.seeds)} seeds: "
@@ -114,7 +109,7 @@ def _cell(difference: stats.PairedDifference | None, metric: str) -> str:
 def what_changed(change: Change) -> str:
     """The baselines whose reading moved, ``before → after``; "no change" otherwise."""
     moved = [
-        f"{LABELS[b]}: {before} → {after}"
+        f"{campaign.LABELS[b]}: {before} → {after}"
         for b in BASELINES
         for before, after in [change.readings(b)]
         if before != after

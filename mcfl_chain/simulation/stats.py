@@ -77,6 +77,12 @@ class Interval:
         return text
 
 
+def scale_of(metric: str) -> tuple[float, int]:
+    """How a figure of ``metric`` is shown: accuracy in % with one decimal, MSE as is
+    with four (scale, digits)."""
+    return (100.0, 1) if metric == "accuracy" else (1.0, 4)
+
+
 def favours(interval: Interval, metric: str) -> int | None:
     """On which side of 0 a ``method − baseline`` interval lies: +1 wholly on the
     method's better side (by the metric's direction), −1 on its worse side, 0 across 0,
