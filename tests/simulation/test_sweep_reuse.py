@@ -213,7 +213,8 @@ def test_declared_tuning_lists_then_copies_the_sweeps_runs(
     summary = json.loads((tmp_path / "r" / "a-fedavg-s1" / "summary.json").read_text())
     assert summary[experiment.REUSED_FROM]["run"] == "a-fedavg-sgd-0.05-s1"
     assert summary[experiment.REUSED_FROM]["added_since"] == ["hosts"]
-    report = results_report.synthesis_section(
-        declaration, results_report.load_runs(tmp_path / "o"), scenarios
-    )
+    declared = results_report.load_runs(tmp_path / "o")
+    configs = campaign.load_scenarios(scenarios)
+    rows = results_report.declared_synthesis(declaration, declared, configs)
+    report = results_report.synthesis_section(declaration, declared, configs, rows)
     assert "6 of these runs are the optimiser sweep's runs at the chosen point" in " ".join(report)
