@@ -20,6 +20,7 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
        python scripts/run_experiments.py --comparison [--seeds 0,1,2]   # issue 14
        python scripts/run_experiments.py --fidelity [--seeds 0,1,2]   # issue 36, item 5
        python scripts/run_experiments.py --declared sweep|tuning|evaluation|paper-scale [--list]
+           [--only SCENARIO] [--until HH:MM]
        python scripts/run_experiments.py --declared mcfl-plus [--list]   # issue 37, item 4
        python scripts/run_experiments.py --declared autoencoder-epochs [--list]   # issue 36, item 4
 
@@ -49,8 +50,10 @@ The declared stages run on the batched engine unless ``--engine`` says otherwise
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import click
 from rich.console import Console
@@ -68,6 +71,8 @@ from mcfl_chain.simulation import (
     sweep,
 )
 from mcfl_chain.simulation.engines import ENGINES
+
+R = TypeVar("R", campaign.PlannedRun, sweep.SweepRun)
 
 DECLARED_STAGES = (
     sweep.STAGE,
@@ -160,6 +165,54 @@ def on_engine(plan: campaign.Plan, engine: str, device: str) -> campaign.Plan:
     return campaign.Plan(runs, plan.notes)
 
 
+def select(
+    runs: Sequence[R],
+    only: Sequence[str],
+    labels: Callable[[R], set[str]],
+    stage: str,
+    declared: Sequence[str] = (),
+) -> list[R]:
+    """The ``runs`` of the scenarios ``only`` names (all of them when it names none),
+    ``labels`` giving the names a run answers to. A ``declared`` scenario that the stage
+    does not plan yet selects nothing (its plan's notes say why).
+
+    Raises
+    ------
+    click.UsageError
+        For a name that is neither declared nor answered to by a run of the stage.
+    """
+    if not only:
+        return list(runs)
+    known = {label for run in runs for label in labels(run)} | set(declared)
+    strangers = [name for name in only if name not in known]
+    if strangers:
+        raise click.UsageError(
+            f"--only {', '.join(strangers)}: no scenario of --declared {stage} has that "
+            f"name; its scenarios: {', '.join(sorted(known))}"
+        )
+    return [run for run in runs if labels(run) & set(only)]
+
+
+def about(notes: Sequence[str], only: Sequence[str]) -> list[str]:
+    """The plan's ``notes`` on the scenarios ``only`` names (all when it names none): a
+    note opens with its scenario's name and a colon."""
+    return [n for n in notes if not only or n.split(":", 1)[0] in only]
+
+
+def declared_labels(
+    protocol_path: Path, scenarios: Path
+) -> Callable[[campaign.PlannedRun], set[str]]:
+    """The names a declared run answers to with ``--only``: its scenario file's or
+    baselines' name, and the declared scenario's name where one declares that file."""
+    declaration = protocol.load_protocol(protocol_path)
+    by_label: dict[str, set[str]] = {}
+    configs = protocol.declared_configs(declaration, campaign.load_scenarios(scenarios))
+    for name, config in configs.items():
+        for label in (config.name, campaign.baseline_stem(config)):
+            by_label.setdefault(label, set()).add(name)
+    return lambda run: {run.scenario, *by_label.get(run.scenario, ())}
+
+
 def choice_lines(
     choices: dict[tuple[str, str], sweep.PointChoice], metric_of: dict[tuple[str, str], str]
 ) -> list[str]:
@@ -192,10 +245,13 @@ def run_sweep(
     device: str,
     list_only: bool,
     console: Console,
+    only: Sequence[str] = (),
+    until: float | None = None,
 ) -> None:
     """``--declared sweep``: plan the sweep, list it or make its unfinished runs (skipping
     those finished in ``out`` or recorded in ``records``), and rewrite ``tuned_path``
-    with the choices after each run.
+    with the choices after each run. ``only`` restricts the runs listed or made to these
+    declared scenarios; ``until`` stops between runs (:func:`experiment.execute`).
 
     Raises
     ------
@@ -211,6 +267,13 @@ def run_sweep(
     restored = kept.restore(plan.runs, out)
     if restored:
         console.print(f"{restored} finished sweep runs restored from their records in {records}")
+    runs = select(
+        plan.runs,
+        only,
+        lambda run: {run.scenario, run.label},
+        sweep.STAGE,
+        [s.name for s in declaration.scenarios],
+    )
     metric_of = {(r.scenario, r.method): protocol.metric_of(r.config) for r in plan.runs}
 
     def choose(write: bool = True) -> dict[tuple[str, str], sweep.PointChoice]:
@@ -221,18 +284,20 @@ def run_sweep(
             sweep.write_tuned(tuned_path, sweep.tuned_text(grid, choices))
         return choices
 
-    now = experiment.progress(plan.runs, out)
+    now = experiment.progress(runs, out)
     points = ", ".join(f"{p.name} ({dict(p.settings)})" for p in grid.points)
     console.print(
         f"sweep: {len(plan.runs)} runs ({len(grid.points)} grid points: {points}; seeds "
         f"{', '.join(map(str, declaration.tuning_seeds))}) on engine {engine}, device {device}"
+        + (f"; {len(runs)} of them on {', '.join(only)} (--only)" if only else "")
     )
     if list_only:
-        for index, run in enumerate(plan.runs, 1):
+        for index, run in enumerate(runs, 1):
             console.print(f"{index:4}  {experiment.listing(run, out)}")
-        for note in plan.notes:
+        for note in about(plan.notes, only):
             console.print(f"note: {note}")
-        choices = choose(write=False)
+        selected = {run.scenario for run in runs}
+        choices = {k: c for k, c in choose(write=False).items() if k[0] in selected}
         started = {
             k: c
             for k, c in choices.items()
@@ -245,7 +310,7 @@ def run_sweep(
         states = list(now.states.values())
         estimate = experiment.estimate_seconds(now.todo, now.finished, sweep.kinds)
         console.print(
-            f"{len(plan.runs)} sweep runs planned in {out}: {len(now.done)} done, "
+            f"{len(runs)} sweep runs planned in {out}: {len(now.done)} done, "
             f"{states.count('partial')} partial, {states.count('pending')} pending"
             + (f"; about {experiment.duration(estimate)} to go" if estimate and now.todo else "")
             + f"; choices in {tuned_path}"
@@ -254,7 +319,7 @@ def run_sweep(
     experiment.refuse_other_options(
         now.done, out, "give another --out, or remove that directory to make it again"
     )
-    for note in plan.notes:
+    for note in about(plan.notes, only):
         console.print(f"note: {note}")
     console.print(f"{len(now.done)} done before, {len(now.todo)} to run; choices in {tuned_path}")
     choose()
@@ -267,7 +332,11 @@ def run_sweep(
             console.print(f"sweep: {run.scenario} {run.method} chose {choice.point}")
 
     started = time.monotonic()
-    experiment.execute(now.todo, out, console, keep=keep, kinds=sweep.kinds, finished=now.finished)
+    left = experiment.execute(
+        now.todo, out, console, keep=keep, kinds=sweep.kinds, finished=now.finished, until=until
+    )
+    if left:
+        return
     console.print(
         f"sweep finished in {experiment.duration(time.monotonic() - started)}; choices in "
         f"{tuned_path}; now run: python scripts/run_experiments.py --declared tuning"
@@ -286,12 +355,15 @@ def run_plus_clean(
     device: str,
     list_only: bool,
     console: Console,
+    only: Sequence[str] = (),
+    until: float | None = None,
 ) -> None:
     """``--declared mcfl-plus``: per declared scenario in the declaration's order,
     MCFL-plus's sweep runs (``out/mcfl-plus-sweep``), its choice (``plus_tuned_path``,
     rewritten after each run), then its evaluation runs (``out``) once the choice is made;
     finished runs (or their records in ``records``) are skipped. ``list_only`` prints
-    the plan instead.
+    the plan instead. ``only`` restricts the scenarios to these; ``until`` stops between
+    runs (:func:`experiment.execute`).
 
     Raises
     ------
@@ -324,6 +396,13 @@ def run_plus_clean(
             if choice.point is not None
         }
 
+    strangers = [name for name in only if name not in plus.order]
+    if strangers:
+        raise click.UsageError(
+            f"--only {', '.join(strangers)}: not a scenario of --declared mcfl-plus; its "
+            f"scenarios: {', '.join(plus.order)}"
+        )
+    order = [name for name in plus.order if not only or name in only]
     evaluation = on_engine(
         plus_clean.evaluation_plan(plus, declaration, configs, choose(write=False)), engine, device
     )
@@ -339,22 +418,25 @@ def run_plus_clean(
         "seeds per scenario once its point is chosen"
     )
     if list_only:
-        sweep_now = experiment.progress(whole.runs, sweep_out)
-        for index, run in enumerate(whole.runs, 1):
+        sweep_runs = [r for r in whole.runs if r.scenario in order]
+        labels = declared_labels(protocol_path, scenarios)
+        evaluation_runs = [r for r in evaluation.runs if labels(r) & set(order)]
+        sweep_now = experiment.progress(sweep_runs, sweep_out)
+        for index, run in enumerate(sweep_runs, 1):
             console.print(f"{index:4}  {experiment.listing(run, sweep_out)}")
-        for index, run in enumerate(evaluation.runs, 1):
+        for index, run in enumerate(evaluation_runs, 1):
             console.print(f"{index:4}  {experiment.listing(run, out)}")
-        for note in evaluation.notes:
+        for note in about(evaluation.notes, only):
             console.print(f"note: {note}")
-        evaluation_now = experiment.progress(evaluation.runs, out)
+        evaluation_now = experiment.progress(evaluation_runs, out)
         console.print(
-            f"sweep: {len(sweep_now.done)} of {len(whole.runs)} runs done; evaluation: "
-            f"{len(evaluation_now.done)} of {len(evaluation.runs)} planned runs done; choices "
+            f"sweep: {len(sweep_now.done)} of {len(sweep_runs)} runs done; evaluation: "
+            f"{len(evaluation_now.done)} of {len(evaluation_runs)} planned runs done; choices "
             f"in {plus_tuned_path}"
         )
         return
     started = time.monotonic()
-    for scenario in plus.order:
+    for scenario in order:
         now = experiment.progress([r for r in whole.runs if r.scenario == scenario], sweep_out)
         experiment.refuse_other_options(
             now.done, sweep_out, "give another --out, or remove that directory to make it again"
@@ -367,9 +449,16 @@ def run_plus_clean(
 
         if now.todo:
             console.print(f"{scenario}: MCFL-plus sweep, {len(now.todo)} runs to make")
-        experiment.execute(
-            now.todo, sweep_out, console, keep=keep, kinds=sweep.kinds, finished=now.finished
-        )
+        if experiment.execute(
+            now.todo,
+            sweep_out,
+            console,
+            keep=keep,
+            kinds=sweep.kinds,
+            finished=now.finished,
+            until=until,
+        ):
+            return
         tuned = choose()
         part_eval = on_engine(
             plus_clean.evaluation_plan(plus, declaration, configs, tuned, only=scenario),
@@ -389,7 +478,7 @@ def run_plus_clean(
         )
         if now.todo:
             console.print(f"{scenario}: MCFL-plus evaluation, {len(now.todo)} runs to make")
-        experiment.execute(
+        if experiment.execute(
             now.todo,
             out,
             console,
@@ -398,7 +487,9 @@ def run_plus_clean(
             keep=lambda run, run_dir: kept.keep(run.name, run_dir),
             kinds=campaign.kinds,
             finished=now.finished,
-        )
+            until=until,
+        ):
+            return
     console.print(
         f"MCFL-plus stage finished in {experiment.duration(time.monotonic() - started)}; now "
         "run: python scripts/report_results.py"
@@ -424,7 +515,9 @@ def run_plus_clean(
     multiple=True,
     metavar="NAME",
     help="Run only this scenario (a file's name, or a shared baselines' name such as "
-    "'gaussian' for all gaussian-tol* files); repeatable.",
+    "'gaussian' for all gaussian-tol* files); repeatable. With --declared, a declared "
+    "scenario (its name in the protocol, e.g. rotation-24-8): the stage's other runs stay "
+    "pending, the declaration is unchanged.",
 )
 @click.option(
     "--methods",
@@ -507,7 +600,7 @@ def run_plus_clean(
     "--mcfl-plus-tuned) and its evaluation seeds, scenario by scenario (--mcfl-plus-clean); "
     "'autoencoder-epochs' MCFL, local training and FedAvg on the autoencoders at each "
     "declared number of local epochs, on fresh seeds (--autoencoder-epochs). Not "
-    "with --only, --methods, --seeds, --comparison or --published-size.  [default: out "
+    "with --methods, --seeds, --comparison or --published-size.  [default: out "
     "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale, "
     "autoencoder-epochs: runs/declared/autoencoder-epochs), records results/declared "
     "(likewise under results/declared)]",
@@ -588,6 +681,14 @@ def run_plus_clean(
     "epochs values, the methods and the fresh seeds.",
 )
 @click.option(
+    "--until",
+    metavar="TIME",
+    help="Start no run that would end after TIME (local; HH:MM is its next occurrence, or "
+    "YYYY-MM-DD HH:MM), by the durations of the runs of its kind finished so far: the "
+    "campaign stops between runs and the same command resumes it. A run with no such "
+    "estimate yet is started.  [default: no limit]",
+)
+@click.option(
     "--list",
     "list_only",
     is_flag=True,
@@ -615,15 +716,21 @@ def main(
     plus_path: Path,
     plus_tuned_path: Path,
     epochs_path: Path,
+    until: str | None,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
     console = Console(highlight=False, soft_wrap=True)
     seeds = parse_seeds(seed_values) if seed_values else list(campaign.DEFAULT_SEEDS)
-    if declared and (only or methods or seed_values or comparison or published_size or max_rounds):
+    if declared and (methods or seed_values or comparison or published_size or max_rounds):
         raise click.UsageError(
-            "--declared takes its scenarios, methods, seeds and size from the protocol file"
+            "--declared takes its methods, seeds and size from the protocol file (--only "
+            "may pick some of its scenarios)"
         )
+    try:
+        deadline = experiment.parse_until(until).timestamp() if until else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--until'") from exc
     if fidelity and (only or methods or comparison or declared or published_size):
         raise click.UsageError(
             "--fidelity chooses its scenarios and methods itself, at the reduced size"
@@ -658,6 +765,8 @@ def main(
                 device,
                 list_only,
                 console,
+                only,
+                deadline,
             )
         except experiment.ExperimentError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -676,6 +785,8 @@ def main(
                 device,
                 list_only,
                 console,
+                only,
+                deadline,
             )
         except experiment.ExperimentError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -713,6 +824,12 @@ def main(
             )
         if engine is not None:
             plan = on_engine(plan, engine, device)
+        if declared and only:
+            labels = declared_labels(protocol_path, scenarios)
+            names = [s.name for s in protocol.load_protocol(protocol_path).scenarios]
+            plan = campaign.Plan(
+                select(plan.runs, only, labels, declared, names), about(plan.notes, only)
+            )
         if not plan.runs:
             for note in plan.notes:
                 console.print(f"note: {note}")
@@ -773,7 +890,7 @@ def main(
             f"{len(now.todo)} to run"
         )
         started = time.monotonic()
-        experiment.execute(
+        left = experiment.execute(
             now.todo,
             out,
             console,
@@ -782,9 +899,12 @@ def main(
             keep=lambda run, run_dir: kept.keep(run.name, run_dir),
             kinds=campaign.kinds,
             finished=now.finished,
+            until=deadline,
         )
     except experiment.ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc
+    if left:
+        return
     option = (
         "--declared-runs"
         if declared

@@ -28,6 +28,7 @@ every attack and placement) and :mod:`~mcfl_chain.simulation.fedfmc_experiment`
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -343,6 +344,38 @@ def duration(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
+def parse_until(text: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """The local wall-clock time that ``--until`` names: ``HH:MM`` is its next occurrence
+    after ``now`` (so ``02:00`` given at 23:00 is tomorrow's), ``YYYY-MM-DD HH:MM`` (or
+    with a ``T``) that very time.
+
+    Raises
+    ------
+    ValueError
+        For any other text, or a full date and time already past.
+    """
+    now = now or datetime.datetime.now()
+    text = text.strip()
+    try:
+        clock = datetime.datetime.strptime(text, "%H:%M")
+    except ValueError:
+        pass
+    else:
+        at = now.replace(hour=clock.hour, minute=clock.minute, second=0, microsecond=0)
+        return at if at > now else at + datetime.timedelta(days=1)
+    try:
+        at = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a time: give HH:MM (its next occurrence) or YYYY-MM-DD HH:MM"
+        ) from None
+    if at.tzinfo is not None:
+        at = at.astimezone().replace(tzinfo=None)
+    if at <= now:
+        raise ValueError(f"{text!r} is already past (now {now:%Y-%m-%d %H:%M})")
+    return at
+
+
 def remove_run(run: PlannedRun, run_dir: Path) -> None:
     """What an interrupted run left goes (its trainers' metrics would mix with the new
     ones)."""
@@ -364,13 +397,24 @@ def execute(
     keep: Callable[[R, Path], object] | None = None,
     kinds: Callable[[R], Sequence[Hashable]] = lambda run: (),
     finished: Sequence[tuple[R, float]] = (),
-) -> None:
+    until: float | None = None,
+) -> list[R]:
     """Make the ``todo`` runs in order, each in ``out/<name>``: an unfinished directory
     is cleared first (``clear``), then the run made (``make``), then its record kept
     (``keep``) at once, so an interrupted campaign loses at most the run in progress.
     Each run opens with a rule giving its rank, the time spent and the time left, as
     estimated from the ``finished`` runs' durations and those made here (``kinds``,
     see :func:`estimate_seconds`).
+
+    With ``until`` (a wall-clock time, seconds since the epoch), a run whose estimated
+    duration would take it past ``until`` is not started, nor any after it: a campaign
+    given a time budget stops between runs, losing nothing. A run with no estimate yet
+    (no run has finished) is started.
+
+    Returns
+    -------
+    list
+        The runs not started because of ``until`` (empty when all were made).
 
     Raises
     ------
@@ -380,6 +424,15 @@ def execute(
     done = list(finished)
     started = time.monotonic()
     for index, run in enumerate(todo, 1):
+        expected = estimate_seconds([run], done, kinds)
+        if until is not None and expected is not None and time.time() + expected > until:
+            left = list(todo[index - 1 :])
+            console.print(
+                f"stopping before {run.name}: about {duration(expected)}, it would end after "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(until))} (--until); "
+                f"{len(left)} runs left, run the same command again to resume"
+            )
+            return left
         run_dir = out / run.name
         if run_dir.exists():
             console.print(f"{run.name}: removing the unfinished run in {run_dir}")
@@ -399,6 +452,7 @@ def execute(
         if keep is not None:
             keep(run, run_dir)
         console.print(f"{run.name}: {duration(summary['seconds'])}")
+    return []
 
 
 # -- records ------------------------------------------------------------------------------

@@ -389,10 +389,12 @@ def test_a_broken_declaration_stops_the_report(tmp_path):
 def test_declared_takes_nothing_the_protocol_decides(load_script):
     script = load_script("run_experiments")
 
-    result = CliRunner().invoke(script.main, ["--declared", "tuning", "--only", "iid"])
+    seeds = CliRunner().invoke(script.main, ["--declared", "tuning", "--seeds", "5"])
+    methods = CliRunner().invoke(script.main, ["--declared", "tuning", "--methods", "mcfl"])
 
-    assert result.exit_code == 2
-    assert "--declared takes its scenarios" in result.output
+    for result in (seeds, methods):
+        assert result.exit_code == 2
+        assert "--declared takes its methods, seeds and size" in result.output
 
 
 def test_declared_lists_its_plan_and_test_splits(load_script, tmp_path):

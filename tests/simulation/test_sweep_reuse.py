@@ -5,6 +5,7 @@ copy's summary; on run directories written here (no simulation)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -218,3 +219,62 @@ def test_declared_tuning_lists_then_copies_the_sweeps_runs(
     rows = results_report.declared_synthesis(declaration, declared, configs)
     report = results_report.synthesis_section(declaration, declared, configs, rows)
     assert "6 of these runs are the optimiser sweep's runs at the chosen point" in " ".join(report)
+
+
+def test_declared_only_and_until_slice_a_stage_without_changing_it(
+    load_script, tmp_path, monkeypatch, run_writer, protocol_text
+):
+    # Prepare: two declared scenarios; a run "takes" two hours.
+    script = load_script("run_experiments")
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    for name in ("a", "b"):
+        (scenarios / f"{name}.toml").write_text(SCENARIO.replace('"a"', f'"{name}"'))
+    (tmp_path / "protocol.toml").write_text(protocol_text(["a", "b"]))
+    (tmp_path / "sweep.toml").write_text(GRID)
+    made: list[str] = []
+
+    def fake_simulation(config, run_dir, console):
+        made.append(run_dir.name)
+        return run_writer(run_dir, config, lambda i, r: 0.7, seconds=7200.0)
+
+    monkeypatch.setattr(experiment, "run_simulation", fake_simulation)
+    args = ["--declared", "sweep", "--scenarios", str(scenarios), "--out", str(tmp_path / "o")]
+    args += ["--records", str(tmp_path / "r"), "--protocol", str(tmp_path / "protocol.toml")]
+    args += ["--sweep-grid", str(tmp_path / "sweep.toml"), "--tuned", str(tmp_path / "t.toml")]
+    in_90_min = (datetime.datetime.now() + datetime.timedelta(minutes=90)).strftime(
+        "%Y-%m-%d %H:%M"
+    )
+
+    # Execute
+    listed = CliRunner().invoke(script.main, [*args, "--only", "b", "--list"])
+    ran = CliRunner().invoke(script.main, [*args, "--only", "b", "--until", in_90_min])
+    stranger = CliRunner().invoke(script.main, [*args, "--only", "c", "--list"])
+    past = CliRunner().invoke(script.main, [*args, "--until", "2020-01-01 00:00"])
+
+    # Assert: b's 12 runs only; the first is made (no estimate yet), the second would end
+    # after the deadline, so the stage stops there and the same command resumes it.
+    assert listed.exit_code == 0, listed.output
+    assert "b-mcfl-sgd-0.05-s0" in listed.output and "a-mcfl" not in listed.output
+    assert "12 sweep runs planned" in listed.output and "12 of them on b" in listed.output
+    assert ran.exit_code == 0, ran.output
+    assert made == ["b-mcfl-sgd-0.05-s0"]
+    assert "stopping before b-mcfl-adam-steplr-s0: about 2 h 00 min" in ran.output
+    assert "11 runs left, run the same command again to resume" in ran.output
+    assert "sweep finished" not in ran.output
+    assert stranger.exit_code == 2 and "--only c: no scenario of --declared sweep" in (
+        stranger.output
+    )
+    assert past.exit_code == 2 and "is already past" in past.output
+
+
+def test_until_names_the_next_such_time_or_a_full_date():
+    now = datetime.datetime(2026, 11, 29, 23, 0)
+
+    assert experiment.parse_until("02:00", now) == datetime.datetime(2026, 11, 30, 2, 0)
+    assert experiment.parse_until("23:30", now) == datetime.datetime(2026, 11, 29, 23, 30)
+    assert experiment.parse_until("2026-12-01 08:15", now) == datetime.datetime(2026, 12, 1, 8, 15)
+    with pytest.raises(ValueError, match="already past"):
+        experiment.parse_until("2026-11-29T22:00", now)
+    with pytest.raises(ValueError, match="not a time"):
+        experiment.parse_until("soon", now)
