@@ -280,9 +280,10 @@ def plus_table(declaration: protocol.Declaration, rows: Sequence[PlusRow]) -> li
         against_mcfl = versus.mean_diff.format(*scale, signed=True) if versus is not None else "–"
         seconds = protocol._pair((row.costs or {}).get("seconds", (None, None)), 1.0, 1)
         if row.verdict is None or row.difference is None or row.equivalence is None:
+            waiting = protocol.not_judged(declaration, row)
             lines.append(
-                [row.scenario.name, label, str(len(row.per_seed)), protocol.NOT_RUN, "–", "–"]
-                + [protocol.NOT_RUN, target(row), against_mcfl, "–", seconds]
+                [row.scenario.name, label, str(len(row.per_seed)), waiting, "–", "–"]
+                + [waiting, target(row), against_mcfl, "–", seconds]
             )
             continue
         worst = stats.mean_interval(d[1] for d in row.per_seed.values())

@@ -628,8 +628,10 @@ def synthesis(
 
 def tested(declaration: Declaration, row: SynthesisRow) -> SynthesisRow:
     """``row`` with its paired t test, its TOST and its bimodality flag, from its
-    per-seed differences (unchanged below 2 seeds: nothing to test)."""
-    if len(row.per_seed) < 2:
+    per-seed differences: only once every declared evaluation seed is paired (a campaign
+    stopped part-way is judged on no subset of its seeds, so its records can be kept and
+    resumed)."""
+    if len(row.per_seed) < max(2, len(declaration.evaluation_seeds)):
         return row
     differences = [d[0] for d in row.per_seed.values()]
     coefficient = inference.bimodality_coefficient(differences)
@@ -708,6 +710,14 @@ def _pair(values: tuple[float | None, float | None], scale: float, digits: int) 
     return " / ".join("–" if v is None else f"{v * scale:,.{digits}f}" for v in values)
 
 
+def not_judged(declaration: Declaration, row: SynthesisRow) -> str:
+    """What a row without a verdict shows: ``not run``, or how many of the declared
+    evaluation seeds are paired so far (:func:`tested` waits for all of them)."""
+    if not row.per_seed:
+        return NOT_RUN
+    return f"{len(row.per_seed)} of {len(declaration.evaluation_seeds)} seeds run"
+
+
 def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> list[str]:
     """The markdown of "MCFL against the best alternative", and the per-seed values of
     the bimodal outcomes."""
@@ -731,9 +741,9 @@ def synthesis_table(declaration: Declaration, rows: Sequence[SynthesisRow]) -> l
             _pair(costs.get("seconds", (None, None)), 1.0, 1),
         ]
         if row.verdict is None or row.difference is None or row.equivalence is None:
-            seeds = str(len(row.per_seed))
+            seeds, waiting = str(len(row.per_seed)), not_judged(declaration, row)
             lines.append(
-                [scenario.name, claim, label, seeds, NOT_RUN, "–", "–", NOT_RUN, "–", *compute]
+                [scenario.name, claim, label, seeds, waiting, "–", "–", waiting, "–", *compute]
             )
             continue
         worst = stats.mean_interval(d[1] for d in row.per_seed.values())

@@ -1138,8 +1138,9 @@ def synthesis_section(
         "comparator, paired by trainer (points of accuracy; MSE for the autoencoders, "
         "negative favours MCFL). Its paired t test and its equivalence test (TOST, margins "
         f"{margins}) are corrected together by Holm over the {declaration.family_size} "
-        f"hypotheses of the table (α = {declaration.alpha:g}; a scenario not run counts "
-        "with p = 1). Each interval is at its hypothesis's Holm level: a rejected "
+        f"hypotheses of the table (α = {declaration.alpha:g}; a scenario is tested once all "
+        f"{len(seeds)} seeds are paired, never on a subset, and counts with p = 1 until "
+        "then). Each interval is at its hypothesis's Holm level: a rejected "
         "difference's excludes 0, a rejected TOST's lies within the margin. Verdict: a "
         'rejected difference is "MCFL ahead" or "behind"; otherwise a rejected TOST is '
         '"level"; otherwise "not resolved". The worst trainer is secondary (uncorrected '

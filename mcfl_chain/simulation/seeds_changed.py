@@ -62,6 +62,18 @@ def _seeds(figures: Mapping[int, stats.RunFigures], seeds: Collection[int]) -> d
     return {s: f for s, f in figures.items() if s in seeds}
 
 
+def _complete(
+    mine: Mapping[int, stats.RunFigures],
+    theirs: Mapping[int, stats.RunFigures],
+    seeds: Collection[int],
+) -> stats.PairedDifference | None:
+    """The paired difference once every one of ``seeds`` is paired, as the declared
+    synthesis judges (a campaign stopped part-way shows nothing yet)."""
+    if not set(seeds) <= mine.keys() & theirs.keys():
+        return None
+    return stats.paired_difference(mine, _seeds(theirs, seeds))
+
+
 def changes(
     scenarios: Sequence[tuple[str, str, str]],
     reduced: Figures,
@@ -85,12 +97,7 @@ def changes(
         sides = []
         for figures, seeds in ((reduced, reduced_seeds), (declared, evaluation_seeds)):
             mine = _seeds(figures.get(mcfl, {}), seeds)
-            sides.append(
-                {
-                    b: stats.paired_difference(mine, _seeds(figures.get((stem, b), {}), seeds))
-                    for b in BASELINES
-                }
-            )
+            sides.append({b: _complete(mine, figures.get((stem, b), {}), seeds) for b in BASELINES})
         out.append(Change(name, metric, tolerances[name], sides[0], sides[1], verdicts.get(name)))
     return out
 

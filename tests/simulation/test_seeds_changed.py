@@ -77,6 +77,14 @@ def test_each_campaign_counts_on_its_own_seeds_and_the_change_is_named():
     lines = seeds_changed.changes_table([change])
     assert "| s | 1 → mixed | +0.0 ± " in lines[2]
     assert lines[-2].endswith("reduced report 0 (none); declared evaluation 1 (s).")
+    # A declared evaluation stopped part-way (local training at 9 of 10 seeds) shows
+    # nothing yet for that baseline, as the corrected synthesis does.
+    del declared["s", "local"][109]
+    (partial,) = seeds_changed.changes(
+        [("s", "s", "s")], reduced, declared, REDUCED, EVALUATION, {"s": ("1", "mixed")}, {}
+    )
+    assert partial.readings("local") == ("MCFL behind", "not run")
+    assert partial.declared["fedavg"].seeds == list(EVALUATION)
 
 
 def test_a_scenario_not_evaluated_yet_keeps_its_reduced_figures_and_counts_nowhere():
