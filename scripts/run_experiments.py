@@ -71,6 +71,7 @@ from mcfl_chain.simulation import (
     sweep,
 )
 from mcfl_chain.simulation.engines import ENGINES
+from mcfl_chain.simulation.runner import SimulationConfig
 
 R = TypeVar("R", campaign.PlannedRun, sweep.SweepRun)
 
@@ -200,14 +201,12 @@ def about(notes: Sequence[str], only: Sequence[str]) -> list[str]:
 
 
 def declared_labels(
-    protocol_path: Path, scenarios: Path
+    declaration: protocol.Declaration, configs: Sequence[SimulationConfig]
 ) -> Callable[[campaign.PlannedRun], set[str]]:
     """The names a declared run answers to with ``--only``: its scenario file's or
     baselines' name, and the declared scenario's name where one declares that file."""
-    declaration = protocol.load_protocol(protocol_path)
     by_label: dict[str, set[str]] = {}
-    configs = protocol.declared_configs(declaration, campaign.load_scenarios(scenarios))
-    for name, config in configs.items():
+    for name, config in protocol.declared_configs(declaration, configs).items():
         for label in (config.name, campaign.baseline_stem(config)):
             by_label.setdefault(label, set()).add(name)
     return lambda run: {run.scenario, *by_label.get(run.scenario, ())}
@@ -419,7 +418,7 @@ def run_plus_clean(
     )
     if list_only:
         sweep_runs = [r for r in whole.runs if r.scenario in order]
-        labels = declared_labels(protocol_path, scenarios)
+        labels = declared_labels(declaration, configs)
         evaluation_runs = [r for r in evaluation.runs if labels(r) & set(order)]
         sweep_now = experiment.progress(sweep_runs, sweep_out)
         for index, run in enumerate(sweep_runs, 1):
@@ -825,8 +824,9 @@ def main(
         if engine is not None:
             plan = on_engine(plan, engine, device)
         if declared and only:
-            labels = declared_labels(protocol_path, scenarios)
-            names = [s.name for s in protocol.load_protocol(protocol_path).scenarios]
+            declaration = protocol.load_protocol(protocol_path)
+            labels = declared_labels(declaration, campaign.load_scenarios(scenarios))
+            names = [s.name for s in declaration.scenarios]
             plan = campaign.Plan(
                 select(plan.runs, only, labels, declared, names), about(plan.notes, only)
             )
