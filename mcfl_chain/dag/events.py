@@ -127,13 +127,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _kept(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as the DAG keeps it: the dict itself (records are not mutated once
+    made, and the trainers of a host share theirs), a copy of any other mapping."""
+    return record if type(record) is dict else dict(record)
+
+
 def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:
     """Apply records in chain order.
 
     Updates and models feed the graph (an update, creation or aggregation applied
     twice changes nothing); ``PhaseChanged`` and ``NewRound`` records are appended to
-    ``dag.phases``, ``TrainerVoted`` to ``dag.votes`` (apply each once); other kinds
-    (trainer transfers) are skipped.
+    ``dag.phases``, ``TrainerVoted`` to ``dag.votes`` (apply each once; the record
+    dicts themselves are kept, so do not mutate them afterwards); other kinds (trainer
+    transfers) are skipped.
 
     Raises
     ------
@@ -180,6 +187,6 @@ def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:
                 round_=int(r["round"]),
             )
         elif kind in ("PhaseChanged", "NewRound"):
-            dag.phases.append(dict(r))
+            dag.phases.append(_kept(r))
         elif kind == "TrainerVoted":
-            dag.votes.append(dict(r))
+            dag.votes.append(_kept(r))

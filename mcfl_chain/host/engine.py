@@ -38,7 +38,7 @@ from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.compute.device import prepare_device, resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.dag.weights import SharedLRU
-from mcfl_chain.host.chain import HostedChainClient, SharedReads
+from mcfl_chain.host.chain import HostedChainClient, SharedReads, SharedRecords
 from mcfl_chain.host.compute import BatchingCompute
 from mcfl_chain.learning.datasets import release_datasets
 from mcfl_chain.worker.config import WorkerConfig
@@ -140,6 +140,7 @@ class Host:
         # a time plan their aggregations.
         self._heavy = threading.BoundedSemaphore(max(1, threads))
         self._collect = SharedCollector(interval=1.0)
+        self._records = SharedRecords()
         self._updates = SharedLRU(max(256, 4 * len(self.trainers)))
         self._models = SharedLRU(max(32, 3 * len(self.trainers)))
 
@@ -189,6 +190,7 @@ class Host:
                 worker.book.share_caches(self._updates, self._models)
                 worker.heavy_work = self._heavy
                 worker.collect_garbage = self._collect
+                worker.event_records = self._records
                 self.workers[trainer.index] = worker
         finally:
             release_datasets()

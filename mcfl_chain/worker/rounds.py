@@ -102,6 +102,7 @@ from mcfl_chain.chain.client import (
 )
 from mcfl_chain.chain.deployment import ALL_TRAINERS_BPS
 from mcfl_chain.chain.errors import ChainUnusable, ProtocolLimitError
+from mcfl_chain.chain.events import ChainEvent
 from mcfl_chain.compute.local import Compute, LocalCompute
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ROOT_ID, ModelDAG, ModelRecord, UpdateRecord, short_id
@@ -318,6 +319,10 @@ class Worker:
         self.heavy_work: AbstractContextManager[Any] = contextlib.nullcontext()
         """Held while planning aggregations (every update decoded and flattened): a host
         lets only a few of its trainers do that at once, to bound its memory."""
+        self.event_records: Callable[[list[ChainEvent]], list[dict[str, Any]]] = _records_of
+        """Turns the chain's events into the records the DAG and the state take; a host
+        makes each event's record once for all of its trainers (records are never
+        mutated once made)."""
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -329,7 +334,7 @@ class Worker:
         head = self.chain.block_number()
         if head <= self.state.last_block:
             return
-        events = [event_record(e) for e in self.chain.events(self.state.last_block + 1, head)]
+        events = self.event_records(self.chain.events(self.state.last_block + 1, head))
         apply_events(self.dag, events)
         self.state.record(events, head)
 
@@ -1327,6 +1332,11 @@ class Worker:
             self.state.chosen_for(round_) or [],
         )
         self.state.mark_reported(round_)
+
+
+def _records_of(events: list[ChainEvent]) -> list[dict[str, Any]]:
+    """Each event's record (:func:`~mcfl_chain.dag.events.event_record`)."""
+    return [event_record(e) for e in events]
 
 
 def network_seed(genesis_cid: str | None) -> int:

@@ -52,3 +52,44 @@ def test_a_shared_collector_collects_for_all_threads_at_most_once_an_interval():
         assert collect.runs == 1 and first() is None and second() is not None
     finally:
         gc.enable()
+
+
+def test_a_hosts_trainers_share_one_record_an_event_and_their_dags_keep_it():
+    # Prepare: the same decoded events, as a host's shared reads hand them to each trainer
+    from types import MappingProxyType
+
+    from mcfl_chain.chain.events import ChainEvent
+    from mcfl_chain.dag.events import apply_events, event_record
+    from mcfl_chain.dag.graph import ModelDAG
+    from mcfl_chain.host.chain import SharedRecords
+
+    tx = "0x" + "77" * 32
+    events = [
+        ChainEvent("PhaseChanged", 7, 0, tx, {"round": 1, "phase": 1, "quorum": 2}),
+        ChainEvent(
+            "TrainerVoted",
+            7,
+            1,
+            tx,
+            {"round": 1, "trainerId": 2, "phase": 1, "counted": True, "votes": 1, "voters": 1},
+        ),
+    ]
+    records = SharedRecords()
+
+    # Execute: two trainers sync the same blocks, one of them twice over
+    first, second = records(events), records(list(events))
+    again = records(events[1:])
+    dags = [ModelDAG(), ModelDAG()]
+    apply_events(dags[0], first)
+    apply_events(dags[1], second)
+
+    # Assert: the records are event_record's, made once: the same objects in both DAGs
+    assert first == [event_record(e) for e in events]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert again[0] is first[1]
+    assert dags[0].votes[0] is dags[1].votes[0] is first[1]
+    assert dags[0].phases[0] is dags[1].phases[0] is first[0]
+    # a mapping of another kind is still copied into a dict of the DAG's own
+    frozen = MappingProxyType(event_record(events[1]))
+    apply_events(dags[0], [frozen])
+    assert type(dags[0].votes[1]) is dict and dags[0].votes[1] == dict(frozen)
