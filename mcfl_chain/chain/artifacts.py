@@ -35,6 +35,10 @@ class Artifact:
 
 
 _CACHE_FORMAT = "v2"
+_read: dict[Path, dict[str, Artifact]] = {}
+"""The cache files read so far in this process, by path (which names the sources'
+hash): a host builds a hundred workers, and each kept its own parse of the ABIs (15 MB
+a host)."""
 """Bumped when :class:`Artifact` changes, so that older cache files are not read."""
 
 
@@ -98,9 +102,13 @@ def load_artifacts(folder: Path | None = None) -> dict[str, Artifact]:
     """
     folder = folder or contracts_dir()
     cache = _cache_dir() / f"{sources_hash(folder)}-{_CACHE_FORMAT}.json"
+    read = _read.get(cache)
+    if read is not None:
+        return dict(read)
     if cache.is_file():
         data = json.loads(cache.read_text())
-        return {name: Artifact(**data[name]) for name in CONTRACT_NAMES}
+        read = _read[cache] = {name: Artifact(**data[name]) for name in CONTRACT_NAMES}
+        return dict(read)
     compiled = _compile(folder)
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
