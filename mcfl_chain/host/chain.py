@@ -90,6 +90,11 @@ class SharedReads:
         self.status_batches = 0
         """Batched status reads so far."""
 
+    @property
+    def contracts(self) -> tuple[Any, Any, Any]:
+        """The reader's Trainers, Models and Updates contract objects."""
+        return self._reader.trainers, self._reader.models, self._reader.updates
+
     def head(self) -> int:
         """The latest block number, at most ``refresh`` seconds old."""
         with self._lock:
@@ -255,6 +260,12 @@ class HostedChainClient(ChainClient):
             )
         client.__class__ = cls
         assert isinstance(client, HostedChainClient)
+        # One set of contract objects for the host: web3 builds a class for every entry
+        # of a contract's ABI, some 0.9 MB a client, 90 MB for a host of 100 trainers.
+        # Transactions still go through the client's own connection; the few views it
+        # calls through a contract object go through the host's reader, as its status
+        # and event reads do.
+        client.trainers, client.models, client.updates = shared.contracts
         client.shared = shared
         client._own = None
         client._version = 0

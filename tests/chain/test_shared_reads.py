@@ -23,6 +23,9 @@ def test_hosted_clients_fetch_events_once_and_reread_their_status_after_their_ow
     shared = SharedReads(reader, refresh=3600)
     first = HostedChainClient.adopt(ChainClient(deployment, account_index=1), shared)
     second = HostedChainClient.adopt(ChainClient(deployment, account_index=2), shared)
+    # one set of contract objects for the host: the reader's
+    assert first.models is second.models is reader.models
+    assert first.trainers is reader.trainers and second.updates is reader.updates
 
     # Execute / Assert: another trainer's transaction leaves the cached status (no read)
     before = first.status()
