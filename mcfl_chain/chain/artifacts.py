@@ -35,11 +35,11 @@ class Artifact:
 
 
 _CACHE_FORMAT = "v2"
-_read: dict[Path, dict[str, Artifact]] = {}
-"""The cache files read so far in this process, by path (which names the sources'
-hash): a host builds a hundred workers, and each kept its own parse of the ABIs (15 MB
-a host)."""
 """Bumped when :class:`Artifact` changes, so that older cache files are not read."""
+_read: dict[Path, dict[str, Artifact]] = {}
+"""The artifacts read or compiled so far in this process, by cache path (which names
+the sources' hash): a host builds a hundred workers, and each kept its own parse of the
+ABIs (15 MB a host)."""
 
 
 def contracts_dir() -> Path:
@@ -114,4 +114,5 @@ def load_artifacts(folder: Path | None = None) -> dict[str, Artifact]:
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({n: a.__dict__ for n, a in compiled.items()}))
     tmp.replace(cache)
-    return compiled
+    _read[cache] = compiled
+    return dict(compiled)
