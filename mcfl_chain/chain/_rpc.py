@@ -10,9 +10,11 @@ exponential backoff, logs each retry, and after a bounded time raises
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -114,6 +116,75 @@ def _http_status(exc: Exception) -> str | None:
     return f"HTTP {response.status_code} {response.reason or ''}".strip()
 
 
+def _http_error(status: int, reason: str) -> requests.HTTPError:
+    """The error requests raises for an HTTP error status (what the retries look at)."""
+    response = requests.Response()
+    response.status_code, response.reason = status, reason
+    return requests.HTTPError(f"HTTP {status} {reason}", response=response)
+
+
+class DirectPost:
+    """POSTs a JSON-RPC body over one kept-alive ``http.client`` connection per thread.
+
+    requests costs about 0.5 ms of CPU a request (its session, adapters, proxy and
+    netrc lookups), this about 0.05 ms: a host of a hundred trainers sends thousands of
+    requests a round. Used only where requests would send the same bytes to the same
+    place: plain ``http://`` URLs without credentials, no proxy from the environment and
+    no ``.netrc`` entry (:meth:`serves`). Failures are raised as requests' exceptions
+    (``ConnectionError``, ``Timeout``, ``HTTPError``), so the retries treat both alike.
+    """
+
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urlsplit(url)
+        self._host, self._port = parts.hostname or "", parts.port or 80
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._timeout = timeout
+        self._local = threading.local()
+        self._headers = {"Content-Type": "application/json", "User-Agent": "mcfl-chain"}
+
+    @staticmethod
+    def serves(url: str) -> bool:
+        """Whether ``url`` is one this transport sends exactly as requests would."""
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname or "@" in parts.netloc:
+            return False
+        proxies = requests.utils.get_environ_proxies(url)
+        if requests.utils.select_proxy(url, proxies) is not None:
+            return False
+        return requests.utils.get_netrc_auth(url) is None
+
+    def __call__(self, data: bytes) -> bytes:
+        connection = getattr(self._local, "connection", None)
+        reused = connection is not None
+        if connection is None:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._local.connection = connection
+        try:
+            connection.request("POST", self._target, body=data, headers=self._headers)
+            response = connection.getresponse()
+            body = response.read()
+        except TimeoutError as exc:
+            self._drop(connection)
+            raise requests.Timeout(f"read timed out ({exc})") from exc
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+            self._drop(connection)
+            if reused:  # the node closed the idle connection: once more on a new one
+                return self(data)
+            raise requests.ConnectionError(str(exc)) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            self._drop(connection)
+            raise requests.ConnectionError(str(exc)) from exc
+        if response.will_close:
+            self._drop(connection)
+        if response.status >= 400:
+            raise _http_error(response.status, response.reason)
+        return body
+
+    def _drop(self, connection: http.client.HTTPConnection) -> None:
+        connection.close()
+        self._local.connection = None
+
+
 class PatientHTTPProvider(HTTPProvider):
     """An HTTP provider that retries unreachable-node failures for ``give_up_after`` s.
 
@@ -160,6 +231,11 @@ class PatientHTTPProvider(HTTPProvider):
         self.max_delay = max_delay
         self._sleep = sleep
         self._clock = clock
+        self._post: Callable[[bytes], bytes] = (
+            DirectPost(endpoint_uri, timeout)
+            if DirectPost.serves(endpoint_uri)
+            else self._post_with_requests
+        )
 
     @property
     def shown_uri(self) -> str:
@@ -185,9 +261,7 @@ class PatientHTTPProvider(HTTPProvider):
         attempt = 1
         while True:
             try:
-                raw = self._request_session_manager.make_post_request(
-                    URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
-                )
+                raw = self._post(request_data)
                 busy = busy_answer(raw)
                 if busy is not None:
                     raise TransientRPCError(busy)
@@ -228,6 +302,14 @@ class PatientHTTPProvider(HTTPProvider):
                 self._sleep(delay)
                 delay = min(delay * 2, self.max_delay)
                 attempt += 1
+
+    def _post_with_requests(self, request_data: bytes) -> bytes:
+        return cast(
+            bytes,
+            self._request_session_manager.make_post_request(
+                URI(str(self.endpoint_uri)), request_data, **self.get_request_kwargs()
+            ),
+        )
 
     def __repr__(self) -> str:
         return f"<PatientHTTPProvider {self.shown_uri} give_up_after={self.give_up_after}>"

@@ -5,6 +5,9 @@ Each failure ends in one line a person can act on, never a library traceback.
 
 from __future__ import annotations
 
+import http.server
+import threading
+
 import pytest
 import requests
 from conftest import FakeClock
@@ -12,7 +15,7 @@ from eth_account import Account
 from web3 import Web3
 
 from mcfl_chain._utils.process import free_port
-from mcfl_chain.chain._rpc import PatientHTTPProvider, redact_url
+from mcfl_chain.chain._rpc import DirectPost, PatientHTTPProvider, redact_url
 from mcfl_chain.chain.client import ChainClient, ChainError, connect
 from mcfl_chain.chain.errors import AccountUnfunded, ChainUnavailable
 
@@ -54,7 +57,7 @@ def test_a_node_refusing_or_frozen_for_a_while_is_logged_then_answers(monkeypatc
             raise answer
         return answer
 
-    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+    monkeypatch.setattr(provider, "_post", post)
 
     # Execute
     with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
@@ -83,7 +86,7 @@ def test_a_machine_waking_from_suspension_tries_again_before_giving_up(monkeypat
             raise answer
         return answer
 
-    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+    monkeypatch.setattr(provider, "_post", post)
 
     # Execute
     with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
@@ -99,6 +102,88 @@ def test_a_machine_waking_from_suspension_tries_again_before_giving_up(monkeypat
     assert "3 tries" in str(caught.value) and clock.waits == [0.5, 1.0]
     with pytest.raises(ValueError, match="min_tries"):
         PatientHTTPProvider("http://127.0.0.1:1", min_tries=0)
+
+
+class _ScriptedNode(http.server.BaseHTTPRequestHandler):
+    """Answers each POST with the next (status, close the connection after?) of
+    ``server.script``, a JSON-RPC result when the status is 200; keeps connections alive
+    otherwise (HTTP/1.1) and counts them."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        status, close = self.server.script.pop(0)  # type: ignore[attr-defined]
+        body = b'{"jsonrpc": "2.0", "id": 0, "result": "0x2a"}' if status == 200 else b"busy"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = close
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1  # type: ignore[attr-defined]
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+def test_the_direct_transport_keeps_its_connection_and_retries_like_requests(caplog):
+    # Prepare: a node on loopback that answers 503 once, then 200 four times, closing the
+    # connection after the third answer (as a node dropping idle connections does).
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedNode)
+    server.script = [(503, False), (200, False), (200, False), (200, True), (200, False)]
+    server.connections = 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clock = FakeClock()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    provider = PatientHTTPProvider(url, sleep=clock.sleep, clock=clock)
+    w3 = Web3(provider)
+
+    # Execute
+    try:
+        with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
+            blocks = [w3.eth.block_number for _ in range(4)]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    # Assert: the direct transport served it; the 503 was retried after a logged wait,
+    # the closed connection replaced without one; two connections for five requests.
+    assert isinstance(provider._post, DirectPost)
+    assert blocks == [42] * 4 and clock.waits == [0.5]
+    assert len(caplog.records) == 1 and "HTTP 503" in caplog.records[0].getMessage()
+    assert server.connections == 2 and server.script == []
+
+
+@pytest.mark.parametrize(
+    "url, env, direct",
+    [
+        ("http://127.0.0.1:8545", {}, True),
+        ("http://node.internal:8545/rpc", {}, True),
+        ("https://rpc.example/v3/key", {}, False),
+        ("http://user:secret@127.0.0.1:8545", {}, False),
+        ("http://node.internal:8545", {"HTTP_PROXY": "http://proxy.internal:3128"}, False),
+        (
+            "http://127.0.0.1:8545",
+            {"HTTP_PROXY": "http://proxy.internal:3128", "NO_PROXY": "127.0.0.1"},
+            True,
+        ),
+    ],
+)
+def test_the_direct_transport_serves_only_what_requests_would_send_alike(
+    url, env, direct, monkeypatch, tmp_path
+):
+    # Prepare: no proxy or .netrc from this machine's environment, then the case's.
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "absent"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    # Execute / Assert
+    assert DirectPost.serves(url) is direct
 
 
 @pytest.mark.parametrize(
@@ -170,7 +255,7 @@ def test_a_provider_rate_limiting_or_overloaded_is_retried_with_backoff(monkeypa
             raise answer
         return answer
 
-    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+    monkeypatch.setattr(provider, "_post", post)
 
     # Execute
     with caplog.at_level("WARNING", logger="mcfl_chain.chain"):
@@ -192,9 +277,7 @@ def test_json_rpc_errors_asking_to_retry_are_retried_and_others_are_not(monkeypa
         b'{"jsonrpc": "2.0", "id": 0, "result": "0x9"}',
         b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found"}}',
     ]
-    monkeypatch.setattr(
-        provider._request_session_manager, "make_post_request", lambda *a, **k: answers.pop(0)
-    )
+    monkeypatch.setattr(provider, "_post", lambda *a, **k: answers.pop(0))
     w3 = Web3(provider)
 
     # Execute
@@ -221,7 +304,7 @@ def test_a_provider_refusing_the_request_is_one_line_at_once_without_its_api_key
     def post(*_args, **_kwargs):
         raise _http_error(401)
 
-    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+    monkeypatch.setattr(provider, "_post", post)
 
     # Execute
     with pytest.raises(ChainUnavailable) as caught:
@@ -266,7 +349,7 @@ def test_an_http_error_from_the_node_is_reported_by_its_status(
     def post(*_args, **_kwargs):
         raise _answer(status, reason, url)
 
-    monkeypatch.setattr(provider._request_session_manager, "make_post_request", post)
+    monkeypatch.setattr(provider, "_post", post)
 
     # Execute
     with pytest.raises(ChainUnavailable) as caught:
