@@ -31,7 +31,7 @@ from typing import Any
 
 from web3.types import BlockIdentifier
 
-from mcfl_chain.chain.client import ChainClient, ChainEvent, TrainerStatus
+from mcfl_chain.chain.client import ChainClient, ChainEvent, ProtocolLimits, TrainerStatus
 from mcfl_chain.dag.events import event_record
 
 WAIT_AT_MOST = 1.0
@@ -89,6 +89,16 @@ class SharedReads:
         """Log requests sent so far (how much the host saved, for its report)."""
         self.status_batches = 0
         """Batched status reads so far."""
+
+    def limits(self) -> ProtocolLimits:
+        """The contracts' bounds (:meth:`ChainClient.limits`), read once for the host."""
+        with self._lock:
+            return self._reader.limits()
+
+    def cohort(self) -> tuple[int, bytes]:
+        """The cohort share and seed (fixed at deployment), read once for the host."""
+        with self._lock:
+            return self._reader.cohort_bps(), self._reader.cohort_seed()
 
     @property
     def contracts(self) -> tuple[Any, Any, Any]:
@@ -300,6 +310,19 @@ class HostedChainClient(ChainClient):
         if self._own is not None and self._own[0] > read:
             return self._own[1]  # its own read is newer than the host's snapshot
         return status
+
+    # Fixed at deployment: read once for the host (seven views a trainer otherwise).
+    def limits(self) -> ProtocolLimits:
+        return self.shared.limits()
+
+    def max_samples(self) -> int:
+        return self.shared.limits().max_samples
+
+    def cohort_bps(self) -> int:
+        return self.shared.cohort()[0]
+
+    def cohort_seed(self) -> bytes:
+        return self.shared.cohort()[1]
 
     def block_number(self) -> int:
         if self._sent != self._head_seen:

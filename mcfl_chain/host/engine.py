@@ -34,7 +34,7 @@ from typing import IO, Any
 import torch
 
 from mcfl_chain._utils.memory import SharedCollector, limit_malloc_arenas, resident_mb
-from mcfl_chain.chain.client import ChainClient
+from mcfl_chain.chain.client import ChainClient, connect
 from mcfl_chain.compute.device import prepare_device, resolve_device
 from mcfl_chain.compute.stand_in import StandInCompute
 from mcfl_chain.dag.weights import SharedLRU
@@ -181,9 +181,11 @@ class Host:
                     _current.index = -1
                 checked.add(network)
                 if shared is None:
-                    shared = SharedReads(
-                        ChainClient.read_only(worker.chain.deployment, trainer.config.rpc)
-                    )
+                    # As patient with the node as the trainers' own connections: a node
+                    # restarting must not stop the host's reads.
+                    rpc = trainer.config.rpc or worker.chain.deployment.rpc_url
+                    reader = connect(rpc, give_up_after=trainer.config.give_up_after)
+                    shared = SharedReads(ChainClient(worker.chain.deployment, w3=reader))
                 self._shared = shared
                 worker.chain = HostedChainClient.adopt(worker.chain, shared)
                 worker.reporter.labels.update(engine=self.engine, device=self.device.type)
