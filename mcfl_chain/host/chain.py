@@ -31,7 +31,13 @@ from typing import Any
 
 from web3.types import BlockIdentifier
 
-from mcfl_chain.chain.client import ChainClient, ChainEvent, ProtocolLimits, TrainerStatus
+from mcfl_chain.chain.client import (
+    _NOBODY,
+    ChainClient,
+    ChainEvent,
+    ProtocolLimits,
+    TrainerStatus,
+)
 from mcfl_chain.dag.events import event_record
 
 WAIT_AT_MOST = 1.0
@@ -48,6 +54,10 @@ def _news(status: TrainerStatus) -> tuple[object, ...]:
         status.member,
         status.votes >= status.quorum,
     )
+
+
+def _phase_of(status: TrainerStatus) -> tuple[bool, int, int]:
+    return status.started, status.round, int(status.phase)
 
 
 class SharedReads:
@@ -88,7 +98,13 @@ class SharedReads:
         self.fetches = 0
         """Log requests sent so far (how much the host saved, for its report)."""
         self.status_batches = 0
-        """Batched status reads so far."""
+        """Status refreshes so far (a round-state read, or every member's)."""
+        self.full_reads = 0
+        """Refreshes that read every member's status (the phase had moved)."""
+        self._common: TrainerStatus | None = None
+        """The round state at the last refresh."""
+        self._all_read = False
+        """Whether every member's status was read since the last member joined."""
 
     def limits(self) -> ProtocolLimits:
         """The contracts' bounds (:meth:`ChainClient.limits`), read once for the host."""
@@ -130,6 +146,7 @@ class SharedReads:
             self._wakes[address] = threading.Event()
             self._versions[address] = 0
             self._status_head = -1  # the next look reads everyone's, this one's too
+            self._all_read = False
 
     def status(self, address: str) -> tuple[float, TrainerStatus, int]:
         """The status of member ``address``, when (monotonic) its read started and its
@@ -140,15 +157,39 @@ class SharedReads:
             return self._status_read, self._statuses[address], self._versions[address]
 
     def _refresh_statuses(self) -> None:
-        """Every member's status again once the head moved (under the lock); wakes the
-        members whose news changed."""
+        """The members' statuses again once the head moved (under the lock); wakes the
+        members whose news changed.
+
+        What is a member's own in a status (``voted``, ``member``) changes only when
+        the phase does, or by the member's own transaction, after which it reads its
+        status itself and tells (:meth:`note`). So while the phase stays, one read of
+        the round state (``statusOf`` of nobody) updates everyone's votes; every
+        member's status is read, in one batch request, only when the phase moved."""
         head = self._head_now()
         if head == self._status_head:
             return
         started = time.monotonic()
-        values = self._reader.statuses(self._members)
         before = self._statuses
-        self._statuses = dict(zip(self._members, values, strict=True))
+        common = self._reader.status(_NOBODY)
+        last = self._common
+        if last is not None and _phase_of(common) == _phase_of(last) and self._all_read:
+            self._statuses = {
+                member: status._replace(
+                    deadline=common.deadline,
+                    votes=common.votes,
+                    quorum=common.quorum,
+                    voters=common.voters,
+                )
+                for member, status in before.items()
+            }
+        else:
+            values = self._reader.statuses(self._members)
+            self._statuses = dict(zip(self._members, values, strict=True))
+            # A phase that moved amid the batch: every member's status again next time.
+            self._all_read = len({_phase_of(v) for v in values}) <= 1
+            common = next(iter(self._statuses.values()), common)
+            self.full_reads += 1
+        self._common = common
         self._status_head, self._status_read = head, started
         self.status_batches += 1
         for member, status in self._statuses.items():
@@ -156,6 +197,14 @@ class SharedReads:
             if old is None or _news(old) != _news(status):
                 self._versions[member] += 1
                 self._wakes[member].set()
+
+    def note(self, address: str, status: TrainerStatus) -> None:
+        """Member ``address`` read ``status`` itself, after its own transaction: keep
+        its own part (``voted``, ``member``) while the phase is the one in hand."""
+        with self._lock:
+            held = self._statuses.get(address)
+            if held is not None and _phase_of(held) == _phase_of(status):
+                self._statuses[address] = held._replace(voted=status.voted, member=status.member)
 
     def wait(self, address: str, version: int, seconds: float) -> None:
         """Return once member ``address``'s status changed in what it acts on
@@ -305,6 +354,7 @@ class HostedChainClient(ChainClient):
             self._seen = self._sent
             started = time.monotonic()
             self._own = (started, super().status())
+            self.shared.note(self.address, self._own[1])
             return self._own[1]
         read, status, self._version = self.shared.status(self.address)
         if self._own is not None and self._own[0] > read:

@@ -20,6 +20,7 @@ reads like a network of processes, and so does the chain.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import logging
 import signal
@@ -155,6 +156,10 @@ class Host:
         root.addHandler(self._handler)
         root.setLevel(logging.INFO)
         logging.getLogger("mcfl_chain").setLevel(logging.INFO)
+        # The first optimiser a process builds imports torch._dynamo (~1.7 s of CPU):
+        # here, rather than inside round 0's training. (Not preloaded by the forkserver:
+        # its own copy of torch would count in the run's resident memory.)
+        importlib.import_module("torch._dynamo")
         shared: SharedReads | None = None
         checked: set[tuple[str, str | None]] = set()
         """(deployment file, RPC URL) of the networks found on their chain so far."""
@@ -221,8 +226,8 @@ class Host:
         sizes = self.compute.batches
         log.info(
             "training (%s kernel): %d batched computation(s) of %s model(s) on %s; %d "
-            "trainer(s) hosted, chain logs read %d time(s) and statuses in %d batch(es) "
-            "for all of them",
+            "trainer(s) hosted, chain logs read %d time(s), their statuses refreshed %d "
+            "time(s), all of them read in %d batch(es) (the phase had moved)",
             self.compute.kernel,
             len(sizes),
             f"{min(sizes)}-{max(sizes)}" if sizes else "0",
@@ -230,6 +235,7 @@ class Host:
             len(self.workers),
             self._shared.fetches if self._shared is not None else 0,
             self._shared.status_batches if self._shared is not None else 0,
+            self._shared.full_reads if self._shared is not None else 0,
         )
         self._log_memory("trainers done")
         for index, reason in sorted(self.failures.items()):

@@ -148,3 +148,36 @@ def test_a_waiting_hosted_trainer_wakes_when_its_status_changes_not_on_a_timer(n
     assert woke and woke[0] < 30
     assert first.status().started
     shared.close()
+
+
+def test_within_a_phase_one_round_state_read_updates_every_hosted_status(new_devnet):
+    # Prepare: three trainers, two of them hosted; round 0 open, nobody voted yet
+    deployment = new_devnet(min_trainers=3)
+    shared = SharedReads(ChainClient.read_only(deployment), refresh=0)
+    first = HostedChainClient.adopt(ChainClient(deployment, account_index=1), shared)
+    second = HostedChainClient.adopt(ChainClient(deployment, account_index=2), shared)
+    third = ChainClient(deployment, account_index=3)
+    for trainer in (first, second, third):
+        trainer.register()
+    first.status(), second.status()  # their own reads, after their own transactions
+    assert first.status().started and second.status().votes == 0  # the host's
+    full = shared.full_reads
+    assert full >= 1
+
+    # Execute / Assert: an outside vote: the votes move for both, without a full read
+    third.submit_proposals([])
+    assert (first.status().votes, second.status().votes) == (1, 1)
+    assert shared.full_reads == full
+    # its own vote: it reads its status itself, and the host's later refreshes keep it
+    first.submit_proposals([])
+    assert first.status().voted
+    assert not second.status().voted and second.status().votes == 2
+    assert first.status().voted and first.status().votes == 2
+    assert shared.full_reads == full
+    # the last vote ends the phase: everyone's status read again, nobody has voted
+    second.submit_proposals([])
+    second.status()  # its own read
+    after = first.status()
+    assert after.phase != 0 and not after.voted and after.member and after.votes == 0
+    assert shared.full_reads == full + 1
+    assert after == ChainClient.read_only(deployment).status(first.address)

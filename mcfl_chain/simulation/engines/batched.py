@@ -63,18 +63,6 @@ def hosted_trainers(network: Network) -> list[HostedTrainer]:
     return trainers
 
 
-HOST_PRELOAD = (
-    "torch",
-    "torch._dynamo",
-    "sklearn.datasets",
-    "mcfl_chain.host.engine",
-    "mcfl_chain._utils.freeze_heap",
-)
-"""What the hosts' forkserver imports once, instead of every host (as
-``runner.WORKER_PRELOAD`` does for worker processes): about 6 s of CPU a host, and
-``torch._dynamo`` no longer imported inside round 0 by each host's first optimiser."""
-
-
 class BatchedEngine:
     name: ClassVar[str] = "batched"
 
@@ -106,7 +94,6 @@ class BatchedEngine:
                     ],
                     log=network.run_dir / f"host-{k}.log",
                     env={**os.environ, "PYTHONWARNINGS": "ignore"},
-                    preload=HOST_PRELOAD,
                 )
             )
         return procs
