@@ -26,9 +26,10 @@ event's name), ``block``, ``tx`` (0x-hex hash) and ``log`` (log index), then, by
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from mcfl_chain.chain.events import ChainEvent
 from mcfl_chain.dag.graph import ModelDAG, UpdateRecord
@@ -56,6 +57,27 @@ def _unhex(value: str) -> bytes:
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class SharedRecord(dict[str, Any]):
+    """A record that many trainers of one process hold (a host's): never mutated once
+    made, so its JSON line for the events log is made once too (:func:`record_line`)."""
+
+    __slots__ = ("_line",)
+
+    def json_line(self) -> str:
+        try:
+            return self._line
+        except AttributeError:
+            self._line: str = json.dumps(self)
+            return self._line
+
+
+def record_line(record: Mapping[str, Any]) -> str:
+    """``record`` as one line of JSON (without its newline)."""
+    if isinstance(record, SharedRecord):
+        return record.json_line()
+    return json.dumps(record)
 
 
 def event_record(event: ChainEvent) -> dict[str, Any]:
@@ -130,7 +152,9 @@ def _plain(value: Any) -> Any:
 def _kept(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` as the DAG keeps it: the dict itself (records are not mutated once
     made, and the trainers of a host share theirs), a copy of any other mapping."""
-    return record if type(record) is dict else dict(record)
+    if type(record) is dict or type(record) is SharedRecord:
+        return cast(dict[str, Any], record)
+    return dict(record)
 
 
 def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:

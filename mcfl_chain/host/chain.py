@@ -38,7 +38,7 @@ from mcfl_chain.chain.client import (
     ProtocolLimits,
     TrainerStatus,
 )
-from mcfl_chain.dag.events import event_record
+from mcfl_chain.dag.events import SharedRecord, event_record
 
 WAIT_AT_MOST = 1.0
 """Longest sleep of a hosted trainer waiting for news (its deadlines are checked then)."""
@@ -290,7 +290,7 @@ class SharedRecords:
             record = made.get(key)
             if record is None:
                 # Two threads may both make one: the same record, the second kept.
-                record = made[key] = event_record(event)
+                record = made[key] = SharedRecord(event_record(event))
             out.append(record)
         return out
 

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mcfl_chain.dag.events import record_line
+
 log = logging.getLogger("mcfl_chain.worker")
 
 
@@ -374,8 +376,7 @@ class WorkerState:
         if events:
             try:
                 with open(self.events_path, "a") as f:
-                    for event in events:
-                        f.write(json.dumps(event) + "\n")
+                    f.write("".join(record_line(event) + "\n" for event in events))
                     f.flush()
                     os.fsync(f.fileno())
             except OSError as exc:

@@ -93,3 +93,26 @@ def test_a_hosts_trainers_share_one_record_an_event_and_their_dags_keep_it():
     frozen = MappingProxyType(event_record(events[1]))
     apply_events(dags[0], [frozen])
     assert type(dags[0].votes[1]) is dict and dags[0].votes[1] == dict(frozen)
+
+
+def test_a_shared_records_json_line_is_made_once_and_reads_back_as_the_record(tmp_path):
+    # Prepare: a host's record of an event, and a plain one
+    import json
+
+    from mcfl_chain.dag.events import SharedRecord, record_line
+    from mcfl_chain.worker.state import WorkerState
+
+    shared = SharedRecord({"event": "NewRound", "block": 3, "prev_round": 0, "round": 1})
+    plain = {"event": "PhaseChanged", "block": 4, "round": 1, "phase": 0, "quorum": 2}
+
+    # Execute: two trainers' states record both
+    states = [WorkerState.open(tmp_path / name, "0x" + "11" * 20, 0) for name in "ab"]
+    for state in states:
+        state.record([shared, plain], head=4)
+
+    # Assert: one line object for every trainer, json.dumps' text; both logs replay it
+    assert record_line(shared) is record_line(shared) == json.dumps(dict(shared))
+    assert record_line(plain) == json.dumps(plain)
+    for name in "ab":
+        replayed = WorkerState.open(tmp_path / name, "0x" + "11" * 20, 0).replay()
+        assert replayed == [dict(shared), plain]
