@@ -284,6 +284,29 @@ def _rpc_error(answer: Any) -> str | None:
     return str(error.get("message", error) if isinstance(error, dict) else error)
 
 
+_ERROR_STRING = bytes.fromhex("08c379a0")
+"""Selector of ``Error(string)``, the ABI encoding of a revert reason."""
+
+
+def _revert_reason_of(error: Any) -> str | None:
+    """The revert reason of a JSON-RPC error object: decoded from its ``data`` when
+    that is an ``Error(string)``, else read from its message ("execution reverted:
+    ...")."""
+    if not isinstance(error, dict):
+        return None
+    data = error.get("data")
+    if isinstance(data, dict):  # some nodes nest it: {"data": {"data": "0x..."}}
+        data = data.get("data")
+    if isinstance(data, str) and data.startswith("0x"):
+        try:
+            raw = bytes.fromhex(data[2:])
+            if raw[:4] == _ERROR_STRING:
+                return str(abi_decode(["string"], raw[4:])[0]) or None
+        except (ValueError, DecodingError):
+            pass
+    return revert_reason(Exception(str(error.get("message", ""))))
+
+
 @functools.lru_cache(maxsize=256)
 def _selector(signature: str) -> bytes:
     return keccak(text=signature)[:4]
@@ -460,18 +483,26 @@ class ChainClient:
         return self._sender().send(description, tx)
 
     def _dry_run(self, description: str, tx: dict[str, Any]) -> None:
-        """Refuse ``tx`` if it reverts against the latest block (nothing is sent)."""
-        call = {**tx, "from": self.address}
-        call.pop("gas", None)
-        try:
-            self.w3.eth.call(call, "latest")  # type: ignore[arg-type]
-        except (ContractLogicError, ContractCustomError, Web3RPCError) as exc:
-            reason = revert_reason(exc)
+        """Refuse ``tx`` if it reverts against the latest block (nothing is sent).
+
+        One raw ``eth_call``, as status reads are: through web3's formatters a dry run
+        cost 0.75 ms of CPU against 0.08 ms, and a host sends two a trainer and round.
+        """
+        call = {
+            "from": self.address,
+            "to": tx["to"],
+            "data": tx["data"],
+            "value": hex(int(tx.get("value", 0))),
+        }
+        answer = self.w3.provider.make_request(RPCEndpoint("eth_call"), [call, "latest"])
+        error = _rpc_error(answer)
+        if error is not None:
+            reason = _revert_reason_of(answer["error"])
             raise ChainError(
                 f"{description} from {self.address} not sent: it reverts at the latest "
-                f"block ({reason or exc})",
+                f"block ({reason or error})",
                 reason,
-            ) from exc
+            )
 
     def register(self, value: int | None = None, gas: int | None = None) -> int:
         """Register this account as a trainer; returns its trainer id.

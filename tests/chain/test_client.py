@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import fake_cid
+from eth_abi import encode as abi_encode
 
 from mcfl_chain.chain import (
     AggregationArg,
@@ -15,6 +16,7 @@ from mcfl_chain.chain import (
     ProtocolLimits,
 )
 from mcfl_chain.chain._tx import dev_account
+from mcfl_chain.chain.client import _revert_reason_of
 from mcfl_chain.dag.model_id import ROOT_MODEL_ID, model_id, update_id
 
 from .conftest import GENESIS, advance_time
@@ -409,3 +411,32 @@ def _last_transaction(client):
     block = w3.eth.get_block("latest", full_transactions=True)
     [tx] = [t for t in block["transactions"] if t["from"] == client.address]
     return w3.eth.get_transaction_receipt(tx["hash"])["gasUsed"], tx["gas"]
+
+
+@pytest.mark.parametrize(
+    "error, reason",
+    [
+        (  # Error(string) in data, as Anvil answers
+            {
+                "code": 3,
+                "message": "execution reverted",
+                "data": "0x08c379a0" + abi_encode(["string"], ["Models: no"]).hex(),
+            },
+            "Models: no",
+        ),
+        (
+            {
+                "code": 3,
+                "message": "x",
+                "data": {"data": "0x08c379a0" + abi_encode(["string"], ["nested"]).hex()},
+            },
+            "nested",
+        ),  # fmt: skip
+        ({"code": -32000, "message": "execution reverted: Updates: bad"}, "Updates: bad"),
+        ({"code": 3, "message": "execution reverted", "data": "0xdeadbeef"}, None),
+        ({"code": -32000, "message": "insufficient funds for gas"}, None),
+        ("not an object", None),
+    ],
+)
+def test_a_dry_runs_revert_reason_is_read_from_the_error_data_or_message(error, reason):
+    assert _revert_reason_of(error) == reason
