@@ -1,5 +1,5 @@
-"""The chain as the trainers of one host read it: events decoded once, every status
-read in one batch, for all of them.
+"""The chain as the trainers of one host read it: events decoded once, statuses read
+together, for all of them.
 
 Every hosted trainer keeps its own :class:`~mcfl_chain.chain.client.ChainClient`: its
 key, its nonce, its votes, its two transactions a round, so nothing on chain tells a
@@ -10,9 +10,11 @@ read N times over:
   and hands every trainer the records of the range it syncs;
 - their statuses: a waiting trainer polls ``Models.statusOf`` many times a second, and on
   a devnet every transaction is a new block. The host reads the head at most every
-  ``refresh`` seconds and, when it moved, every hosted trainer's status in one JSON-RPC
-  batch request; a trainer that sent a transaction since reads its own status directly,
-  so it never acts on a snapshot older than its own vote;
+  ``refresh`` seconds and, when it moved, the round state once (which updates every
+  hosted trainer's votes), and every hosted trainer's status in one JSON-RPC batch
+  request when the phase moved; a trainer that sent a transaction since reads its own
+  status directly and tells the host, so it never acts on a snapshot older than its
+  own vote;
 - their waits: a trainer with nothing to do sleeps until the host's reads show its status
   changed in what it acts on (round, phase, its vote, its membership, a full quorum),
   or for at most ``WAIT_AT_MOST`` seconds (deadlines are times, not chain changes): 500
