@@ -176,7 +176,7 @@ class DirectPost:
             raise requests.ConnectionError(str(exc)) from exc
         if response.will_close:
             self._drop(connection)
-        if response.status >= 400:
+        if response.status >= 300:  # a JSON-RPC node answers 200; a redirect is no answer
             raise _http_error(response.status, response.reason)
         return body
 

@@ -157,6 +157,26 @@ def test_the_direct_transport_keeps_its_connection_and_retries_like_requests(cap
     assert server.connections == 2 and server.script == []
 
 
+def test_the_direct_transport_names_a_redirect_instead_of_decoding_it():
+    # Prepare: a URL that redirects (an http:// address of an https-only provider)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedNode)
+    server.script = [(301, False)]
+    server.connections = 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+
+    # Execute
+    try:
+        with pytest.raises(ChainUnavailable) as caught:
+            Web3(PatientHTTPProvider(url)).eth.block_number  # noqa: B018 - the request
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    # Assert: refused at once, by its status, with what to check
+    assert "HTTP 301" in str(caught.value) and "--rpc" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     "url, env, direct",
     [
