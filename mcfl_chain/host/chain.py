@@ -33,13 +33,7 @@ from typing import Any
 
 from web3.types import BlockIdentifier
 
-from mcfl_chain.chain.client import (
-    _NOBODY,
-    ChainClient,
-    ChainEvent,
-    ProtocolLimits,
-    TrainerStatus,
-)
+from mcfl_chain.chain.client import ChainClient, ChainEvent, ProtocolLimits, TrainerStatus
 from mcfl_chain.dag.events import SharedRecord, event_record
 
 WAIT_AT_MOST = 1.0
@@ -172,9 +166,10 @@ class SharedReads:
             return
         started = time.monotonic()
         before = self._statuses
-        common = self._reader.status(_NOBODY)
         last = self._common
-        if last is not None and _phase_of(common) == _phase_of(last) and self._all_read:
+        # The round state (only its round fields are used), when it may do.
+        common = self._reader.status() if last is not None and self._all_read else None
+        if common is not None and last is not None and _phase_of(common) == _phase_of(last):
             self._statuses = {
                 member: status._replace(
                     deadline=common.deadline,
@@ -189,7 +184,7 @@ class SharedReads:
             self._statuses = dict(zip(self._members, values, strict=True))
             # A phase that moved amid the batch: every member's status again next time.
             self._all_read = len({_phase_of(v) for v in values}) <= 1
-            common = next(iter(self._statuses.values()), common)
+            common = values[0] if values else None
             self.full_reads += 1
         self._common = common
         self._status_head, self._status_read = head, started
