@@ -301,6 +301,10 @@ class Worker:
         """This trainer's identity on chain (its trainer token), set when ``run`` starts."""
         self.rounds_done = 0
         self._aggregated: dict[int, list[dict[str, Any]]] = {}
+        self._scored: dict[bytes, tuple[StateDict, Evaluation]] = {}
+        """Its last round's aggregations scored on its selection split, by model id, with
+        the very weights scored: the next round's candidates are often these models, and
+        scoring the same tensors on the same split again gives the same figures."""
         self._stop = threading.Event()
         self._first_part: int | None = None
         self._raced = False
@@ -748,8 +752,7 @@ class Worker:
                 )
                 continue
             usable.append(model)
-        # One request for all of them: a batching compute scores them as one computation.
-        for model, result in zip(usable, self._evaluate_many(weights), strict=True):
+        for model, result in zip(usable, self._scores(usable, weights), strict=True):
             metric = selection_metric(result, self.kind)
             if not math.isfinite(metric):
                 log.warning(
@@ -850,6 +853,19 @@ class Worker:
         )
         with self.clock.measure("evaluation"):
             return self.compute.evaluate(self.options.arch, weights, x, y, self.kind)
+
+    def _scores(self, models: list[ModelRecord], weights: list[StateDict]) -> list[Evaluation]:
+        """Algorithm 1's scores of ``models`` (their ``weights`` as this trainer sees them):
+        those it scored after aggregating them, when the weights are the very tensors it
+        scored; the others in one request, which a batching compute runs as one
+        computation."""
+        known: dict[int, Evaluation] = {}
+        for i, (model, w) in enumerate(zip(models, weights, strict=True)):
+            kept = self._scored.get(model.model_id)
+            if kept is not None and kept[0] is w:
+                known[i] = kept[1]
+        fresh = iter(self._evaluate_many([w for i, w in enumerate(weights) if i not in known]))
+        return [known[i] if i in known else next(fresh) for i in range(len(weights))]
 
     def _evaluate_many(self, weights: list[StateDict]) -> list[Evaluation]:
         """Each model's performance on the selection split (Algorithm 1's scores)."""
@@ -1018,6 +1034,7 @@ class Worker:
         aggregation per parent, or the merges it asks for), then send all of it and the
         vote in one call."""
         self.strategy.begin_round(round_)
+        self._scored = {}
         plans = []
         with self.heavy_work:
             for owns in self._aggregations_to_make(round_):
@@ -1237,7 +1254,10 @@ class Worker:
         splits."""
         personal = self.strategy.personalise(plan.weights)
         mine = self.strategy.deployed(personal)
-        selection = selection_metric(self._evaluate(mine), self.kind)
+        scored = self._evaluate(mine)
+        if mine is plan.weights:
+            self._scored[plan.model_id] = (mine, scored)
+        selection = selection_metric(scored, self.kind)
         result = self._evaluate(mine, split="test")
         log.info(
             "round %d: aggregated %d/%d updates on %s -> model %s (%s)",

@@ -1525,3 +1525,59 @@ def test_a_strategys_regulariser_is_handed_to_training(tmp_path, monkeypatch):
 
     # Assert
     assert penalties == [("penalty on", ROOT_ID)]
+
+
+@pytest.mark.parametrize(("strategy", "scored"), [(FedAvgStrategy, 1), (FineTunes, 2)])
+def test_a_model_scored_after_aggregating_it_is_not_scored_again_as_a_candidate(
+    tmp_path, strategy, scored
+):
+    # Prepare: round 0's aggregate phase, this trainer and a peer having proposed
+    storage = LocalStorage(tmp_path / "blobs")
+    genesis = storage.put(weights_blob(0))
+    ours = [proposed(i, 0, cid=storage.put(weights_blob(10 + i))) for i in (1, 2)]
+    ids = [e.args["updateId"] for e in ours]
+    now = {"status": status(round_=0, phase=Phase.AGGREGATE)}
+    chain = ScriptedChain(lambda: now["status"], ours)
+    made = strategy()
+    worker = make_worker(tmp_path, chain, storage, genesis, trainer_data(), made)
+    made.bind(
+        StrategyContext(
+            trainer_id=1,
+            seed=0,
+            initial_weights=lambda seed: {},
+            validation_loss=lambda weights: 0.0,
+            train=worker._train_off_chain,
+        )
+    )
+    worker.sync()
+    worker._aggregate_phase(0)
+    # round 1: its aggregation and the peer's own model are the candidates
+    mine, peer = model_id(ROOT_ID, sorted(ids)), model_id(ROOT_ID, [ids[1]])
+    chain.chain_events += [
+        *created(1, 0, ROOT_ID, ids, block=6),
+        *created(2, 0, ROOT_ID, ids[1:], block=7),
+    ]
+    chain.block_number = lambda: 7  # type: ignore[method-assign]
+    now["status"] = status(round_=1)
+    worker.sync()
+    assert {m.model_id for m in worker.dag.candidates(1)} == {mine, peer}
+    seen: list[int] = []
+    evaluate_many = worker.compute.evaluate_many
+
+    def counted(arch: str, weights: list[Any], *rest: Any) -> Any:
+        seen.append(len(weights))
+        return evaluate_many(arch, weights, *rest)
+
+    worker.compute.evaluate_many = counted  # type: ignore[method-assign]
+
+    # Execute
+    worker._choose_models(1)
+
+    # Assert: when it deployed its aggregate's very weights, that score is reused (and is
+    # what scoring them again gives); a fine-tuned deployment was scored on other
+    # weights, so the candidate is scored anew
+    assert seen == [scored]
+    if scored == 1:
+        weights, kept = worker._scored[mine]
+        assert kept == worker._evaluate(worker.book.model(mine))
+        assert weights is worker.book.model(mine)
