@@ -63,7 +63,7 @@ class SharedRecord(dict[str, Any]):
     """A record that many trainers of one process hold (a host's): never mutated once
     made, so its JSON line for the events log is made once too (:func:`record_line`)."""
 
-    __slots__ = ("_line",)
+    __slots__ = ("_line", "_update")
 
     def json_line(self) -> str:
         try:
@@ -71,6 +71,16 @@ class SharedRecord(dict[str, Any]):
         except AttributeError:
             self._line: str = json.dumps(self)
             return self._line
+
+    def update_record(self) -> UpdateRecord:
+        """The proposal this ``UpdateProposed`` record tells of, made once: every DAG of
+        the process holds the same (a host of N trainers kept N copies of each of the
+        network's proposals, O(N² x rounds) objects)."""
+        try:
+            return self._update
+        except AttributeError:
+            self._update: UpdateRecord = _new_update(self)
+            return self._update
 
 
 def record_line(record: Mapping[str, Any]) -> str:
@@ -157,6 +167,20 @@ def _kept(record: Mapping[str, Any]) -> dict[str, Any]:
     return dict(record)
 
 
+def _new_update(r: Mapping[str, Any]) -> UpdateRecord:
+    return UpdateRecord(
+        update_id=int(r["update_id"]),
+        proposer=r["proposer"],
+        trainer_id=int(r["trainer_id"]),
+        parent=_unhex(r["parent"]),
+        round=int(r["round"]),
+        cid=r["cid"],
+        num_samples=int(r["num_samples"]),
+        tx_hash=r["tx"],
+        block=int(r["block"]),
+    )
+
+
 def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:
     """Apply records in chain order.
 
@@ -175,19 +199,7 @@ def apply_events(dag: ModelDAG, records: Iterable[Mapping[str, Any]]) -> None:
     for r in records:
         kind = r["event"]
         if kind == "UpdateProposed":
-            dag.add_update(
-                UpdateRecord(
-                    update_id=int(r["update_id"]),
-                    proposer=r["proposer"],
-                    trainer_id=int(r["trainer_id"]),
-                    parent=_unhex(r["parent"]),
-                    round=int(r["round"]),
-                    cid=r["cid"],
-                    num_samples=int(r["num_samples"]),
-                    tx_hash=r["tx"],
-                    block=int(r["block"]),
-                )
-            )
+            dag.add_update(r.update_record() if isinstance(r, SharedRecord) else _new_update(r))
         elif kind == "ModelCreated":
             dag.add_creation(
                 model_id=_unhex(r["model_id"]),

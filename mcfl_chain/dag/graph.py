@@ -22,14 +22,14 @@ def short_id(model_id: bytes) -> str:
     return "root" if model_id == ROOT_ID else model_id.hex()[:8]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class UpdateRecord:
     """One proposal: trainer ``trainer_id``'s weights trained from ``parent`` in ``round``.
 
     ``proposer`` is the address that sent it (and received the update token); the
     trainer id is the identity every protocol rule is keyed by (a key rotation keeps it).
-    Slotted: every trainer's DAG holds one per proposal of the network's history, a
-    third of the size with a ``__dict__`` each.
+    Slotted, a third of the size with a ``__dict__`` each; frozen, since the trainers of
+    a host share theirs (:meth:`~mcfl_chain.dag.events.SharedRecord.update_record`).
     """
 
     update_id: int

@@ -15,6 +15,7 @@ round 2         trainer 1 rotates its key to A'; A': {a2} -> M7 (from M4)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -412,7 +413,9 @@ def test_the_check_names_each_disagreement(scripted):
     dag.models[m["M5"]].popularity = 3
     dag.models[m["M4"]].parents = (m["M1"],)
     some_update = dag.updates[scripted["merge_updates"][0]]
-    some_update.num_samples += 1
+    dag.updates[some_update.update_id] = replace(
+        some_update, num_samples=some_update.num_samples + 1
+    )
     trainers = log.trainers
     trainers[2].holders.append("0x" + "99" * 20)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from mcfl_chain.algorithms.facade import head_choice, with_head
@@ -111,7 +113,7 @@ def test_an_aggregation_is_computed_once_per_host_and_is_the_models_rebuild():
 def test_rejected_updates_are_remembered_not_fetched_again():
     # Prepare: update 1 names a CID no store holds.
     book, fetched = _book_with_updates(1, cache_size=2)
-    book._dag.updates[1].cid = cid_for_bytes(b"missing")
+    book._dag.updates[1] = replace(book._dag.updates[1], cid=cid_for_bytes(b"missing"))
 
     # Execute
     good, bad = book.usable_updates([1])

@@ -73,6 +73,21 @@ def test_a_hosts_trainers_share_one_record_an_event_and_their_dags_keep_it():
             tx,
             {"round": 1, "trainerId": 2, "phase": 1, "counted": True, "votes": 1, "voters": 1},
         ),
+        ChainEvent(
+            "UpdateProposed",
+            7,
+            2,
+            tx,
+            {
+                "updateId": 9,
+                "parent": b"\x00" * 32,
+                "trainerId": 2,
+                "round": 1,
+                "proposer": "0x" + "22" * 20,
+                "cid": "bafy-update",
+                "numSamples": 30,
+            },
+        ),
     ]
     records = SharedRecords()
 
@@ -89,6 +104,11 @@ def test_a_hosts_trainers_share_one_record_an_event_and_their_dags_keep_it():
     assert again[0] is first[1]
     assert dags[0].votes[0] is dags[1].votes[0] is first[1]
     assert dags[0].phases[0] is dags[1].phases[0] is first[0]
+    # and one proposal object for every DAG of the host, the one a plain record gives
+    assert dags[0].updates[9] is dags[1].updates[9]
+    alone = ModelDAG()
+    apply_events(alone, [dict(first[2])])
+    assert alone.updates[9] == dags[0].updates[9] and alone.updates[9] is not dags[0].updates[9]
     # a mapping of another kind is still copied into a dict of the DAG's own
     frozen = MappingProxyType(event_record(events[1]))
     apply_events(dags[0], [frozen])
