@@ -44,11 +44,13 @@ class Unavailable(Exception):
 
 
 class _LRU(OrderedDict[object, object]):
-    """A bounded mapping that evicts the least recently *used* entry (read or written)."""
+    """A bounded mapping that evicts the least recently *used* entry (read or written);
+    an entry put with its round can also be dropped with its round (:meth:`forget_before`)."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
+        self.rounds: dict[object, int] = {}
 
     def lookup(self, key: object) -> object | None:
         """The value under ``key`` (now the most recently used), or None."""
@@ -57,11 +59,22 @@ class _LRU(OrderedDict[object, object]):
         self.move_to_end(key)
         return self[key]
 
-    def put(self, key: object, value: object) -> None:
+    def put(self, key: object, value: object, round_: int | None = None) -> None:
         self[key] = value
         self.move_to_end(key)
+        if round_ is not None:
+            self.rounds[key] = round_
         while len(self) > self.size:
-            self.popitem(last=False)
+            old, _ = self.popitem(last=False)
+            self.rounds.pop(old, None)
+
+    def forget_before(self, round_: int) -> int:
+        """Drop the entries put with a round before ``round_``; how many."""
+        old = [key for key, r in self.rounds.items() if r < round_]
+        for key in old:
+            self.pop(key, None)
+            del self.rounds[key]
+        return len(old)
 
 
 class SharedLRU(_LRU):
@@ -75,9 +88,13 @@ class SharedLRU(_LRU):
         with self._lock:
             return super().lookup(key)
 
-    def put(self, key: object, value: object) -> None:
+    def put(self, key: object, value: object, round_: int | None = None) -> None:
         with self._lock:
-            super().put(key, value)
+            super().put(key, value, round_)
+
+    def forget_before(self, round_: int) -> int:
+        with self._lock:
+            return super().forget_before(round_)
 
 
 def aggregation_of(arch: str) -> str:
@@ -175,8 +192,17 @@ class WeightsBook:
             if exc.lasting:
                 self._rejected[update_id] = str(exc)
             raise
-        self._updates.put(update_id, weights)
+        self._updates.put(update_id, weights, record.round)
         return weights
+
+    def forget_updates_before(self, round_: int) -> int:
+        """Drop the decoded updates of rounds before ``round_`` (how many): called when
+        ``round_``'s aggregate phase opens, after which a trainer reads only that round's
+        updates (its candidates, scored in the propose phase, were models of the round
+        before). A later need refetches one from storage. At 200 FedAvg trainers, a
+        host's cache otherwise kept the previous round's 200 updates (50 MB) beside the
+        current round's."""
+        return self._updates.forget_before(round_)
 
     def usable_updates(self, update_ids: list[int]) -> tuple[dict[int, StateDict], dict[int, str]]:
         """Split ids into decoded weights and exclusion reasons (untrusted peers)."""

@@ -1035,6 +1035,7 @@ class Worker:
         vote in one call."""
         self.strategy.begin_round(round_)
         self._scored = {}
+        self.book.forget_updates_before(round_)
         plans = []
         with self.heavy_work:
             for owns in self._aggregations_to_make(round_):

@@ -257,3 +257,24 @@ def test_published_weights_are_checked_against_their_rebuilt_bytes():
         f"model {short_id(tampered.model_id)}: its published weights {tampered.weights_cid} "
         "are not the per-head-fedavg of its 1 updates"
     ]
+
+
+def test_updates_of_earlier_rounds_are_forgotten_and_fetched_again_when_needed():
+    # Prepare: updates 1-2 of round 0 and 3-4 of round 1, all read once
+    book, fetched = _book_with_updates(4, cache_size=8)
+    for uid in (3, 4):
+        book._dag.updates[uid] = replace(book._dag.updates[uid], round=1)
+    first, _ = book.usable_updates([1, 2, 3, 4])
+
+    # Execute: round 1's aggregate phase opens
+    dropped = book.forget_updates_before(1)
+
+    # Assert: round 0's two are gone from the cache, round 1's stay; a later read of a
+    # forgotten one fetches it again and gives the same weights
+    assert dropped == 2
+    fetched.clear()
+    again, bad = book.usable_updates([1, 3, 4])
+    assert bad == {} and len(fetched) == 1
+    assert again[3] is first[3] and again[1] is not first[1]
+    assert all(torch.equal(again[1][k], first[1][k]) for k in first[1])
+    assert book.forget_updates_before(1) == 1  # the one fetched again, round 0's
