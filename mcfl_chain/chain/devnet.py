@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,27 @@ def state_file(state_dir: Path) -> Path:
 def deployment_file(state_dir: Path) -> Path:
     """Where ``start_devnet`` writes the deployment of a state directory."""
     return Path(state_dir) / "deployment.json"
+
+
+def anvil_home(state_dir: Path) -> Path:
+    """The home folder Anvil runs with: where it spills the states of old blocks
+    (``.foundry/anvil/tmp``, some 20 MB a thousand blocks), removed when the devnet stops.
+
+    Anvil never removes that spill itself, not even on SIGTERM; with the user's home,
+    every devnet and test chain left its states in ``~/.foundry/anvil/tmp`` (61 GB after
+    one day of campaigns filled this machine's disk)."""
+    return Path(state_dir) / "anvil-home"
+
+
+def anvil_environment(home: Path) -> dict[str, str]:
+    """This process's environment for an Anvil whose home is ``home`` (created)."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "HOME": str(home)}
+
+
+def remove_anvil_home(home: Path) -> None:
+    """Remove an Anvil's home (:func:`anvil_home`) once it no longer runs."""
+    shutil.rmtree(home, ignore_errors=True)
 
 
 DEFAULT_DEPLOYMENT = deployment_file(DEFAULT_STATE_DIR)
@@ -181,7 +203,16 @@ def start_devnet(
     ]
     if block_time:
         command += ["--block-time", f"{block_time:g}"]
-    state = start_service("anvil", command, port, state_file(state_dir), state_dir / "anvil.log")
+    home = anvil_home(state_dir)
+    remove_anvil_home(home)  # a killed devnet's spill
+    state = start_service(
+        "anvil",
+        command,
+        port,
+        state_file(state_dir),
+        state_dir / "anvil.log",
+        env=anvil_environment(home),
+    )
     try:
         w3 = connect(f"http://{LOOPBACK}:{port}")
         admin = None if admin_index is None else dev_account(admin_index)
@@ -197,6 +228,7 @@ def start_devnet(
     except Exception as exc:
         # Never leave a chain without contracts running behind the caller's back.
         stop_service(state_file(state_dir))
+        remove_anvil_home(home)
         raise DevnetError(f"deploying the contracts on the devnet failed: {exc}") from exc
     return state, deployment
 
@@ -209,6 +241,7 @@ def stop_devnet(state_dir: Path) -> ServiceState | None:
     """
     stopped = stop_service(state_file(state_dir))
     deployment_file(state_dir).unlink(missing_ok=True)
+    remove_anvil_home(anvil_home(state_dir))  # no Anvil of this folder runs now
     return stopped
 
 

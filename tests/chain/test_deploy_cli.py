@@ -18,7 +18,7 @@ from mcfl_chain.chain.accounts import PASSWORD_ENV, PRIVATE_KEY_ENV, create_keys
 from mcfl_chain.chain.artifacts import load_artifacts
 from mcfl_chain.chain.client import ChainClient
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import find_anvil
+from mcfl_chain.chain.devnet import anvil_environment, find_anvil, remove_anvil_home
 from mcfl_chain.cli import main
 from mcfl_chain.learning.codec import decode_weights, read_layout
 from mcfl_chain.learning.fingerprint import model_fingerprint
@@ -46,9 +46,11 @@ def node(tmp_path_factory):
     port = free_port()
     command = [str(find_anvil()), "--host", LOOPBACK, "--port", str(port)]
     command += ["--chain-id", str(CHAIN_ID), "--accounts", "4"]
-    start_service("anvil", command, port, folder / "anvil.json", folder / "anvil.log")
+    env = anvil_environment(folder / "home")
+    start_service("anvil", command, port, folder / "anvil.json", folder / "anvil.log", env)
     yield f"http://{LOOPBACK}:{port}"
     stop_service(folder / "anvil.json")
+    remove_anvil_home(folder / "home")
 
 
 @pytest.fixture(autouse=True)

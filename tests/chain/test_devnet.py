@@ -1,6 +1,8 @@
 """`mcfl-chain devnet up | status | down` on real Anvil processes."""
 
+import json
 import socket
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -9,7 +11,7 @@ from mcfl_chain._utils.process import LOOPBACK, free_port, pid_alive
 from mcfl_chain.chain import ChainClient
 from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import DevnetError, find_anvil, start_devnet
+from mcfl_chain.chain.devnet import DevnetError, anvil_home, find_anvil, start_devnet
 from mcfl_chain.cli import main
 
 from .conftest import GENESIS
@@ -57,10 +59,16 @@ def test_up_status_down_and_a_second_up(tmp_path):
         assert deployment.max_samples == 1_000_000
         assert "phase deadline 30 s, registration open" in up.output
         assert "deadline" in status.output and "voters" in status.output
+        # Anvil's home, where it spills old blocks' states, is the devnet's own
+        pid = json.loads((tmp_path / "net" / "anvil.json").read_text())["pid"]
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"HOME={anvil_home(tmp_path / 'net')}".encode() in environment
+        (anvil_home(tmp_path / "net") / "spilled").write_text("a state")
     finally:
         down = runner.invoke(main, ["devnet", "down", "--state-dir", state])
     assert down.exit_code == 0 and "stopped the devnet" in down.output
     assert not (tmp_path / "net" / "deployment.json").exists()
+    assert not anvil_home(tmp_path / "net").exists()  # Anvil never removes its spill
     after = runner.invoke(main, ["devnet", "status", "--state-dir", state])
     assert after.exit_code == 1 and "no devnet running" in after.output
     assert (

@@ -194,7 +194,8 @@ def _network(lab: Lab, phase_duration: int) -> tuple[str, str]:
     # block every 2 s as DEPLOY.md's private chain does.
     anvil = [str(find_anvil()), "--host", lab.address("chain"), "--port", str(RPC_PORT)]
     anvil += ["--chain-id", "4245", "--accounts", "6", "--block-time", "2"]
-    lab.start("chain", "anvil", anvil)
+    # Its home (where it spills old states) in the lab's folder, not the user's.
+    lab.start("chain", "anvil", anvil, env=_env(HOME=str(lab.folder / "anvil-home")))
     _wait_for_line(lab.folder / "anvil.log", r"Listening on", timeout=60)
     # Each organisation's IPFS node: t2 peers with t1, t3 with both.
     addresses: dict[str, str] = {}

@@ -29,7 +29,7 @@ from mcfl_chain.chain._tx import dev_account
 from mcfl_chain.chain.accounts import PASSWORD_ENV, PRIVATE_KEY_ENV, create_keystore
 from mcfl_chain.chain.client import ChainClient, Phase
 from mcfl_chain.chain.deployment import Deployment
-from mcfl_chain.chain.devnet import find_anvil
+from mcfl_chain.chain.devnet import anvil_environment, find_anvil, remove_anvil_home
 from mcfl_chain.simulation.runner import WORKER_PRELOAD
 from mcfl_chain.worker.preflight import load_deployment
 
@@ -52,13 +52,15 @@ def anvil(tmp_path):
         command += ["--chain-id", "4243", "--accounts", "8"]
         if block_time:
             command += ["--block-time", f"{block_time:g}"]
-        start_service("anvil", command, port, folder / "anvil.json", folder / "anvil.log")
+        env = anvil_environment(folder / "home")
+        start_service("anvil", command, port, folder / "anvil.json", folder / "anvil.log", env)
         started.append(folder)
         return f"http://{LOOPBACK}:{port}"
 
     yield start
     for folder in started:
         stop_service(folder / "anvil.json")
+        remove_anvil_home(folder / "home")
 
 
 def _env(**extra: str) -> dict[str, str]:
