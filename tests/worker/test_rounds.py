@@ -1467,6 +1467,19 @@ class FineTunes(FedAvgStrategy):
         return self.reported
 
 
+def _bind_with_off_chain_training(strategy: Any, worker: Worker) -> None:
+    """Bind ``strategy`` as trainer 1 with ``worker``'s off-chain training view."""
+    strategy.bind(
+        StrategyContext(
+            trainer_id=1,
+            seed=0,
+            initial_weights=lambda seed: {},
+            validation_loss=lambda weights: 0.0,
+            train=worker._train_off_chain,
+        )
+    )
+
+
 def test_a_trainer_reports_the_model_its_strategy_deploys(tmp_path):
     # Prepare: this trainer and a peer proposed on the root in round 0; the strategy
     # trains the aggregate further, off chain, through the worker's train view
@@ -1479,15 +1492,7 @@ def test_a_trainer_reports_the_model_its_strategy_deploys(tmp_path):
     worker = make_worker(
         tmp_path, chain, storage, genesis, trainer_data(), strategy, metrics_path=metrics
     )
-    strategy.bind(
-        StrategyContext(
-            trainer_id=1,
-            seed=0,
-            initial_weights=lambda seed: {},
-            validation_loss=lambda weights: 0.0,
-            train=worker._train_off_chain,
-        )
-    )
+    _bind_with_off_chain_training(strategy, worker)
     worker.sync()
 
     # Execute
@@ -1540,15 +1545,7 @@ def test_a_model_scored_after_aggregating_it_is_not_scored_again_as_a_candidate(
     chain = ScriptedChain(lambda: now["status"], ours)
     made = strategy()
     worker = make_worker(tmp_path, chain, storage, genesis, trainer_data(), made)
-    made.bind(
-        StrategyContext(
-            trainer_id=1,
-            seed=0,
-            initial_weights=lambda seed: {},
-            validation_loss=lambda weights: 0.0,
-            train=worker._train_off_chain,
-        )
-    )
+    _bind_with_off_chain_training(made, worker)
     worker.sync()
     worker._aggregate_phase(0)
     # round 1: its aggregation and the peer's own model are the candidates
