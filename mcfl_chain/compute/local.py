@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from mcfl_chain.learning.models import ModelKind, create_model
+from mcfl_chain.learning.models import ModelKind, create_model, scores_faster_channels_last
 from mcfl_chain.learning.scenario import Images, SharedImages, TrainerData
 from mcfl_chain.learning.training import Evaluation, evaluate, train
 
@@ -256,6 +256,9 @@ class LocalCompute:
         net = kept.get(arch)
         if net is None:
             net = kept[arch] = self.model(arch, weights)
+            if self.device.type == "cpu" and scores_faster_channels_last(net):
+                # Loading weights copies into these strides: converted once, kept.
+                net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         else:
             net.load_state_dict(weights)
         return net

