@@ -23,6 +23,7 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
            [--only SCENARIO] [--until HH:MM]
        python scripts/run_experiments.py --declared mcfl-plus [--list]   # issue 37, item 4
        python scripts/run_experiments.py --declared autoencoder-epochs [--list]   # issue 36, item 4
+       python scripts/run_experiments.py --declared minority-30-2 [--list]   # issue 37, target 1
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
@@ -43,7 +44,10 @@ sweep (choices in docs/results/tuned-mcfl-plus.toml), then the evaluation seeds 
 chosen point, beside MCFL's and the comparator's runs. A sixth, ``autoencoder-epochs``
 (docs/results/autoencoder-epochs.toml), reruns the autoencoder experiment on fresh seeds
 at several numbers of local epochs (MCFL, local training and FedAvg), to see whether the
-6 epochs chosen on seeds 0-2 was fitted to them.
+6 epochs chosen on seeds 0-2 was fitted to them. A seventh, ``minority-30-2``
+(docs/results/minority-30-2.toml), runs the true 30:2 rotation (32 trainers, two rotated)
+with MCFL-plus, local training and MCFL on the evaluation seeds, with the settings the
+reduced size chose, for issue 37's first target (the minority at least local training's).
 The declared stages run on the batched engine unless ``--engine`` says otherwise.
 """
 
@@ -63,6 +67,7 @@ from mcfl_chain.simulation import (
     autoencoder_epochs,
     campaign,
     experiment,
+    minority,
     paper_scale,
     plus_clean,
     protocol,
@@ -81,12 +86,14 @@ DECLARED_STAGES = (
     paper_scale.STAGE,
     plus_clean.STAGE,
     autoencoder_epochs.STAGE,
+    minority.STAGE,
 )
 
 STAGE_FOLDERS = {
     sweep.STAGE: (sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS),
     paper_scale.STAGE: (paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS),
     autoencoder_epochs.STAGE: (autoencoder_epochs.EPOCHS_RUNS, autoencoder_epochs.EPOCHS_RECORDS),
+    minority.STAGE: (minority.MINORITY_RUNS, minority.MINORITY_RECORDS),
 }
 """The declared stages whose runs and records have folders of their own (the others':
 runs/declared and results/declared)."""
@@ -130,12 +137,17 @@ def declared_plan(
     tuned_path: Path = sweep.TUNED,
     paper_path: Path = paper_scale.PAPER_SCALE,
     epochs_path: Path = autoencoder_epochs.EPOCHS_DECLARATION,
+    minority_path: Path = minority.MINORITY,
+    plus_path: Path = plus_clean.PLUS_CLEAN,
+    plus_tuned_path: Path = plus_clean.PLUS_TUNED,
 ) -> campaign.Plan:
     """The declared campaign's plan at ``stage``, each method with the optimiser settings
     of ``tuned_path``; the comparators are chosen from the tuning runs finished in
     ``out`` or recorded in ``records`` (for ``paper-scale``, in the declared campaign's
     default folders). Prints the test-split figures of the declared rule.
-    ``autoencoder-epochs`` reads ``epochs_path`` alone: it chooses nothing."""
+    ``autoencoder-epochs`` reads ``epochs_path`` alone: it chooses nothing.
+    ``minority-30-2`` reads ``minority_path``, and MCFL-plus's options and settings from
+    ``plus_path`` and ``plus_tuned_path``: it chooses nothing either."""
     if stage == autoencoder_epochs.STAGE:
         return autoencoder_epochs.epochs_plan(
             autoencoder_epochs.load_epochs_sweep(epochs_path), campaign.load_scenarios(scenarios)
@@ -143,6 +155,12 @@ def declared_plan(
     declaration = protocol.load_protocol(protocol_path)
     configs = campaign.load_scenarios(scenarios)
     tuned = sweep.load_tuned(tuned_path)
+    if stage == minority.STAGE:
+        plus = plus_clean.load_plus_clean(plus_path)
+        study = minority.load_minority(minority_path)
+        options = {plus_clean.METHOD: dict(plus.options)}
+        merged = minority.merged_tuned(tuned_path, plus_tuned_path)
+        return minority.minority_plan(study, declaration, configs, merged, options)
     figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
     tuning_folders = (
         (protocol.DECLARED_RECORDS, protocol.DECLARED_RUNS)
@@ -598,10 +616,13 @@ def run_plus_clean(
     "'mcfl-plus' MCFL-plus's own sweep (into runs/declared/mcfl-plus-sweep, choices in "
     "--mcfl-plus-tuned) and its evaluation seeds, scenario by scenario (--mcfl-plus-clean); "
     "'autoencoder-epochs' MCFL, local training and FedAvg on the autoencoders at each "
-    "declared number of local epochs, on fresh seeds (--autoencoder-epochs). Not "
+    "declared number of local epochs, on fresh seeds (--autoencoder-epochs); "
+    "'minority-30-2' MCFL-plus, local training and MCFL at the true 30:2 (32 trainers, two "
+    "rotated; docs/results/minority-30-2.toml) on the evaluation seeds. Not "
     "with --methods, --seeds, --comparison or --published-size.  [default: out "
     "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale, "
-    "autoencoder-epochs: runs/declared/autoencoder-epochs), records results/declared "
+    "autoencoder-epochs: runs/declared/autoencoder-epochs, minority-30-2: "
+    "runs/declared/minority-30-2), records results/declared "
     "(likewise under results/declared)]",
 )
 @click.option(
@@ -810,6 +831,8 @@ def main(
                 tuned_path,
                 paper_path,
                 epochs_path,
+                plus_path=plus_path,
+                plus_tuned_path=plus_tuned_path,
             )
         else:
             plan = campaign.plan(
