@@ -47,7 +47,8 @@ def _lenet_features(channels: tuple[int, int]) -> nn.Sequential:
     ReLU of the max, and the gradient reaches the same input (or none) either way; the
     outputs and gradients are those of conv → ReLU → pool bit for bit (a test checks it),
     while ReLU and its backward pass touch a quarter of the values. LeNet-5's training
-    on one CPU core ran about 25 % more samples a second for it (torch 2.13).
+    took about 5 % less time for it (38 trainers, two threads, idle machine, torch 2.13;
+    docs/discussion/performance.md).
     """
     first, second = channels
     return nn.Sequential(

@@ -23,7 +23,7 @@ from typing import Any
 
 from mcfl_chain.simulation import campaign, inference, protocol, stats, sweep
 from mcfl_chain.simulation.paper_scale import SETTABLE
-from mcfl_chain.simulation.runner import SimulationConfig
+from mcfl_chain.simulation.runner import SimulationConfig, SimulationError
 
 MINORITY = Path("docs") / "results" / "minority-30-2.toml"
 """The declaration, relative to the repository root."""
@@ -184,7 +184,7 @@ def minority_plan(
             if check:
                 try:
                     run.config.validate()
-                except Exception as exc:  # a SimulationError or a ConfigError
+                except SimulationError as exc:
                     raise protocol.ProtocolError(f"run {run.name}: {exc}") from exc
             runs.append(run)
     return campaign.Plan(runs)

@@ -1305,8 +1305,14 @@ def minority_section(
     tuned = minority.merged_tuned(
         docs / "results" / "tuned.toml", docs / "results" / "tuned-mcfl-plus.toml"
     )
+    plus = plus_clean.load_plus_clean(docs / "results" / plus_clean.PLUS_CLEAN.name)
     plan = minority.minority_plan(
-        study, declaration, campaign.load_scenarios(scenarios), tuned, check=False
+        study,
+        declaration,
+        campaign.load_scenarios(scenarios),
+        tuned,
+        {plus_clean.METHOD: dict(plus.options)},
+        check=False,
     )
     finished = {run.name for seeds in runs.values() for run in seeds.values()}
     result = minority.minority_result(
