@@ -235,7 +235,7 @@ def minority_result(
     return MinorityResult(
         differences=differences,
         test=test,
-        verdict=_verdict(test, study.alpha),
+        verdict=_verdict(test, study.alpha, len(differences), len(study.seeds)),
         minority=minority,
         average={
             m: stats.mean_interval(f.average for f in seeds.values()) for m, seeds in of.items()
@@ -244,16 +244,24 @@ def minority_result(
     )
 
 
-def _verdict(test: inference.EquivalenceTest | None, alpha: float) -> str:
+def _verdict(
+    test: inference.EquivalenceTest | None, alpha: float, paired: int, declared: int
+) -> str:
     """The declared reading: met (non-inferior and the mean >= 0), missed (the one-sided
-    upper bound below 0), open otherwise; not judged below two seeds."""
+    upper bound below 0), open otherwise; not judged below two seeds. Before every
+    declared seed is paired the reading is marked interim: the test is declared over all
+    of them, and stopping when it first reads "met" would choose the answer."""
     if test is None:
         return "not judged yet (fewer than two paired seeds)"
     if test.p_lower < alpha and test.mean >= 0:
-        return "met"
-    if test.high < 0:
-        return "missed (local training ahead)"
-    return "open"
+        reading = "met"
+    elif test.high < 0:
+        reading = "missed (local training ahead)"
+    else:
+        reading = "open"
+    if paired < declared:
+        return f"interim, {paired} of {declared} declared seeds (reads {reading} so far)"
+    return reading
 
 
 def minority_table(study: MinorityStudy, result: MinorityResult) -> list[str]:

@@ -154,6 +154,14 @@ def test_the_verdict_reads_the_test_and_the_sign_as_declared(plus, verdict):
     assert _result(study, plus, local).verdict == verdict
 
 
+def test_before_every_declared_seed_is_paired_the_reading_is_interim():
+    study = minority.parse_minority(HEAD)
+    plus = {100: (0.80, 0.82), 101: (0.78, 0.80)}
+    local = {100: (0.79, 0.80), 101: (0.77, 0.78), 102: (0.80, 0.80)}
+    verdict = _result(study, plus, local).verdict
+    assert verdict.startswith("interim, 2 of 3 declared seeds")
+
+
 def test_below_two_paired_seeds_nothing_is_judged():
     study = minority.parse_minority(HEAD)
     result = _result(study, {100: (0.8, 0.8)}, {100: (0.7, 0.7)})
