@@ -156,11 +156,10 @@ def declared_plan(
     configs = campaign.load_scenarios(scenarios)
     tuned = sweep.load_tuned(tuned_path)
     if stage == minority.STAGE:
-        plus = plus_clean.load_plus_clean(plus_path)
         study = minority.load_minority(minority_path)
-        options = {plus_clean.METHOD: dict(plus.options)}
-        merged = minority.merged_tuned(tuned_path, plus_tuned_path)
-        return minority.minority_plan(study, declaration, configs, merged, options)
+        return minority.files_plan(
+            study, declaration, configs, tuned_path, plus_path, plus_tuned_path
+        )
     figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
     tuning_folders = (
         (protocol.DECLARED_RECORDS, protocol.DECLARED_RUNS)

@@ -221,12 +221,3 @@ def epochs_table(sweep: EpochsSweep, rows: Sequence[EpochsRow]) -> list[str]:
         "",
         *(["Per seed (mean over trainers, paired):", "", *seeds, ""] if seeds else []),
     ]
-
-
-def status_line(plan: campaign.Plan, finished: set[str]) -> str:
-    """How many planned runs are done, and the seeds with a run still to make."""
-    done = sum(r.name in finished for r in plan.runs)
-    pending = sorted({r.seed for r in plan.runs if r.name not in finished})
-    return f"{done} of {len(plan.runs)} planned runs done" + (
-        f"; seeds with runs to make: {', '.join(map(str, pending))}." if pending else "."
-    )

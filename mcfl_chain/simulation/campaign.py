@@ -691,3 +691,13 @@ def merge_parts(
     )
     report.plot(run_dir, lines, summaries, metric)
     return summary
+
+
+def status_line(plan: Plan, finished: set[str]) -> str:
+    """How many of ``plan``'s runs are done (their names in ``finished``), and the seeds
+    with a run still to make."""
+    done = sum(r.name in finished for r in plan.runs)
+    pending = sorted({r.seed for r in plan.runs if r.name not in finished})
+    return f"{done} of {len(plan.runs)} planned runs done" + (
+        f"; seeds with runs to make: {', '.join(map(str, pending))}." if pending else "."
+    )

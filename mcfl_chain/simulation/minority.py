@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mcfl_chain.simulation import campaign, inference, protocol, stats, sweep
+from mcfl_chain.simulation import campaign, inference, plus_clean, protocol, stats, sweep
 from mcfl_chain.simulation.paper_scale import SETTABLE
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError
 
@@ -170,24 +170,47 @@ def minority_plan(
         config = replace(configs[study.scenario], **study.settings, name=study.name)
     except TypeError as exc:
         raise protocol.ProtocolError(f"minority settings: {exc}") from exc
+    try:
+        # Seed by seed, as the campaign plans them.
+        part = campaign.plan(
+            [config], seeds=study.seeds, methods=study.methods, ablation=False, check=False
+        )
+    except campaign.CampaignError as exc:
+        raise protocol.ProtocolError(f"{study.name}: {exc}") from exc
     runs: list[campaign.PlannedRun] = []
-    for seed in study.seeds:
-        try:
-            part = campaign.plan(
-                [config], seeds=[seed], methods=study.methods, ablation=False, check=False
-            )
-        except campaign.CampaignError as exc:
-            raise protocol.ProtocolError(f"{study.name}, seed {seed}: {exc}") from exc
-        for run in part.runs:
-            extra = {**chosen[run.method], **(options or {}).get(run.method, {})}
-            run = replace(run, config=replace(run.config, **extra))
-            if check:
-                try:
-                    run.config.validate()
-                except SimulationError as exc:
-                    raise protocol.ProtocolError(f"run {run.name}: {exc}") from exc
-            runs.append(run)
+    for run in part.runs:
+        extra = {**chosen[run.method], **(options or {}).get(run.method, {})}
+        run = replace(run, config=replace(run.config, **extra))
+        if check:
+            try:
+                run.config.validate()
+            except SimulationError as exc:
+                raise protocol.ProtocolError(f"run {run.name}: {exc}") from exc
+        runs.append(run)
     return campaign.Plan(runs)
+
+
+def files_plan(
+    study: MinorityStudy,
+    declaration: protocol.Declaration,
+    scenarios: Sequence[SimulationConfig],
+    tuned_path: Path,
+    plus_path: Path,
+    plus_tuned_path: Path,
+    check: bool = True,
+) -> campaign.Plan:
+    """:func:`minority_plan` with the settings of the common sweep (``tuned_path``) and
+    MCFL-plus's (``plus_tuned_path``), and MCFL-plus's declared options (``plus_path``):
+    what the campaign runs and the report counts."""
+    plus = plus_clean.load_plus_clean(plus_path)
+    return minority_plan(
+        study,
+        declaration,
+        scenarios,
+        merged_tuned(tuned_path, plus_tuned_path),
+        {plus_clean.METHOD: dict(plus.options)},
+        check,
+    )
 
 
 # -- the test and the table -----------------------------------------------------------------
@@ -310,12 +333,3 @@ def minority_table(study: MinorityStudy, result: MinorityResult) -> list[str]:
         values = ", ".join(f"s{s} {100 * d:+.1f}" for s, d in result.differences.items())
         lines += [f"Per seed, {judged} − {reference} (minority mean, points): {values}.", ""]
     return lines
-
-
-def status_line(plan: campaign.Plan, finished: set[str]) -> str:
-    """How many planned runs are done, and the seeds with a run still to make."""
-    done = sum(r.name in finished for r in plan.runs)
-    pending = sorted({r.seed for r in plan.runs if r.name not in finished})
-    return f"{done} of {len(plan.runs)} planned runs done" + (
-        f"; seeds with runs to make: {', '.join(map(str, pending))}." if pending else "."
-    )

@@ -1302,16 +1302,14 @@ def minority_section(
     if not path.exists():
         return []
     study = minority.load_minority(path)
-    tuned = minority.merged_tuned(
-        docs / "results" / "tuned.toml", docs / "results" / "tuned-mcfl-plus.toml"
-    )
-    plus = plus_clean.load_plus_clean(docs / "results" / plus_clean.PLUS_CLEAN.name)
-    plan = minority.minority_plan(
+    results = docs / "results"
+    plan = minority.files_plan(
         study,
         declaration,
         campaign.load_scenarios(scenarios),
-        tuned,
-        {plus_clean.METHOD: dict(plus.options)},
+        results / sweep.TUNED.name,
+        results / plus_clean.PLUS_CLEAN.name,
+        results / plus_clean.PLUS_TUNED.name,
         check=False,
     )
     finished = {run.name for seeds in runs.values() for run in seeds.values()}
@@ -1337,7 +1335,7 @@ def minority_section(
         "scripts/run_experiments.py --declared minority-30-2`, records in "
         "`results/declared/minority-30-2/`.",
         "",
-        f"- {minority.status_line(plan, finished)}",
+        f"- {campaign.status_line(plan, finished)}",
         *(f"- {note}" for note in plan.notes),
         "",
         *(minority.minority_table(study, result) if result.differences else []),
@@ -1381,7 +1379,7 @@ def autoencoder_epochs_section(runs: Runs, scenarios: Path, docs: Path) -> list[
         "test split; differences paired by trainer and seed (negative favours MCFL), "
         "uncorrected 95 % t intervals, no verdict: nothing is chosen on these runs.",
         "",
-        f"- {autoencoder_epochs.status_line(plan, finished)}",
+        f"- {campaign.status_line(plan, finished)}",
         "",
         *(autoencoder_epochs.epochs_table(declared, rows) if rows else []),
     ]
