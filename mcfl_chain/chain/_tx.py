@@ -10,14 +10,12 @@ from typing import Any, cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
+from hexbytes import HexBytes
 from web3 import Web3
-from web3.exceptions import (
-    ContractCustomError,
-    ContractLogicError,
-    TransactionNotFound,
-    Web3RPCError,
-)
-from web3.types import TxParams, TxReceipt
+from web3._utils.method_formatters import receipt_formatter
+from web3.datastructures import AttributeDict
+from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+from web3.types import RPCEndpoint, TxParams, TxReceipt
 
 from mcfl_chain.chain.errors import AccountUnfunded, ChainError, FeeCapExceeded
 
@@ -229,10 +227,9 @@ class Transactor:
         # Doubling from 5 ms makes one look more in the first 3 s than 1.5x from 50 ms did.
         delay = 0.005
         while True:
-            try:
-                return self.w3.eth.get_transaction_receipt(tx_hash)
-            except TransactionNotFound:
-                pass
+            found = self._request("eth_getTransactionReceipt", [Web3.to_hex(tx_hash)])
+            if found is not None:
+                return cast(TxReceipt, AttributeDict.recursive(receipt_formatter(found)))
             now = time.monotonic()
             if self._known(tx_hash):
                 unknown_since = None
@@ -261,10 +258,26 @@ class Transactor:
         with self._lock:
             self._nonce = None
 
+    def _request(self, method: str, params: list[Any]) -> Any:
+        """The result of one JSON-RPC request made straight through the provider.
+
+        The transaction path of a trainer (send, receipt, pending check) skips web3's
+        middleware and formatters: they cost 0.25-0.3 ms of CPU a call on top of a
+        0.08 ms request, and a host of 200 trainers makes some 1,000 such calls a round.
+        An error answer is raised as :class:`Web3RPCError`, as web3 raises it.
+        """
+        answer = self.w3.provider.make_request(RPCEndpoint(method), params)
+        error = answer.get("error")
+        if error:
+            raise Web3RPCError(str(error), rpc_response=answer)
+        return answer.get("result")
+
     def _send_signed(self, tx: dict[str, Any]) -> Any:
         signed = self.account.sign_transaction(tx)
         try:
-            return self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            return HexBytes(
+                self._request("eth_sendRawTransaction", [Web3.to_hex(signed.raw_transaction)])
+            )
         except Web3RPCError as exc:
             if _ALREADY_SENT.search(str(exc)):
                 return signed.hash
@@ -274,11 +287,7 @@ class Transactor:
 
     def _known(self, tx_hash: Any) -> bool:
         """Whether the node holds the transaction ``tx_hash`` (pending or mined)."""
-        try:
-            self.w3.eth.get_transaction(tx_hash)
-        except TransactionNotFound:
-            return False
-        return True
+        return self._request("eth_getTransactionByHash", [Web3.to_hex(tx_hash)]) is not None
 
     def _check_funded(self, exc: Exception, description: str) -> None:
         """Raise :class:`AccountUnfunded` when the node refused for lack of funds."""

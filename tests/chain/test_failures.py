@@ -240,20 +240,23 @@ def test_a_transaction_resent_after_its_answer_was_lost_counts_as_sent(devnet, m
     # the provider sends the same signed transaction again.
     _, deployment = devnet
     client = ChainClient(deployment, account_index=6)
-    eth = client.w3.eth
-    real_send = eth.send_raw_transaction
+    provider = client.w3.provider
+    real_request = provider.make_request
+    resent = []
 
-    def send_twice(raw):
-        real_send(raw)
-        return real_send(raw)
+    def send_twice(method, params):
+        if method == "eth_sendRawTransaction":
+            real_request(method, params)
+            resent.append(method)
+        return real_request(method, params)
 
-    monkeypatch.setattr(eth, "send_raw_transaction", send_twice)
+    monkeypatch.setattr(provider, "make_request", send_twice)
 
     # Execute
     trainer_id = client.register()
 
     # Assert: registered once, no error.
-    assert trainer_id >= 1 and client.is_registered()
+    assert resent and trainer_id >= 1 and client.is_registered()
 
 
 def _http_error(status: int) -> requests.HTTPError:
