@@ -338,8 +338,14 @@ def test_workers_stop_with_one_line_when_the_chain_node_is_gone(tmp_path):
 
 
 def test_workers_stop_with_one_line_when_the_ipfs_node_is_gone(tmp_path):
-    # Prepare
-    net = Network(small(n_trainers=2, rounds=6, storage="ipfs"), tmp_path, Console(quiet=True))
+    # Prepare: phases of 30 s, so that a worker which stored its round-1 update before
+    # the node went, and then waits for the other one (gone), ends the phase and needs
+    # its storage again within the wait below, rather than after the default 600 s.
+    net = Network(
+        small(n_trainers=2, rounds=6, storage="ipfs", phase_duration=30),
+        tmp_path,
+        Console(quiet=True),
+    )
     net.start()
     try:
         chain = ChainClient.read_only(net.deployment)
