@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -31,24 +30,34 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mcfl_chain.simulation import adversarial, experiment
 from mcfl_chain.simulation import defence_benchmark as declared
-from mcfl_chain.simulation import experiment
-from mcfl_chain.simulation.attack_benchmark import CLEAN, keep_record
+from mcfl_chain.simulation.attack_benchmark import (
+    CLEAN,
+    Record,
+    Run,
+    finished,
+    keep_record,
+    read_records,
+)
 
 
-def honest(records: Path, name: str) -> dict[str, float] | None:
-    """The honest trainers' final accuracies of run ``name``, or None without a record."""
-    path = records / f"{name}.json"
-    if not path.exists():
+def worst_and_drop(found: dict[str, tuple[Run, Record]], run: Run) -> tuple[float, float] | None:
+    """(worst honest accuracy, its drop against the same seed's clean run), in points,
+    from the records ``found``; None where either record is missing."""
+    if run.name not in found or run.clean not in found:
         return None
-    return {k: float(v) for k, v in json.loads(path.read_text())["honest"]["accuracies"].items()}
+    attacked, clean = found[run.name][1].honest, found[run.clean][1].honest
+    return 100 * attacked.worst, adversarial.drop_points(clean, attacked)[0]
 
 
-def worst_drop(attacked: dict[str, float], clean: dict[str, float]) -> tuple[float, float]:
-    """(worst honest accuracy, its drop against the clean run's worst over the same
-    trainers), in points."""
-    worst = min(attacked.values())
-    return 100 * worst, 100 * (min(clean[k] for k in attacked) - worst)
+def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str) -> str:
+    """Clean ``comparator``'s worst accuracy over ``run``'s honest trainers, or "–"."""
+    alone = found.get(dataclasses.replace(run, method=comparator).clean)
+    if alone is None:
+        return "–"
+    attacked = found[run.name][1].honest.accuracies
+    return f"{100 * min(alone[1].honest.accuracies[k] for k in attacked):.1f} %"
 
 
 @click.command(help=__doc__.split("\n\n")[0])
@@ -99,7 +108,7 @@ def main(
         for r in chosen
     ]
     if not report_only:
-        todo = [r for r in runs if not (records / f"{r.name}.json").exists()]
+        todo = [r for r in runs if not finished(r, out, records)]
         console.print(f"{len(todo)} of {len(runs)} runs to make at lr {lr:g} in {out}")
         experiment.execute(
             todo,
@@ -109,37 +118,29 @@ def main(
             kinds=lambda run: ((run.method, run.attack == CLEAN), run.method),
             finished=experiment.progress(runs, out).finished,
         )
-    base = Path("results") / declaration.stem
-    drops: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    found = (read_records(Path("results") / declaration.stem), read_records(records))
+    drops: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     console.print(
         "worst honest trainer (its drop against the same seed's clean run; clean local "
         f"training's worst over the same trainers), declared lr vs lr {lr:g}:"
     )
     for run in runs:
-        if run.attack == CLEAN or run.clean == run.name:
+        if run.attack == CLEAN:
             continue
-        pair, local = [], []
-        for folder in (base, records):
-            attacked, clean = honest(folder, run.name), honest(folder, run.clean)
-            if attacked is None or clean is None:
-                break
-            pair.append(worst_drop(attacked, clean))
-            alone = honest(folder, f"{run.scenario}-local-clean-s{run.seed}")
-            local.append("–" if alone is None else f"{100 * min(alone[k] for k in attacked):.1f} %")
-        if len(pair) < 2:
+        before, after = (worst_and_drop(records_of, run) for records_of in found)
+        if before is None or after is None:
             continue
-        key = (run.attack, run.placement)
-        drops[key]["declared"].append(pair[0][1])
-        drops[key]["rerun"].append(pair[1][1])
+        drops[run.attack, run.placement].append((before[1], after[1]))
+        local = [local_worst(records_of, run, decl.comparator) for records_of in found]
         console.print(
-            f"  {run.name}: {pair[0][0]:.1f} % ({pair[0][1]:+.1f}; local {local[0]}) vs "
-            f"{pair[1][0]:.1f} % ({pair[1][1]:+.1f}; local {local[1]})"
+            f"  {run.name}: {before[0]:.1f} % ({before[1]:+.1f}; local {local[0]}) vs "
+            f"{after[0]:.1f} % ({after[1]:+.1f}; local {local[1]})"
         )
-    for (attack, placement), by in sorted(drops.items()):
+    for (attack, placement), pairs in sorted(drops.items()):
         console.print(
-            f"{attack} {placement}: mean drop {statistics.mean(by['declared']):.1f} pts at "
-            f"the declared lr, {statistics.mean(by['rerun']):.1f} at lr {lr:g} "
-            f"({len(by['rerun'])} seeds)"
+            f"{attack} {placement}: mean drop {statistics.mean(d for d, _ in pairs):.1f} pts "
+            f"at the declared lr, {statistics.mean(r for _, r in pairs):.1f} at lr {lr:g} "
+            f"({len(pairs)} seeds)"
         )
 
 

@@ -221,13 +221,14 @@ class Transactor:
             not mined within ``receipt_timeout`` s. The nonce is read again next time.
         """
         started = time.monotonic()
+        tx_hex = Web3.to_hex(tx_hash)
         unknown_since: float | None = None
         # A devnet mines within milliseconds (its receipt was missing at the first look
         # for about one transaction in four, beside a busy machine): look again soon.
         # Doubling from 5 ms makes one look more in the first 3 s than 1.5x from 50 ms did.
         delay = 0.005
         while True:
-            found = self._request("eth_getTransactionReceipt", [Web3.to_hex(tx_hash)])
+            found = self._request("eth_getTransactionReceipt", [tx_hex])
             if found is not None:
                 return cast(TxReceipt, AttributeDict.recursive(receipt_formatter(found)))
             now = time.monotonic()
@@ -239,14 +240,14 @@ class Transactor:
                 self.forget_nonce()
                 raise ChainError(
                     f"{description} from {self.address} was dropped before it was mined "
-                    f"(transaction {Web3.to_hex(tx_hash)}: a reorg, or the node's pool "
+                    f"(transaction {tx_hex}: a reorg, or the node's pool "
                     f"evicted it); it was not carried out"
                 )
             if now - started > self.receipt_timeout:
                 self.forget_nonce()  # it may be gone: let the node say what comes next
                 raise ChainError(
                     f"{description} from {self.address} was not mined within "
-                    f"{self.receipt_timeout:g} s (transaction {Web3.to_hex(tx_hash)}); fees "
+                    f"{self.receipt_timeout:g} s (transaction {tx_hex}); fees "
                     f"too low for the network, or the node dropped it"
                 )
             time.sleep(delay)
