@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from multiformats import CID, multihash
 
 from mcfl_chain.storage import (
@@ -33,6 +35,16 @@ def test_cid_for_bytes_is_cidv1_raw_sha256_base32() -> None:
     assert cid == "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"
     assert cid_codec(cid) == "raw"
     assert cid_digest(cid) == hashlib.sha256(data).digest()
+
+
+@given(st.binary(max_size=4096))
+def test_cid_for_bytes_equals_multiformats_encoding(data: bytes) -> None:
+    # cid_for_bytes encodes with the standard library's base32 for speed; multiformats
+    # is the reference.
+    expected = CID("base32", 1, "raw", multihash.digest(data, "sha2-256")).encode("base32")
+
+    assert cid_for_bytes(data) == expected
+    assert cid_digest(expected) == hashlib.sha256(data).digest()
 
 
 def test_binary_and_compact_forms_round_trip() -> None:
