@@ -1,22 +1,28 @@
-"""Runs of a declared defence matrix again at another learning rate (exploratory).
+"""Runs of a declared defence matrix again with another learning rate or defence
+option (exploratory).
 
 The declared defence benchmark (``scripts/bench_adversaries.py``, ``docs/results/defence-v3.toml``)
-runs every method with the scenario file's optimiser: SGD at lr 0.05, momentum 0.9. Some
-of its 40 % runs end with one honest trainer at chance. This script asks whether that is
-the optimiser: it makes the runs whose names match ``--select`` (shell patterns over the
-declared matrix's run names, e.g. ``'groups-mcfl-plus-sybil0.4*'``) again with ``--lr``,
-everything else as declared (same seeds, placements, options and engine), into
-``runs/<declaration stem>-lr<lr>`` with records in ``results/<declaration stem>-lr<lr>``
-(finished runs are skipped, so it resumes). It then prints, for every attacked run with
-a record at both learning rates and its clean run at both, the worst honest trainer's
-accuracy and its drop against the same seed's clean run, and per attack and placement
-the mean drop over seeds, as the declared table computes it.
+runs every method with the scenario file's optimiser (SGD at lr 0.05, momentum 0.9) and
+the defence with its declared options. Some of its 40 % runs end with one honest trainer
+at chance. This script asks what changes that: it makes the runs whose names match
+``--select`` (shell patterns over the declared matrix's run names, e.g.
+``'groups-mcfl-plus-sybil0.4*'``) again with ``--lr`` (every selected run) and/or
+``--option NAME=VALUE`` (the defence's runs only; MCFL-plus's options, e.g.
+``plus_chance=on``), everything else as declared (same seeds, placements, options and
+engine), into ``runs/<declaration stem><variant>`` with records in
+``results/<declaration stem><variant>``, the variant being ``-lr<lr>`` then
+``-<name>-<value>`` per option (finished runs are skipped, so it resumes). Without
+``--lr``, the comparator's runs are the declared ones and are not made again. It then
+prints, for every attacked run with a record in both campaigns and its clean run in
+both, the worst honest trainer's accuracy and its drop against the same seed's clean
+run, and per attack and placement the mean drop over seeds, as the declared table
+computes it.
 
 Nothing here is declared: it is a diagnosis, not the benchmark's verdict, and the
 declared table (``docs/results/defence-v3.md``) stays the one the issue is judged on.
 
 Usage: python scripts/rerun_defence.py --lr 0.01 --select 'groups-mcfl-plus-sybil0.4*'
-       --select 'groups-*-clean-*' [--report-only]
+       --select 'groups-*-clean-*' [--option plus_chance=on] [--report-only]
 """
 
 from __future__ import annotations
@@ -60,12 +66,27 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
     return f"{100 * min(alone[1].honest.accuracies[k] for k in attacked):.1f} %"
 
 
+def parse_option(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` → (name, value), the name as the declaration writes it."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise click.BadParameter(f"{text!r}: write NAME=VALUE, e.g. plus_chance=on")
+    return name.strip().replace("-", "_"), value.strip()
+
+
 @click.command(help=__doc__.split("\n\n")[0])
 @click.option(
     "--lr",
     type=click.FloatRange(min=0, min_open=True),
-    required=True,
-    help="The learning rate the selected runs are made with.",
+    default=None,
+    help="The learning rate the selected runs are made with (default: the declared one).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    help="NAME=VALUE: a defence option set for the defence's runs (repeatable), e.g. "
+    "plus_chance=on.",
 )
 @click.option(
     "--select",
@@ -91,25 +112,46 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
 )
 @click.option("--report-only", is_flag=True, help="Print the comparison; run nothing.")
 def main(
-    lr: float, patterns: tuple[str, ...], declaration: Path, scenarios: Path, report_only: bool
+    lr: float | None,
+    options: tuple[str, ...],
+    patterns: tuple[str, ...],
+    declaration: Path,
+    scenarios: Path,
+    report_only: bool,
 ) -> None:
     console = Console()
+    changes = [parse_option(text) for text in options]
+    if lr is None and not changes:
+        raise click.UsageError("give --lr, --option or both: there is nothing to change")
     decl = declared.Declaration.load(declaration)
     planned = declared.plan(decl, scenarios, None, None)
     chosen = [r for r in planned if any(fnmatch.fnmatch(r.name, p) for p in patterns)]
+    if lr is None:  # the comparator's runs would be the declared ones, bit for bit
+        chosen = [r for r in chosen if r.method == decl.defence]
     if not chosen:
         raise click.ClickException(f"no run of {declaration.name} matches {list(patterns)}")
-    stem = f"{declaration.stem}-lr{lr:g}"
+    variant = ("" if lr is None else f"-lr{lr:g}") + "".join(f"-{n}-{v}" for n, v in changes)
+    label = ", ".join([*([] if lr is None else [f"lr {lr:g}"]), *(f"{n} {v}" for n, v in changes)])
+    stem = f"{declaration.stem}{variant}"
     out, records = Path("runs") / stem, Path("results") / stem
-    runs = [
-        dataclasses.replace(
-            r, config=dataclasses.replace(r.config, lr=lr, name=f"{r.name}-lr{lr:g}")
-        )
-        for r in chosen
-    ]
+
+    def changed(run: Run) -> Run:
+        fields: dict[str, object] = {"name": f"{run.name}{variant}"}
+        if lr is not None:
+            fields["lr"] = lr
+        if run.method == decl.defence:
+            fields.update(changes)
+        try:
+            return dataclasses.replace(run, config=dataclasses.replace(run.config, **fields))
+        except TypeError as exc:
+            raise click.BadParameter(
+                f"{exc}: not an option of the runs", param_hint="--option"
+            ) from exc
+
+    runs = [changed(r) for r in chosen]
     if not report_only:
         todo = [r for r in runs if not finished(r, out, records)]
-        console.print(f"{len(todo)} of {len(runs)} runs to make at lr {lr:g} in {out}")
+        console.print(f"{len(todo)} of {len(runs)} runs to make with {label} in {out}")
         experiment.execute(
             todo,
             out,
@@ -118,28 +160,34 @@ def main(
             kinds=lambda run: ((run.method, run.attack == CLEAN), run.method),
             finished=experiment.progress(runs, out).finished,
         )
-    found = (read_records(Path("results") / declaration.stem), read_records(records))
+    before = read_records(Path("results") / declaration.stem)
+    after = read_records(records)
+    if lr is None:
+        after = {
+            **{name: got for name, got in before.items() if got[0].method != decl.defence},
+            **after,
+        }
     drops: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     console.print(
         "worst honest trainer (its drop against the same seed's clean run; clean local "
-        f"training's worst over the same trainers), declared lr vs lr {lr:g}:"
+        f"training's worst over the same trainers), as declared vs with {label}:"
     )
     for run in runs:
         if run.attack == CLEAN:
             continue
-        before, after = (worst_and_drop(records_of, run) for records_of in found)
-        if before is None or after is None:
+        was, now = (worst_and_drop(records_of, run) for records_of in (before, after))
+        if was is None or now is None:
             continue
-        drops[run.attack, run.placement].append((before[1], after[1]))
-        local = [local_worst(records_of, run, decl.comparator) for records_of in found]
+        drops[run.attack, run.placement].append((was[1], now[1]))
+        local = [local_worst(records_of, run, decl.comparator) for records_of in (before, after)]
         console.print(
-            f"  {run.name}: {before[0]:.1f} % ({before[1]:+.1f}; local {local[0]}) vs "
-            f"{after[0]:.1f} % ({after[1]:+.1f}; local {local[1]})"
+            f"  {run.name}: {was[0]:.1f} % ({was[1]:+.1f}; local {local[0]}) vs "
+            f"{now[0]:.1f} % ({now[1]:+.1f}; local {local[1]})"
         )
     for (attack, placement), pairs in sorted(drops.items()):
         console.print(
             f"{attack} {placement}: mean drop {statistics.mean(d for d, _ in pairs):.1f} pts "
-            f"at the declared lr, {statistics.mean(r for _, r in pairs):.1f} at lr {lr:g} "
+            f"as declared, {statistics.mean(r for _, r in pairs):.1f} with {label} "
             f"({len(pairs)} seeds)"
         )
 

@@ -16,7 +16,10 @@ the trainer measured itself: its own validation split and its own past decisions
   move;
 - :func:`agreeing_steps` — the peers whose step from the parent points the way the
   trainer's own step does (its own update as the root of trust, as FLTrust's server
-  update is, Cao et al., NDSS 2021), which no count of peers can outvote.
+  update is, Cao et al., NDSS 2021), which no count of peers can outvote;
+- :func:`chance_rate`, :func:`above_chance` — the score of the best constant guess on the
+  trainer's validation split, and the candidates that beat it: a model at chance for
+  the trainer's data is no evidence for anything, however popular.
 """
 
 from __future__ import annotations
@@ -68,11 +71,11 @@ def guarded_candidates(metrics: Mapping[K, float], held: Iterable[K], margin: fl
 
 
 def identity_votes(
-    metrics: Mapping[K, float], aggregators: Mapping[K, Sequence[int]]
+    metrics: Mapping[K, float], aggregators: Mapping[K, Sequence[int]], floor: float = 0.0
 ) -> dict[int, float]:
     """How far each identity's choice agrees with the trainer's own validation this round:
-    the metric of the best candidate it aggregated over the best metric of all, in
-    ``[0, 1]``.
+    the metric of the best candidate it aggregated over the best metric of all, both
+    counted above ``floor``, in ``[0, 1]``.
 
     Parameters
     ----------
@@ -80,23 +83,49 @@ def identity_votes(
         Candidate → metric on the trainer's validation split (higher is better).
     aggregators : Mapping[K, Sequence[int]]
         Candidate → the trainer ids whose aggregations produced it.
+    floor : float, default 0
+        The metric that counts as no evidence (0, or the chance rate of
+        :func:`chance_rate` with a margin): a vote is ``(metric − floor) / (best −
+        floor)``, so a model at or below it votes 0.
 
     Returns
     -------
     dict[int, float]
-        Trainer id → vote; empty when no candidate scores above 0 (nothing to agree on).
+        Trainer id → vote; empty when no candidate scores above ``floor`` (nothing to
+        agree on: where every model is at chance, every identity would vote near 1).
     """
-    best = max((metrics[key] for key in aggregators if key in metrics), default=0.0)
-    if not best > 0:
+    best = max((metrics[key] for key in aggregators if key in metrics), default=floor)
+    if not best > floor:
         return {}
     votes: dict[int, float] = {}
     for key, who in aggregators.items():
         if key not in metrics:
             continue
-        vote = min(1.0, max(0.0, metrics[key] / best))
+        vote = min(1.0, max(0.0, (metrics[key] - floor) / (best - floor)))
         for identity in who:
             votes[identity] = max(votes.get(identity, 0.0), vote)
     return votes
+
+
+def chance_rate(labels: Sequence[int]) -> float | None:
+    """The accuracy of the best constant guess on a split with these labels: the share of
+    its most frequent label; None for an empty split.
+
+    A classifier that predicts one class everywhere (the state a collapsed network or a
+    model trained on other classes leaves) scores at most this on the split.
+    """
+    if not len(labels):
+        return None
+    counts: dict[int, int] = {}
+    for label in labels:
+        counts[int(label)] = counts.get(int(label), 0) + 1
+    return max(counts.values()) / len(labels)
+
+
+def above_chance(metrics: Mapping[K, float], floor: float) -> list[K]:
+    """The candidates whose metric exceeds ``floor`` (a chance rate plus a margin), in
+    ``metrics``' order."""
+    return [key for key, metric in metrics.items() if metric > floor]
 
 
 def update_agreement(

@@ -252,6 +252,7 @@ class StrategyContext:
     update_vector: Callable[[int], np.ndarray] | None = None
     fisher_diagonal: Callable[[Any], dict[str, Any]] | None = None
     train: Callable[[Any, Any, int | None], Any] | None = None
+    chance_metric: float | None = None
 
     def need(self, view: str) -> Callable[..., Any]:
         """The optional view named ``view``.

@@ -5,7 +5,8 @@ It keeps Algorithms 1 and 2 and MCFL's options (``tolerance``, ``divergence``, `
 shows, which models to train and which updates to aggregate, nobody serves a model, and
 the DAG forks wherever trainers disagree. Six mechanisms change what a choice rests on;
 each is an option that switches it off alone (``--plus-guard off`` …) for the ablation.
-A seventh, the direction check, is off by default (see its section for why).
+Two more, the direction check and chance as the floor of evidence, are off by default
+(see their sections for why).
 Their pure parts are :mod:`mcfl_chain.algorithms.own_evidence`.
 
 **Own-validation guard** (``plus_guard``, ``plus_margin``). Before Algorithm 1 ranks the
@@ -136,6 +137,27 @@ trust score, Cao et al. 2021, with the trainer's own update as the root of trust
   declaration (``docs/results/defence-v3.toml``) switches it on.
 - *Knows*: the parent's weights and the round's updates on it, as Algorithm 2 does.
 
+**Chance as the floor of evidence** (``plus_chance``, off by default). A classifier's
+chance rate is the accuracy of the best constant guess on the trainer's validation split
+(its most frequent label's share). Candidates scoring at most that plus
+:data:`CHANCE_MARGIN` are not trained; when none beats it, the trainer stays on the
+models it holds (its own lineage, ranked by their metric, popularity ignored), as local
+training would; and identities' votes count only above that floor, so a round where
+everything is at chance moves nobody's agreement.
+
+- *Fixes*: both ways the third declared benchmark's 40 % runs fail
+  (docs/discussion/mcfl-plus.md). At lr 0.05 a lone honest trainer collapses on its own
+  in round 0; at lr 0.01 its round-0 model is still on the starting plateau. Either way
+  every candidate then scores at chance on its data, so the guards and the agreement
+  weights have nothing to choose by (every vote near 1), popularity decides, and it
+  trains from the coalition's model (a Sybil coalition's dead one, or the flippers')
+  for good. Local training from the same state recovers.
+- *Costs*: early rounds where every model is still at chance are played as local
+  training, so branches merge a round or two later where the optimiser starts slowly;
+  a model just above the floor by noise still counts. Classifiers only: an
+  autoencoder's metric has no constant-guess baseline, and the rule is then inactive.
+- *Knows*: its validation split's labels and metrics.
+
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
 Algorithms 2 (and the history cap) are aggregated with a coordinate-wise trimmed mean
 (β = :data:`TRIM_BETA`, :mod:`mcfl_chain.algorithms.robust.trimmed_mean`) or the
@@ -169,6 +191,7 @@ import numpy as np
 from mcfl_chain.algorithms.divergence import unflatten_state
 from mcfl_chain.algorithms.model_selection import CountRule, select_best_models
 from mcfl_chain.algorithms.own_evidence import (
+    above_chance,
     agreeing_steps,
     cap_by_history,
     guarded_candidates,
@@ -201,6 +224,9 @@ MIN_HISTORY = 3
 """Accepted divergences needed before the history caps anything."""
 TRIM_BETA = 0.2
 """Fraction the trimmed mean cuts on each side (1 of 5 to 9 updates, 2 of 10 to 14)."""
+CHANCE_MARGIN = 0.1
+"""Accuracy above the chance rate a candidate needs to count as evidence: about three
+standard errors of a validation split of 150 images at p = 0.3."""
 ROBUST_RULES = ("trimmed-mean", "median", "off")
 
 
@@ -252,6 +278,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         "MCFL-plus: after Algorithm 2, also drop peers whose step from the parent has a "
         "cosine of at most 0 with the trainer's own step (off by default: the second "
         "declared defence benchmark runs without it).",
+    )
+    plus_chance = StrategyOption(
+        bool,
+        False,
+        "MCFL-plus: never train a model scoring at chance on the trainer's validation "
+        "split (its most frequent label's share, plus 0.1); with none above it, stay on "
+        "the trainer's own models; votes count only above it (classifiers only).",
     )
     plus_robust = StrategyOption(
         str,
@@ -310,12 +343,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         metrics = {c.key: c.metric for c in candidates}
         popularity: dict[K, float] = {c.key: float(c.popularity) for c in candidates}
         context = self.context
+        floor = self._chance_floor()
         if self.plus_agreement and context is not None and context.model_info is not None:
             aggregators = {c.key: self._aggregators(c.key) for c in candidates}
             if self._voted_round is None or self._voted_round != self.round:
                 # Once a round: a worker may rank the same candidates again.
                 self._voted_round = self.round
-                votes = identity_votes(metrics, aggregators)
+                votes = identity_votes(metrics, aggregators, 0.0 if floor is None else floor)
                 votes.pop(context.trainer_id, None)
                 self._agreement = update_agreement(self._agreement, votes, AGREEMENT_RATE)
             weighted = weighted_popularity(aggregators, self._agreement, context.trainer_id)
@@ -323,8 +357,17 @@ class MCFLPlusStrategy(MCFLStrategy):
             popularity = {
                 key: weighted[key] if aggregators[key] else bare for key, bare in popularity.items()
             }
+        held = [c.key for c in candidates if c.mine]
+        if floor is not None:
+            useful = above_chance(metrics, floor)
+            if useful:
+                metrics = {key: metrics[key] for key in useful}
+            elif held:
+                # Nothing beats chance: no evidence to follow anyone by, so its own lineage.
+                metrics = {key: metrics[key] for key in held}
+                popularity = {key: 1.0 for key in held}
         allowed = (
-            guarded_candidates(metrics, [c.key for c in candidates if c.mine], self.plus_margin)
+            guarded_candidates(metrics, held, self.plus_margin)
             if self.plus_guard
             else list(metrics)
         )
@@ -333,6 +376,14 @@ class MCFLPlusStrategy(MCFLStrategy):
             {key: popularity[key] for key in allowed},
             rule=cast(CountRule, self.selection),
         )
+
+    def _chance_floor(self) -> float | None:
+        """The metric a candidate must beat to count as evidence (``plus_chance``), or
+        None where the rule is off or the trainer's metric has no chance rate."""
+        context = self.context
+        if not self.plus_chance or context is None or context.chance_metric is None:
+            return None
+        return context.chance_metric + CHANCE_MARGIN
 
     def _aggregators(self, key: K) -> tuple[int, ...]:
         try:

@@ -92,6 +92,7 @@ import torch
 from mcfl_chain.adversaries import Adversary, CandidateView, Publication
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.algorithms.ewc import expected_fisher_diagonal, fisher_diagonal
+from mcfl_chain.algorithms.own_evidence import chance_rate
 from mcfl_chain.chain.client import (
     AggregationArg,
     ChainClient,
@@ -466,6 +467,9 @@ class Worker:
                 update_vector=self._update_vector,
                 fisher_diagonal=self._fisher_diagonal,
                 train=self._train_off_chain,
+                chance_metric=(
+                    chance_rate(self._select_y.tolist()) if self.kind == "classifier" else None
+                ),
             )
         )
         self._report_interrupted_round()

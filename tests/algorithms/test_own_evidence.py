@@ -1,6 +1,6 @@
 """MCFL-plus's pure rules (:mod:`mcfl_chain.algorithms.own_evidence`): the own-validation
 guard, agreement-weighted popularity, the divergence cap from the trainer's history and
-the direction check;
+the direction check, the chance floor;
 properties with hypothesis, edge cases by example."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcfl_chain.algorithms.own_evidence import (
+    above_chance,
     agreeing_steps,
     cap_by_history,
+    chance_rate,
     guarded_candidates,
     history_threshold,
     identity_votes,
@@ -63,6 +65,25 @@ def test_votes_are_each_identitys_best_model_over_the_rounds_best() -> None:
     votes = identity_votes({"a": 0.8, "b": 0.4, "c": 0.0}, {"a": [1, 2], "b": [2, 3], "c": [4]})
     assert votes == {1: 1.0, 2: 1.0, 3: 0.5, 4: 0.0}
     assert identity_votes({"a": 0.0}, {"a": [1]}) == {}
+
+
+def test_votes_above_a_chance_floor_count_only_what_beats_it() -> None:
+    # Prepare: chance 0.3 plus a margin of 0.1; the coalition's model sits at chance
+    metrics = {"peer": 0.9, "coalition": 0.3, "mine": 0.65}
+    aggregators = {"peer": [1], "coalition": [5, 6], "mine": [7]}
+    # Execute / Assert: counted above the floor, the model at chance votes 0, not 1/3
+    assert identity_votes(metrics, aggregators, 0.4) == {1: 1.0, 5: 0.0, 6: 0.0, 7: 0.5}
+    # every model at chance: no evidence, no vote (without the floor, all near 1)
+    at_chance = {"coalition": 0.25, "mine": 0.19}
+    assert identity_votes(at_chance, {"coalition": [5, 6], "mine": [7]}, 0.4) == {}
+    assert identity_votes(at_chance, {"coalition": [5, 6], "mine": [7]})[7] == pytest.approx(0.76)
+
+
+def test_the_chance_rate_is_the_most_frequent_labels_share() -> None:
+    assert chance_rate([0, 1, 1, 2, 1, 3]) == 0.5
+    assert chance_rate([4] * 7) == 1.0
+    assert chance_rate([]) is None
+    assert above_chance({"a": 0.41, "b": 0.4, "c": 0.9}, 0.4) == ["a", "c"]
 
 
 @PROPERTY

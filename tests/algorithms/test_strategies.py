@@ -499,6 +499,36 @@ def test_mcfl_plus_counts_popularity_by_agreement_so_sybils_buy_no_bonus() -> No
     assert plus.choose_models(candidates)[0] == "group"
 
 
+def test_mcfl_plus_chance_floor_keeps_a_trainer_at_chance_on_its_own_lineage() -> None:
+    # Prepare: the third declared benchmark, label flip 40 % concentrated, seed 223, round
+    # 2 at lr 0.01: the honest trainer's own model and the three flippers' models all at
+    # chance on its data (chance rate 0.27: its most frequent label's share)
+    candidates = [
+        Candidate("own", metric=0.19, popularity=1, mine=True),
+        Candidate("flippers", metric=0.25, popularity=3),
+    ]
+    aggregators = {"own": (7,), "flippers": (1, 2, 3)}
+    context = replace(_plus_context(aggregators), chance_metric=0.27)
+    plus, floored = MCFLPlusStrategy(), MCFLPlusStrategy(plus_chance="on")
+    for strategy in (plus, floored):
+        strategy.bind(context)
+        strategy.begin_round(2)
+    # Execute / Assert: without the floor the guard lets the flippers' model in (its
+    # score beats the held one) and popularity ranks it first; with it, nothing beats
+    # chance, so the trainer stays on its own model
+    assert plus.choose_models(candidates) == ["flippers"]
+    assert floored.choose_models(candidates) == ["own"]
+    # once a model beats chance it is followed, and the ones at chance are never trained
+    better = [*candidates, Candidate("peer", metric=0.6, popularity=1)]
+    floored.begin_round(3)
+    assert floored.choose_models(better) == ["peer"]
+    # an autoencoder (no chance rate) is unaffected
+    blind = MCFLPlusStrategy(plus_chance="on")
+    blind.bind(_plus_context(aggregators))
+    blind.begin_round(2)
+    assert blind.choose_models(candidates) == ["flippers"]
+
+
 def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> None:
     # Prepare: round 1, four honest peers at divergence 0.1 from the own update
     own = np.array([1.0])
