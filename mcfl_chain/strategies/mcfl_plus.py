@@ -225,8 +225,8 @@ MIN_HISTORY = 3
 TRIM_BETA = 0.2
 """Fraction the trimmed mean cuts on each side (1 of 5 to 9 updates, 2 of 10 to 14)."""
 CHANCE_MARGIN = 0.1
-"""Accuracy above the chance rate a candidate needs to count as evidence: about three
-standard errors of a validation split of 150 images at p = 0.3."""
+"""Accuracy above the chance rate a candidate needs to count as evidence: 2.4 standard
+errors at p = 0.3 on the defence benchmark's 120-image validation splits, 3 on 190."""
 ROBUST_RULES = ("trimmed-mean", "median", "off")
 
 
