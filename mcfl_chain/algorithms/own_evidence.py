@@ -25,6 +25,7 @@ the trainer measured itself: its own validation split and its own past decisions
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -116,10 +117,7 @@ def chance_rate(labels: Sequence[int]) -> float | None:
     """
     if not len(labels):
         return None
-    counts: dict[int, int] = {}
-    for label in labels:
-        counts[int(label)] = counts.get(int(label), 0) + 1
-    return max(counts.values()) / len(labels)
+    return max(Counter(map(int, labels)).values()) / len(labels)
 
 
 def above_chance(metrics: Mapping[K, float], floor: float) -> list[K]:
