@@ -44,10 +44,13 @@ def test_each_committed_declaration_declares_every_attack_on_fresh_seeds(path):
     older = db.DECLARATIONS[db.DECLARATIONS.index(path) + 1 :]
 
     # Assert: every attack of the benchmark, at 20 and 40 %, both placements, the
-    # headline block first; seeds that designed MCFL-plus (0-2) or belong to the
-    # evaluation issue are not among them.
+    # headline block first (but in the fourth, made to judge the 40 % failures of the
+    # third, whose 40 % blocks come first); seeds that designed MCFL-plus (0-2) or belong
+    # to the evaluation issue are not among them.
     assert set(declaration.attacks) == {attack.split(":")[0] for attack in ab.ATTACKS}
-    assert declaration.blocks[0] == declaration.headline == db.Block(0.2, "concentrated")
+    assert declaration.headline == db.Block(0.2, "concentrated")
+    first = db.Block(0.4, "concentrated") if path.stem == "defence-v4" else declaration.headline
+    assert declaration.blocks[0] == first
     assert {(b.share, b.placement) for b in declaration.blocks} == {
         (share, placement) for share in (0.2, 0.4) for placement in ("random", "concentrated")
     }
