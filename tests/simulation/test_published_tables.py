@@ -34,6 +34,7 @@ REMADE_HERE = {
     "defence.md",
     "defence-v2.md",
     "defence-v3.md",
+    "defence-v4.md",
     "defence-ablation.md",
     "fedfmc.md",
     "fedfmc-one-step.md",
