@@ -19,6 +19,10 @@ its campaign by its file's stem: runs in ``runs/defence-v3``, records in
 ``results/defence-v3/``, table in ``docs/results/defence-v3.md``. The second
 declaration, ``docs/results/defence-v2.toml`` (MCFL-plus with its defaults, before the
 direction check), stays open: ``--declaration docs/results/defence-v2.toml`` resumes it.
+The fourth, ``docs/results/defence-v4.toml`` (the chance floor on as well, fresh seeds,
+its 40 % blocks first), runs with ``--declaration docs/results/defence-v4.toml`` and
+becomes the default once its headline block is finished. ``--until TIME`` starts no run
+that would end after TIME (every matrix), so a campaign stops between runs.
 The first, ``docs/results/defence.toml`` (MCFL-plus before its trained-update guard), is
 closed: ``--declaration`` with it and ``--report-only`` remake its table, and it refuses
 new runs. Per attack × share × placement the table gives the honest worst and average
@@ -92,6 +96,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mcfl_chain.cli._campaign_options import UNTIL
 from mcfl_chain.simulation import attack_benchmark as exploratory
 from mcfl_chain.simulation import defence_ablation as ablated
 from mcfl_chain.simulation import defence_benchmark as declared
@@ -223,6 +228,7 @@ declaration's alone, so they are refused with it."""
     f"{declared.RECORDS}), "
     f"{exploratory.RECORDS} (exploratory)]",
 )
+@UNTIL
 @click.option("--list", "list_only", is_flag=True, help="Print the planned runs and exit.")
 @click.option("--report-only", is_flag=True, help="Measure the finished runs; run nothing.")
 @click.pass_context
@@ -246,6 +252,7 @@ def main(
     records: Path | None,
     list_only: bool,
     report_only: bool,
+    until: float | None,
 ) -> None:
     """Run (or resume) the adversaries benchmark, then print and write its table."""
     console = Console(highlight=False, soft_wrap=True)
@@ -276,6 +283,7 @@ def main(
                     records or ablated.RECORDS,
                     list_only,
                     report_only,
+                    until,
                 )
             except experiment.ExperimentError as exc:
                 raise click.ClickException(str(exc)) from exc
@@ -292,6 +300,7 @@ def main(
                 records or declared.records_of(declaration),
                 list_only,
                 report_only,
+                until,
             )
         except experiment.ExperimentError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -313,6 +322,7 @@ def main(
         records or exploratory.RECORDS,
         list_only,
         report_only,
+        until,
     )
 
 
@@ -327,6 +337,7 @@ def run_declared(
     records: Path,
     list_only: bool,
     report_only: bool,
+    until: float | None,
 ) -> None:
     """The declared matrix: list, run (or resume) and report it; the last line is the
     headline (module docstring)."""
@@ -338,7 +349,7 @@ def run_declared(
             f"{declaration_file} is closed: {declaration.closed}; --report-only remakes its "
             "table from its records"
         )
-    if _list_or_run(console, "declared", runs, out, records, list_only, report_only):
+    if _list_or_run(console, "declared", runs, out, records, list_only, report_only, until):
         return
     lines, worst = declared.report(declaration, runs, out, records)
     _write_table(console, table, lines)
@@ -355,6 +366,7 @@ def _list_or_run(
     records: Path,
     list_only: bool,
     report_only: bool,
+    until: float | None,
 ) -> bool:
     """List the runs (then True: nothing more to do), or make those without a record
     unless ``report_only`` (then False: report them)."""
@@ -376,6 +388,7 @@ def _list_or_run(
             keep=lambda run, run_dir: keep_record(run, out, records),
             kinds=lambda run: ((run.method, run.attack == "clean"), run.method),
             finished=experiment.progress(runs, out).finished,
+            until=until,
         )
     return False
 
@@ -396,11 +409,12 @@ def run_ablation(
     records: Path,
     list_only: bool,
     report_only: bool,
+    until: float | None,
 ) -> None:
     """The ablation: list, run (or resume) and report it; the last line counts its runs."""
     ablation = ablated.Ablation.load(ablation_file)
     runs = ablated.plan(ablation, scenarios)
-    if _list_or_run(console, "ablation", runs, out, records, list_only, report_only):
+    if _list_or_run(console, "ablation", runs, out, records, list_only, report_only, until):
         return
     _, lines = ablated.report(ablation, scenarios, out, records)
     _write_table(console, table, lines)
@@ -423,6 +437,7 @@ def run_exploratory(
     records: Path,
     list_only: bool,
     report_only: bool,
+    until: float | None,
 ) -> None:
     """The exploratory matrix, as before the declared one existed (module docstring)."""
     try:
@@ -445,6 +460,7 @@ def run_exploratory(
                 console,
                 keep=lambda run, run_dir: keep_record(run, out, records),
                 kinds=lambda run: ((run.scenario, run.method, run.attack), run.method),
+                until=until,
             )
         lines, drops = tables(runs, out, records, table)
     except experiment.ExperimentError as exc:

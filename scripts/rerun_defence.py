@@ -36,6 +36,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mcfl_chain.cli._campaign_options import UNTIL
 from mcfl_chain.simulation import adversarial, experiment
 from mcfl_chain.simulation import defence_benchmark as declared
 from mcfl_chain.simulation.attack_benchmark import (
@@ -110,6 +111,7 @@ def parse_option(text: str) -> tuple[str, str]:
     show_default=True,
     help="Scenario files.",
 )
+@UNTIL
 @click.option("--report-only", is_flag=True, help="Print the comparison; run nothing.")
 def main(
     lr: float | None,
@@ -117,6 +119,7 @@ def main(
     patterns: tuple[str, ...],
     declaration: Path,
     scenarios: Path,
+    until: float | None,
     report_only: bool,
 ) -> None:
     console = Console()
@@ -159,6 +162,7 @@ def main(
             keep=lambda run, run_dir: keep_record(run, out, records),
             kinds=lambda run: ((run.method, run.attack == CLEAN), run.method),
             finished=experiment.progress(runs, out).finished,
+            until=until,
         )
     before = read_records(Path("results") / declaration.stem)
     after = read_records(records)

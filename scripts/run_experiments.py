@@ -62,6 +62,7 @@ from typing import TypeVar
 import click
 from rich.console import Console
 
+from mcfl_chain.cli._campaign_options import UNTIL
 from mcfl_chain.compute.device import resolve_device
 from mcfl_chain.simulation import (
     autoencoder_epochs,
@@ -699,14 +700,7 @@ def run_plus_clean(
     help="The declaration --declared autoencoder-epochs reads: the scenario file, the "
     "epochs values, the methods and the fresh seeds.",
 )
-@click.option(
-    "--until",
-    metavar="TIME",
-    help="Start no run that would end after TIME (local; HH:MM is its next occurrence, or "
-    "YYYY-MM-DD HH:MM), by the durations of the runs of its kind finished so far: the "
-    "campaign stops between runs and the same command resumes it. A run with no such "
-    "estimate yet is started.  [default: no limit]",
-)
+@UNTIL
 @click.option(
     "--list",
     "list_only",
@@ -735,7 +729,7 @@ def main(
     plus_path: Path,
     plus_tuned_path: Path,
     epochs_path: Path,
-    until: str | None,
+    until: float | None,
     list_only: bool,
 ) -> None:
     """Run every scenario with MCFL and the baselines over seeds; skip finished runs."""
@@ -746,10 +740,6 @@ def main(
             "--declared takes its methods, seeds and size from the protocol file (--only "
             "may pick some of its scenarios)"
         )
-    try:
-        deadline = experiment.parse_until(until).timestamp() if until else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--until'") from exc
     if fidelity and (only or methods or comparison or declared or published_size):
         raise click.UsageError(
             "--fidelity chooses its scenarios and methods itself, at the reduced size"
@@ -785,7 +775,7 @@ def main(
                 list_only,
                 console,
                 only,
-                deadline,
+                until,
             )
         except experiment.ExperimentError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -805,7 +795,7 @@ def main(
                 list_only,
                 console,
                 only,
-                deadline,
+                until,
             )
         except experiment.ExperimentError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -921,7 +911,7 @@ def main(
             keep=lambda run, run_dir: kept.keep(run.name, run_dir),
             kinds=campaign.kinds,
             finished=now.finished,
-            until=deadline,
+            until=until,
         )
     except experiment.ExperimentError as exc:
         raise click.ClickException(str(exc)) from exc

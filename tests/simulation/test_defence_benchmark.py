@@ -4,6 +4,7 @@ metrics and records: no network is run."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import tomllib
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mcfl_chain.simulation import adversarial
+from mcfl_chain.simulation import adversarial, experiment
 from mcfl_chain.simulation import attack_benchmark as ab
 from mcfl_chain.simulation import defence_benchmark as db
 from mcfl_chain.simulation.experiment import ExperimentError
@@ -257,7 +258,9 @@ def test_records_keep_placement_fallback_engine_and_device_and_old_ones_still_lo
     assert found["iid-fedavg-clean-s0"][1] == _honest({0: 0.25})
 
 
-def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, tmp_path):
+def test_the_script_lists_reports_and_refuses_exploratory_options(
+    load_script, tmp_path, monkeypatch
+):
     # Prepare: the small declaration, and the records of _found()
     declaration = tmp_path / "defence.toml"
     lines = [
@@ -284,6 +287,16 @@ def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, t
     reported = CliRunner().invoke(script, [*common, "--report-only"])
     refused = CliRunner().invoke(script, [*common, "--seeds", "0", "--list"])
     closed = CliRunner().invoke(script, common)  # named as the first, closed declaration
+    (tmp_path / "open.toml").write_text(declaration.read_text())
+    budgets: list[float | None] = []
+    monkeypatch.setattr(
+        experiment, "execute", lambda todo, *_, until=None, **__: budgets.append(until) or []
+    )
+    budgeted = CliRunner().invoke(
+        script,
+        [*common[2:], "--declaration", str(tmp_path / "open.toml"), "--until", "2099-01-01 00:00"],
+    )
+    past = CliRunner().invoke(script, [*common, "--until", "2020-01-01 00:00"])
 
     # Assert
     assert listed.exit_code == 0, listed.output
@@ -298,4 +311,7 @@ def test_the_script_lists_reports_and_refuses_exploratory_options(load_script, t
     assert closed.exit_code == 1 and "is closed: its runs were made with MCFL-plus" in (
         " ".join(closed.output.split())
     )
+    assert budgeted.exit_code == 0, budgeted.output
+    assert budgets == [datetime.datetime(2099, 1, 1).timestamp()]
+    assert past.exit_code == 2 and "is already past" in past.output
     assert not (tmp_path / "runs").exists()
