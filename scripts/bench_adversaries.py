@@ -9,20 +9,19 @@ accuracies and the run's attack measures), from which ``--report-only`` remakes 
 tables without the run directories.
 
 **declared** (the default; issue 37, deliverable 3): the matrix
-``docs/results/defence-v3.toml`` declared before its runs
+``docs/results/defence-v4.toml`` declared before its runs
 (:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults but for
-the direction check (the declaration's ``[options]``) under every attack at 20 % and 40
-% of the trainers, the adversaries placed at random and concentrated in one data group
-(the worst case), on fresh seeds, beside clean local training; the declared engine
-(``--engine``/``--device`` run it elsewhere, and records say where). A declaration names
-its campaign by its file's stem: runs in ``runs/defence-v3``, records in
-``results/defence-v3/``, table in ``docs/results/defence-v3.md``. The second
-declaration, ``docs/results/defence-v2.toml`` (MCFL-plus with its defaults, before the
-direction check), stays open: ``--declaration docs/results/defence-v2.toml`` resumes it.
-The fourth, ``docs/results/defence-v4.toml`` (the chance floor on as well, fresh seeds,
-its 40 % blocks first), runs with ``--declaration docs/results/defence-v4.toml`` and
-becomes the default once its headline block is finished. ``--until TIME`` starts no run
-that would end after TIME (every matrix), so a campaign stops between runs.
+the direction check and the chance floor (the declaration's ``[options]``) under every
+attack at 20 % and 40 % of the trainers, the adversaries placed at random and
+concentrated in one data group (the worst case), on fresh seeds, beside clean local
+training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
+say where). A declaration names its campaign by its file's stem: runs in
+``runs/defence-v4``, records in ``results/defence-v4/``, table in
+``docs/results/defence-v4.md``. The third and second declarations,
+``docs/results/defence-v3.toml`` (the direction check on, the chance floor off) and
+``docs/results/defence-v2.toml`` (MCFL-plus with its defaults), stay open:
+``--declaration`` with either resumes it. ``--until TIME`` starts no run that would end
+after TIME (every matrix), so a campaign stops between runs.
 The first, ``docs/results/defence.toml`` (MCFL-plus before its trained-update guard), is
 closed: ``--declaration`` with it and ``--report-only`` remake its table, and it refuses
 new runs. Per attack × share × placement the table gives the honest worst and average

@@ -1,8 +1,8 @@
 """Runs of a declared defence matrix again with another learning rate or defence
 option (exploratory).
 
-The declared defence benchmark (``scripts/bench_adversaries.py``, ``docs/results/defence-v3.toml``)
-runs every method with the scenario file's optimiser (SGD at lr 0.05, momentum 0.9) and
+The declared defence benchmark (``scripts/bench_adversaries.py``, by default
+``docs/results/defence-v4.toml``) runs every method with the scenario file's optimiser (SGD at lr 0.05, momentum 0.9) and
 the defence with its declared options. Some of its 40 % runs end with one honest trainer
 at chance. This script asks what changes that: it makes the runs whose names match
 ``--select`` (shell patterns over the declared matrix's run names, e.g.
@@ -19,7 +19,7 @@ run, and per attack and placement the mean drop over seeds, as the declared tabl
 computes it.
 
 Nothing here is declared: it is a diagnosis, not the benchmark's verdict, and the
-declared table (``docs/results/defence-v3.md``) stays the one the issue is judged on.
+declared table (``docs/results/defence-v4.md``) stays the one the issue is judged on.
 
 Usage: python scripts/rerun_defence.py --lr 0.01 --select 'groups-mcfl-plus-sybil0.4*'
        --select 'groups-*-clean-*' [--option plus_chance=on] [--report-only]
@@ -100,7 +100,7 @@ def parse_option(text: str) -> tuple[str, str]:
 @click.option(
     "--declaration",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=Path("docs/results/defence-v3.toml"),
+    default=declared.DECLARATION,
     show_default=True,
     help="The declared matrix whose runs are made again.",
 )

@@ -133,8 +133,8 @@ trust score, Cao et al. 2021, with the trainer's own update as the root of trust
   collaboration thins where steps are near orthogonal. Measured clean on `groups`
   (seeds 210-214: worst trainer 87.7 % against 88.3 %) and at the true 30:2 (no change),
   exploratory runs only (docs/discussion/mcfl-plus.md). It stays off by default because
-  the second declaration and its ablation run MCFL-plus's defaults; the third
-  declaration (``docs/results/defence-v3.toml``) switches it on.
+  the second declaration and its ablation run MCFL-plus's defaults; the third and fourth
+  declarations (``docs/results/defence-v3.toml``, ``defence-v4.toml``) switch it on.
 - *Knows*: the parent's weights and the round's updates on it, as Algorithm 2 does.
 
 **Chance as the floor of evidence** (``plus_chance``, off by default). A classifier's
@@ -156,6 +156,8 @@ everything is at chance moves nobody's agreement.
   training, so branches merge a round or two later where the optimiser starts slowly;
   a model just above the floor by noise still counts. Classifiers only: an
   autoencoder's metric has no constant-guess baseline, and the rule is then inactive.
+  Off by default: the clean-scenario campaign and the first three declarations ran
+  without it; the fourth declaration (``docs/results/defence-v4.toml``) switches it on.
 - *Knows*: its validation split's labels and metrics.
 
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
