@@ -2,12 +2,12 @@
 option (exploratory).
 
 The declared defence benchmark (``scripts/bench_adversaries.py``, by default
-``docs/results/defence-v4.toml``) runs every method with the scenario file's optimiser (SGD at lr 0.05, momentum 0.9) and
-the defence with its declared options. Some of its 40 % runs end with one honest trainer
-at chance. This script asks what changes that: it makes the runs whose names match
-``--select`` (shell patterns over the declared matrix's run names, e.g.
-``'groups-mcfl-plus-sybil0.4*'``) again with ``--lr`` (every selected run) and/or
-``--option NAME=VALUE`` (the defence's runs only; MCFL-plus's options, e.g.
+``docs/results/defence-v4.toml``) runs every method with the scenario file's optimiser
+(SGD at lr 0.05, momentum 0.9) and the defence with its declared options. Some of its
+runs at 40 % end with one honest trainer at chance. This script asks what changes that: it
+makes the runs whose names match ``--select`` (shell patterns over the declared matrix's
+run names, e.g. ``'groups-mcfl-plus-sybil0.4*'``) again with ``--lr`` (every selected
+run) and/or ``--option NAME=VALUE`` (the defence's runs only; MCFL-plus's options, e.g.
 ``plus_chance=on``), everything else as declared (same seeds, placements, options and
 engine), into ``runs/<declaration stem><variant>`` with records in
 ``results/<declaration stem><variant>``, the variant being ``-lr<lr>`` then
