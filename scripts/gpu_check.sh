@@ -6,6 +6,15 @@
 #                                  (scripts/bench_compute.py); needs torch and the data only
 #   scripts/gpu_check.sh network   the engine test on CUDA (a real network twice, bit for
 #                                  bit) and scripts/bench_engine.py's CUDA rows
+#   scripts/gpu_check.sh planned   the runs of .dev/plan.json, written here by
+#                                  `scripts/run_experiments.py --declared STAGE --first N
+#                                  --export .dev/plan.json` (a declared run needs the
+#                                  records it is planned from, which the device is not
+#                                  sent), made on the GPU in the background: a run longer
+#                                  than one call goes on, and calling this stage again
+#                                  waits for it (up to WAIT s, default: until DEADLINE)
+#                                  and brings back its records ($OUT/planned-records.tgz),
+#                                  its log and, meanwhile, its progress
 #
 # A bare machine gets what it lacks from ignored folders of the checkout, when present:
 # .whl/ (py3.12 wheels of web3, vyper, coincurve and their needs), .dev/anvil.xz (the
@@ -62,7 +71,7 @@ step() {
 step machine 60 bash -c "nvidia-smi -L; nproc; free -g | head -2; $PY -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'"
 case $stage in
   compute)
-    step tests-cuda 240 $PY -m pytest -p no:ape_test -p no:cacheprovider -q \
+    step tests-cuda 90 $PY -m pytest -p no:ape_test -p no:cacheprovider -q \
       tests/compute tests/host/test_compute.py
     step bench-compute 240 $PY scripts/bench_compute.py --sizes "${SIZES:-38,200,1000}" \
       --device "$DEVICE" --records "$OUT/bench-compute.jsonl"
@@ -86,6 +95,37 @@ case $stage in
       --scenario groups --engine batched --device $DEVICE --out /tmp/paper-size && \
       cp /tmp/paper-size/rounds.csv $OUT/paper-size-rounds.csv"
     ;;
-  *) echo "unknown stage $stage: compute or network" >&2; exit 2 ;;
+  planned)
+    # One copy of the checkout in $STASH/src, so that the next call's fresh copy of the
+    # tree never changes the files under a run that is still going.
+    job="$STASH/planned"
+    mkdir -p "$job"
+    if [ ! -f "$job/pid" ]; then
+      [ -f .dev/plan.json ] || { echo "no .dev/plan.json: export one first" | tee -a "$log"; exit 2; }
+      rm -rf "$STASH/src" && mkdir -p "$STASH/src" &&
+        cp -a mcfl_chain scripts scenarios contracts docs pyproject.toml .dev "$STASH/src/"
+      echo "== planned: started $(date -u +%T)" | tee -a "$log"
+      (cd "$STASH/src" && PYTHONPATH=$STASH/src${PYTHONPATH#$PWD} setsid nohup $PY \
+        scripts/run_experiments.py --declared "${STAGE:-paper-scale}" --from .dev/plan.json \
+        --device "$DEVICE" --out "$job/runs" --records "$job/records" >"$job/log" 2>&1 &
+        echo $! >"$job/pid")
+      date +%s >"$job/began"
+    fi
+    wait_until=$((began + ${WAIT:-$((DEADLINE - 15))}))
+    while kill -0 "$(cat "$job/pid")" 2>/dev/null && [ "$(date +%s)" -lt "$wait_until" ]; do
+      sleep 5
+    done
+    if kill -0 "$(cat "$job/pid")" 2>/dev/null; then
+      echo "== planned: still running after $(($(date +%s) - $(cat "$job/began"))) s" | tee -a "$log"
+    else
+      echo "== planned: ended after about $(($(date +%s) - $(cat "$job/began"))) s" | tee -a "$log"
+    fi
+    cp "$job/log" "$OUT/planned.log"
+    [ -d "$job/records" ] && tar czf "$OUT/planned-records.tgz" -C "$job" records
+    # Progress of the run under way: its metrics so far, no weights.
+    [ -d "$job/runs" ] && tar czf "$OUT/planned-progress.tgz" --exclude=blobs \
+      --exclude=trainers -C "$job" runs
+    ;;
+  *) echo "unknown stage $stage: compute, network, paper or planned" >&2; exit 2 ;;
 esac
 echo "== done after $(($(date +%s) - began)) s" | tee -a "$log"

@@ -700,6 +700,29 @@ def run_plus_clean(
     help="The declaration --declared autoencoder-epochs reads: the scenario file, the "
     "epochs values, the methods and the fresh seeds.",
 )
+@click.option(
+    "--first",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Make only the first N runs still to make, in the plan's order (the rest stay pending).",
+)
+@click.option(
+    "--export",
+    "export_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the runs still to make (after --only and --first), each with its whole "
+    "configuration, to this JSON file and exit, for --from on a machine that cannot plan "
+    "them: one without the records a declared plan is chosen from (the device machine).",
+)
+@click.option(
+    "--from",
+    "from_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Make the runs of a file --export wrote instead of planning them; --declared "
+    "then names only the stage's folders (--out and --records override them).",
+)
 @UNTIL
 @click.option(
     "--list",
@@ -729,6 +752,9 @@ def main(
     plus_path: Path,
     plus_tuned_path: Path,
     epochs_path: Path,
+    first: int | None,
+    export_path: Path | None,
+    from_path: Path | None,
     until: float | None,
     list_only: bool,
 ) -> None:
@@ -739,6 +765,16 @@ def main(
         raise click.UsageError(
             "--declared takes its methods, seeds and size from the protocol file (--only "
             "may pick some of its scenarios)"
+        )
+    if from_path and (only or methods or seed_values or comparison or fidelity or export_path):
+        raise click.UsageError(
+            "--from makes the runs of its file as they are: choose them with --only and "
+            "--first when exporting"
+        )
+    if (from_path or export_path) and declared in (sweep.STAGE, plus_clean.STAGE):
+        raise click.UsageError(
+            f"--export and --from do not apply to --declared {declared}: that stage chooses "
+            "its later runs from its earlier ones as it goes"
         )
     if fidelity and (only or methods or comparison or declared or published_size):
         raise click.UsageError(
@@ -809,7 +845,9 @@ def main(
         only, methods = campaign.FIDELITY_SCENARIOS, campaign.FIDELITY_METHODS
         ablation = True  # the deviations are ablations limited to their scenarios
     try:
-        if declared:
+        if from_path:
+            plan = campaign.Plan(campaign.plan_from_json(from_path.read_text(), str(from_path)), [])
+        elif declared:
             plan = declared_plan(
                 protocol_path,
                 scenarios,
@@ -833,9 +871,9 @@ def main(
                 published=published_size,
                 max_rounds=max_rounds,
             )
-        if engine is not None:
+        if engine is not None:  # with --from too: the device recorded is the one used
             plan = on_engine(plan, engine, device)
-        if declared and only:
+        if declared and only and not from_path:
             declaration = protocol.load_protocol(protocol_path)
             labels = declared_labels(declaration, campaign.load_scenarios(scenarios))
             names = [s.name for s in declaration.scenarios]
@@ -853,6 +891,16 @@ def main(
                 "weights: enough for the report)"
             )
         now = experiment.progress(plan.runs, out)
+        if first is not None:
+            now = replace(now, todo=now.todo[:first])
+        if export_path is not None:
+            export_path.write_text(campaign.plan_json(now.todo))
+            console.print(
+                f"{len(now.todo)} runs written to {export_path}: "
+                + ", ".join(r.name for r in now.todo)
+                + f"; make them elsewhere with --from {export_path}"
+            )
+            return
         # The tuning stage's runs are the sweep's at the chosen points: take those the
         # sweep finished with the same configuration rather than make them twice.
         reuses = (

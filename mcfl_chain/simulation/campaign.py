@@ -552,6 +552,59 @@ def plan(
 # -- the run directories ----------------------------------------------------------------
 
 
+def plan_json(runs: Sequence[PlannedRun]) -> str:
+    """``runs`` as JSON, each with its whole configuration: what :func:`plan_from_json`
+    reads on a machine that cannot plan them (one without the records a declared plan
+    is chosen from, such as the device machine)."""
+    return json.dumps(
+        [
+            {
+                "name": run.name,
+                "scenario": run.scenario,
+                "method": run.method,
+                "seed": run.seed,
+                "config": asdict(run.config),
+                "parts": [[label, list(indices)] for label, indices in run.parts],
+            }
+            for run in runs
+        ],
+        indent=1,
+    )
+
+
+def plan_from_json(text: str, source: str = "plan") -> list[PlannedRun]:
+    """The runs :func:`plan_json` wrote.
+
+    Raises
+    ------
+    CampaignError
+        For text that is not such a list of runs (the message names the run and key).
+    """
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CampaignError(f"{source}: not JSON ({exc}); write it with --export") from exc
+    if not isinstance(items, list):
+        raise CampaignError(f"{source}: a list of runs is expected, got {type(items).__name__}")
+    runs = []
+    for index, item in enumerate(items, 1):
+        try:
+            config = SimulationConfig.from_mapping(item["config"], f"{source}, run {index}")
+            runs.append(
+                PlannedRun(
+                    name=str(item["name"]),
+                    scenario=str(item["scenario"]),
+                    method=str(item["method"]),
+                    seed=int(item["seed"]),
+                    config=config,
+                    parts=tuple((str(g), tuple(int(i) for i in ids)) for g, ids in item["parts"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise CampaignError(f"{source}, run {index}: {exc!r} (write it with --export)") from exc
+    return runs
+
+
 def kinds(run: PlannedRun) -> tuple[tuple[str, str], str]:
     """What a run's duration is estimated from: the same scenario and method at other
     seeds, else the same method (:func:`experiment.estimate_seconds`)."""

@@ -144,9 +144,15 @@ def progress(runs: Sequence[R], out: Path) -> Progress[R]:
     return Progress(states, done, todo, finished)
 
 
+WHERE_KEYS = frozenset({"device"})
+"""Configuration keys that say where a run was made, not what was run: a run made on a
+GPU answers for the same planned run on the CPU (its config.json still says where)."""
+
+
 def config_differences(run_dir: Path, config: SimulationConfig) -> list[str]:
     """The options a finished run was made with that differ from ``config`` (only the
-    keys both know, so an option added since does not count)."""
+    keys both know, so an option added since does not count, and not
+    :data:`WHERE_KEYS`)."""
     path = run_dir / "config.json"
     if not path.exists():
         return []
@@ -154,7 +160,7 @@ def config_differences(run_dir: Path, config: SimulationConfig) -> list[str]:
     planned = json.loads(json.dumps(asdict(config)))
     return [
         f"{key}={recorded[key]!r} (planned {planned[key]!r})"
-        for key in sorted(recorded.keys() & planned.keys())
+        for key in sorted((recorded.keys() & planned.keys()) - WHERE_KEYS)
         if recorded[key] != planned[key]
     ]
 

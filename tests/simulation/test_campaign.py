@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -246,6 +247,7 @@ def test_states_and_differences(tmp_path, run_writer):
     assert campaign.config_differences(tmp_path / "done", replace(config, rounds=9)) == [
         "rounds=2 (planned 9)"
     ]
+    assert campaign.config_differences(tmp_path / "done", replace(config, device="cuda")) == []
     assert campaign.recorded_seconds(tmp_path / "done") == 60.0
 
 
@@ -381,6 +383,47 @@ def test_the_script_lists_resumes_and_refuses_runs_made_otherwise(
     changed = CliRunner().invoke(script.main, args)
     assert changed.exit_code == 1
     assert "was made with other options than planned: samples=300 (planned 400)" in changed.output
+
+
+def test_runs_exported_here_are_made_elsewhere_from_the_file_alone(
+    tmp_path, monkeypatch, load_script, run_writer
+):
+    # Prepare: the first two runs still to make, exported; then the scenarios folder gone,
+    # as on a machine that cannot plan them.
+    script = load_script("run_experiments")
+    scenarios, plan_file = _iid_folder(tmp_path), tmp_path / "plan.json"
+    made = []
+
+    def fake_execute(run, run_dir, console):
+        made.append((run.name, run.config.engine, run.config.samples))
+        return run_writer(run_dir, run.config, lambda i, r: 0.5)
+
+    monkeypatch.setattr(campaign, "make_run", fake_execute)
+    common = ["--out", str(tmp_path / "out"), "--records", str(tmp_path / "records")]
+
+    # Execute
+    exported = CliRunner().invoke(
+        script.main,
+        ["--scenarios", str(scenarios), "--seeds", "0", "--first", "2", "--export",
+         str(plan_file), *common],
+    )  # fmt: skip
+    made_on_export = list(made)
+    shutil.rmtree(scenarios)
+    from_file = ["--from", str(plan_file)]
+    ran = CliRunner().invoke(script.main, [*from_file, "--engine", "batched", *common])
+    refused = CliRunner().invoke(script.main, [*from_file, "--only", "iid"])
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"name": "x"}]')
+    unreadable = CliRunner().invoke(script.main, ["--from", str(broken), *common])
+
+    # Assert
+    assert exported.exit_code == 0, exported.output
+    assert "2 runs written" in exported.output and made_on_export == []
+    assert ran.exit_code == 0, ran.output
+    assert made == [("iid-mcfl-s0", "batched", 300), ("iid-fedavg-s0", "batched", 300)]
+    assert (tmp_path / "records" / "iid-fedavg-s0" / "summary.json").exists()
+    assert refused.exit_code == 2 and "--from makes the runs of its file" in refused.output
+    assert unreadable.exit_code == 1 and "run 1: KeyError('config')" in unreadable.output
 
 
 def test_a_fresh_clone_resumes_from_the_kept_records_made_with_the_planned_options(
