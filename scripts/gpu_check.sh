@@ -2,6 +2,7 @@
 # The GPU checks and figures of the engine issue, on a machine with an NVIDIA GPU whose
 # python3 has a CUDA build of torch (CI has none: the same tests run there on the CPU).
 #
+#   scripts/gpu_check.sh kit       HERE, not there: fill .whl, .dev/anvil.xz and .data (below)
 #   scripts/gpu_check.sh compute   the batched-compute tests on CUDA and the compute floor
 #                                  (scripts/bench_compute.py); needs torch and the data only
 #   scripts/gpu_check.sh network   the engine test on CUDA (a real network twice, bit for
@@ -17,17 +18,46 @@
 #                                  its log and, meanwhile, its progress
 #
 # A bare machine gets what it lacks from ignored folders of the checkout, when present:
-# .whl/ (py3.12 wheels of web3, vyper, coincurve and their needs), .dev/anvil.xz (the
-# Anvil binary) and .data/fashion-mnist/ (the IDX files), and keeps them in $STASH
-# (/tmp/mcfl-device), which outlives a call on a machine still warm (the checkout's ignored
-# folders do not). The device tool sends at most 64 MiB: the tree (about 31 MB) and the
-# data (30 MB) go in a first call (`compute`, carrying .data), the wheels (15 MB) and
-# Anvil (12 MB) in the next (`network` or `paper`, carrying .whl and .dev/anvil.xz),
-# made within the machine's 30 s of warmth. Logs and records go to $OUT (default
-# /tmp/gpu-check); each step has its own time limit, and a step that would not end
-# before DEADLINE seconds (from the start) is left out and says so.
+# .whl/ (py3.12 wheels of web3, vyper, coincurve and their needs, at the versions of
+# .venv, without what the machine has), .dev/anvil.xz (the Anvil binary) and
+# .data/fashion-mnist/ (the IDX files), and keeps them in $STASH (/tmp/mcfl-device),
+# which outlives a call on a machine still warm (the checkout's ignored folders do not).
+# The device tool sends the tracked files and what is carried, at most 64 MiB, and
+# results/ alone holds about 140 MB of records: for the call, untrack it in the index
+# only (`git rm -r -q --cached results && echo /results/ >> .git/info/exclude`), then
+# restore it (`git reset -q`, and drop that line). The rest of the tree is about 7 MB,
+# so .data (29 MB), .whl (13 MB) and .dev (12 MB) go in one call. Logs and records go
+# to $OUT (default /tmp/gpu-check); each step has its own time limit, and a step that
+# would not end before DEADLINE seconds (from the start) is left out and says so.
 set -u
-stage=${1:?usage: scripts/gpu_check.sh compute|network|paper}
+stage=${1:?usage: scripts/gpu_check.sh kit|compute|network|paper|planned}
+if [ "$stage" = kit ]; then
+  # What the device lacks, from this checkout's .venv and node_modules and Debian's data.
+  set -e
+  pip=(.venv/bin/python -m pip download -q --only-binary=:all: --python-version 3.12
+    --implementation cp -d .whl --platform manylinux_2_28_x86_64 --platform
+    manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64
+    --platform manylinux1_x86_64)
+  freeze=$(.venv/bin/python -m pip freeze)
+  mkdir -p .whl .dev .data
+  "${pip[@]}" $(grep -iE '^(web3|vyper|coincurve|multiformats)==' <<<"$freeze")
+  # Their needs at .venv's versions, where the resolver took newer ones.
+  for wheel in .whl/*.whl; do
+    name=${wheel#.whl/}; name=${name%%-[0-9]*}
+    pin=$(grep -iE "^${name//_/[-_]}==" <<<"$freeze" || true)
+    if [ -n "$pin" ] && [ "${wheel#.whl/${name}-${pin#*==}-}" = "$wheel" ]; then
+      rm "$wheel" && "${pip[@]}" --no-deps "$pin"
+    fi
+  done
+  # The machine's own (docs of the device tool): two versions of one stop the install.
+  for p in aiohappyeyeballs aiohttp aiosignal attrs certifi charset_normalizer frozenlist \
+    idna multidict packaging propcache regex requests toolz typing_extensions urllib3 \
+    wheel yarl types_requests six; do rm -f .whl/"$p"-[0-9]*.whl; done
+  xz -T2 -9 -c "$(readlink -f node_modules/.bin/anvil)" >.dev/anvil.xz
+  cp -r /usr/share/datasets/fashion-mnist .data/
+  du -sh .whl .dev .data
+  exit 0
+fi
 OUT=${OUT:-/tmp/gpu-check}
 DEVICE=${DEVICE:-cuda}
 DEADLINE=${DEADLINE:-540}
