@@ -19,7 +19,10 @@ the trainer measured itself: its own validation split and its own past decisions
   update is, Cao et al., NDSS 2021), which no count of peers can outvote;
 - :func:`chance_rate`, :func:`above_chance` — the score of the best constant guess on the
   trainer's validation split, and the candidates that beat it: a model at chance for
-  the trainer's data is no evidence for anything, however popular.
+  the trainer's data is no evidence for anything, however popular;
+- :func:`unchanged_models` — the models whose weights are one of their parents' (no
+  training changed them): a free rider's republished copy of an older model, which
+  would take a trainer back to where that model stood.
 """
 
 from __future__ import annotations
@@ -237,3 +240,30 @@ def agreeing_steps(steps: Mapping[K, np.ndarray], own: K, floor: float = 0.0) ->
         return []
     cosines = 1.0 - cosine_distances(mine, np.stack([peers[key] for key in directed]))
     return [key for key, cosine in zip(directed, cosines, strict=True) if cosine > floor]
+
+
+def unchanged_models(
+    weights: Mapping[K, np.ndarray], parents: Mapping[K, Sequence[np.ndarray]], tolerance: float
+) -> list[K]:
+    """The models whose flattened ``weights`` lie within ``tolerance`` (relative to the
+    parent's L2 norm) of one of their ``parents``' weights, in ``weights``' order. A model
+    without parents' weights is kept out of the answer (nothing shows it unchanged).
+
+    Raises
+    ------
+    ValueError
+        If ``tolerance`` is negative, or a parent's shape differs from its model's.
+    """
+    if tolerance < 0:
+        raise ValueError(f"the tolerance must be at least 0, got {tolerance}")
+    unchanged = []
+    for key, vector in weights.items():
+        for parent in parents.get(key, ()):
+            if parent.shape != vector.shape:
+                raise ValueError(
+                    f"model {key!r} has {vector.shape} weights, its parent {parent.shape}"
+                )
+            if np.linalg.norm(vector - parent) <= tolerance * np.linalg.norm(parent):
+                unchanged.append(key)
+                break
+    return unchanged

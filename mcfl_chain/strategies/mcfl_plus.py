@@ -5,8 +5,8 @@ It keeps Algorithms 1 and 2 and MCFL's options (``tolerance``, ``divergence``, `
 shows, which models to train and which updates to aggregate, nobody serves a model, and
 the DAG forks wherever trainers disagree. Six mechanisms change what a choice rests on;
 each is an option that switches it off alone (``--plus-guard off`` …) for the ablation.
-Two more, the direction check and chance as the floor of evidence, are off by default
-(see their sections for why).
+Three more, the direction check, chance as the floor of evidence and the refusal of
+unchanged models, are off by default (see their sections for why).
 Their pure parts are :mod:`mcfl_chain.algorithms.own_evidence`.
 
 **Own-validation guard** (``plus_guard``, ``plus_margin``). Before Algorithm 1 ranks the
@@ -160,6 +160,30 @@ everything is at chance moves nobody's agreement.
   without it; the fourth declaration (``docs/results/defence-v4.toml``) switches it on.
 - *Knows*: its validation split's labels and metrics.
 
+**Only models that training changed** (``plus_replicas``, off by default). A candidate
+whose weights are one of its parents' (within :data:`REPLICA_TOLERANCE` of its norm) is
+not trained: nobody's training went into it, so it is an older model republished under
+a new id.
+
+- *Fixes*: free riders. Their update is the parent's weights (a zero step), and a model
+  they aggregate alone is the parent again, under a new id in a new round. In the
+  fourth declared benchmark (free riders at 40 %, concentrated, seed 231), free rider 7
+  republished honest trainer 10's round-6 model in rounds 7 and 8 (the same weights
+  CID). Its score on trainer 10's 120-image validation split (88.3 %, as in round 6)
+  beat trainer 10's newer models (85.0 and 85.8 %), so trainer 10 went back to it
+  twice and trained from the round-6 weights three rounds running, alone (its filter
+  kept its own update): 85.0, 80.8 and 72.5 % on its test split, against 86.7 % in
+  round 6 and 90.8 % in the clean run. A replica turns the last round's candidates
+  into a memory of older models, and a choice by a small split's score then picks
+  whichever old snapshot scored luckiest.
+- *Costs*: one comparison of weights per candidate and parent a round (the parents'
+  weights are the previous round's candidates, usually at hand). It does nothing where
+  nobody free-rides (honest training always moves the weights), nor against a free
+  rider that disguises its copy by more than the tolerance or copies a peer's update
+  instead of the parent (the adversary's ``source="peer"``): those are new weights to
+  this test. Off by default: the fourth declaration ran without it.
+- *Knows*: the candidates' parents (from the chain) and the weights of both.
+
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
 Algorithms 2 (and the history cap) are aggregated with a coordinate-wise trimmed mean
 (β = :data:`TRIM_BETA`, :mod:`mcfl_chain.algorithms.robust.trimmed_mean`) or the
@@ -190,7 +214,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mcfl_chain.algorithms.divergence import unflatten_state
+from mcfl_chain.algorithms.divergence import flatten_state, unflatten_state
 from mcfl_chain.algorithms.model_selection import CountRule, select_best_models
 from mcfl_chain.algorithms.own_evidence import (
     above_chance,
@@ -199,6 +223,7 @@ from mcfl_chain.algorithms.own_evidence import (
     guarded_candidates,
     history_threshold,
     identity_votes,
+    unchanged_models,
     update_agreement,
     weighted_popularity,
 )
@@ -229,6 +254,10 @@ TRIM_BETA = 0.2
 CHANCE_MARGIN = 0.1
 """Accuracy above the chance rate a candidate needs to count as evidence: 2.4 standard
 errors at p = 0.3 on the defence benchmark's 120-image validation splits, 3 on 190."""
+REPLICA_TOLERANCE = 1e-6
+"""Relative L2 distance from a parent under which a model counts as that parent again:
+a float32 model a free rider nudged by a few units in the last place stays far below
+it, one honest step of SGD far above it."""
 ROBUST_RULES = ("trimmed-mean", "median", "off")
 
 
@@ -288,6 +317,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         "split (its most frequent label's share, plus 0.1); with none above it, stay on "
         "the trainer's own models; votes count only above it (classifiers only).",
     )
+    plus_replicas = StrategyOption(
+        bool,
+        False,
+        "MCFL-plus: never train a model whose weights are one of its parents' (no training "
+        "changed it: a free rider's copy of an older model) (off by default: the fourth "
+        "declared defence benchmark runs without it).",
+    )
     plus_robust = StrategyOption(
         str,
         "trimmed-mean",
@@ -342,6 +378,11 @@ class MCFLPlusStrategy(MCFLStrategy):
         return metrics
 
     def choose_models(self, candidates: Sequence[Candidate[K]]) -> list[K]:
+        if self.plus_replicas:
+            replicas = set(self._replicas([c.key for c in candidates if not c.mine]))
+            # With nothing else to train (a newcomer offered only copies), train a copy.
+            if replicas and len(replicas) < len(candidates):
+                candidates = [c for c in candidates if c.key not in replicas]
         metrics = {c.key: c.metric for c in candidates}
         popularity: dict[K, float] = {c.key: float(c.popularity) for c in candidates}
         context = self.context
@@ -378,6 +419,25 @@ class MCFLPlusStrategy(MCFLStrategy):
             {key: popularity[key] for key in allowed},
             rule=cast(CountRule, self.selection),
         )
+
+    def _replicas(self, keys: Sequence[K]) -> list[K]:
+        """Those of ``keys`` whose weights are one of their parents' (``plus_replicas``);
+        a model whose chain record or weights cannot be had is not one."""
+        context = self.context
+        if context is None or context.model_info is None or context.model_weights is None:
+            return []
+        weights: dict[K, np.ndarray] = {}
+        parents: dict[K, list[np.ndarray]] = {}
+        for key in keys:
+            try:
+                info = context.model_info(key)
+                if not info.parents:
+                    continue
+                parents[key] = [flatten_state(context.model_weights(p)) for p in info.parents]
+                weights[key] = flatten_state(context.model_weights(key))
+            except (KeyError, LookupError):
+                parents.pop(key, None)
+        return unchanged_models(weights, parents, REPLICA_TOLERANCE)
 
     def _chance_floor(self) -> float | None:
         """The metric a candidate must beat to count as evidence (``plus_chance``), or

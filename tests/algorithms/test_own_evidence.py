@@ -1,6 +1,6 @@
 """MCFL-plus's pure rules (:mod:`mcfl_chain.algorithms.own_evidence`): the own-validation
 guard, agreement-weighted popularity, the divergence cap from the trainer's history and
-the direction check, the chance floor;
+the direction check, the chance floor, unchanged models;
 properties with hypothesis, edge cases by example."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mcfl_chain.algorithms.own_evidence import (
     guarded_candidates,
     history_threshold,
     identity_votes,
+    unchanged_models,
     update_agreement,
     weighted_popularity,
 )
@@ -208,3 +209,35 @@ def test_the_direction_check_judges_only_where_it_has_a_direction() -> None:
         agreeing_steps({0: own}, 0, floor=1.0)
     with pytest.raises(KeyError, match="own update"):
         agreeing_steps({1: own}, 0)
+
+
+@PROPERTY
+@given(
+    parent=st.lists(st.floats(-10.0, 10.0, width=32), min_size=2, max_size=8).filter(
+        lambda v: sum(x * x for x in v) > 1e-3
+    ),
+    step=st.floats(1e-3, 1.0),
+)
+def test_a_copy_is_unchanged_and_any_training_step_is_not(parent: list[float], step: float):
+    # Prepare: a free rider's copy of the parent, one nudged in the last place (float32),
+    # and an honest step of relative size `step` along the first coordinate
+    base = np.array(parent, dtype=np.float32)
+    nudged = base.copy()
+    nudged[0] = np.nextafter(nudged[0], np.float32(0))
+    moved = base.copy()
+    moved[0] += step * float(np.linalg.norm(base)) * 1.01
+    weights = {"copy": base.copy(), "nudged": nudged, "trained": moved, "orphan": base.copy()}
+    parents = {"copy": [base], "nudged": [base], "trained": [base]}
+    # Execute / Assert: a model without its parents' weights is never called unchanged
+    assert unchanged_models(weights, parents, 1e-6) == ["copy", "nudged"]
+
+
+def test_a_merge_is_unchanged_when_it_is_one_of_its_parents() -> None:
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    merged = {"one": a.copy(), "mean": (a + b) / 2}
+    parents = {"one": [b, a], "mean": [a, b]}
+    assert unchanged_models(merged, parents, 1e-6) == ["one"]
+    with pytest.raises(ValueError, match="at least 0"):
+        unchanged_models(merged, parents, -1.0)
+    with pytest.raises(ValueError, match="its parent"):
+        unchanged_models({"x": a}, {"x": [np.ones(3)]}, 0.0)

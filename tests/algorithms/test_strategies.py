@@ -529,6 +529,43 @@ def test_mcfl_plus_chance_floor_keeps_a_trainer_at_chance_on_its_own_lineage() -
     assert blind.choose_models(candidates) == ["flippers"]
 
 
+def test_mcfl_plus_refuses_a_free_riders_copy_of_an_older_model() -> None:
+    # Prepare: the fourth declared benchmark, free riders at 40 % concentrated, seed 231,
+    # round 8: a free rider's model is trainer 10's round-6 model again (its copy "r7"
+    # of "r6" has r6's weights), and scores 88.3 % on its validation split against 85.0
+    # for the trainer's newer model
+    weights = {
+        "r6": {"w": torch.tensor([1.0, 2.0])},
+        "r7": {"w": torch.tensor([1.0, 2.0])},
+        "own6": {"w": torch.tensor([1.0, 2.0])},
+        "own7": {"w": torch.tensor([1.3, 1.6])},
+    }
+    parents = {"r7": ("r6",), "own7": ("own6",)}
+
+    def info(key: str) -> ModelInfo:
+        return ModelInfo(key, parents[key], 7, (), 1, (1,))
+
+    context = replace(_context(10), model_info=info, model_weights=lambda key: weights[key])
+    candidates = [
+        Candidate("r7", metric=0.883, popularity=1),
+        Candidate("own7", metric=0.850, popularity=1, mine=True),
+    ]
+    plain, refusing = MCFLPlusStrategy(), MCFLPlusStrategy(plus_replicas="on")
+    for strategy in (plain, refusing):
+        strategy.bind(context)
+        strategy.begin_round(8)
+    # Execute / Assert: the copy ranks first unless copies are refused
+    assert plain.choose_models(candidates) == ["r7"]
+    assert refusing.choose_models(candidates) == ["own7"]
+    # once the free rider's model holds new weights it is a candidate like any other
+    weights["r7"] = {"w": torch.tensor([1.1, 2.2])}
+    refusing.begin_round(9)
+    assert refusing.choose_models(candidates) == ["r7"]
+    # a trainer offered only copies (it holds nothing) still trains one
+    weights["r7"] = weights["r6"]
+    assert refusing.choose_models(candidates[:1]) == ["r7"]
+
+
 def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> None:
     # Prepare: round 1, four honest peers at divergence 0.1 from the own update
     own = np.array([1.0])
