@@ -160,29 +160,36 @@ everything is at chance moves nobody's agreement.
   without it; the fourth declaration (``docs/results/defence-v4.toml``) switches it on.
 - *Knows*: its validation split's labels and metrics.
 
-**Only models that training changed** (``plus_replicas``, off by default). A candidate
-whose weights are one of its parents' (within :data:`REPLICA_TOLERANCE` of its norm) is
-not trained: nobody's training went into it, so it is an older model republished under
-a new id.
+**Nothing that no training changed** (``plus_replicas``, off by default). A peer's update
+whose weights are its parent's (within :data:`REPLICA_TOLERANCE` of their norm) is left
+out before Algorithm 2, and a candidate model whose weights are one of its parents' is
+not trained: no one's training went into either.
 
-- *Fixes*: free riders. Their update is the parent's weights (a zero step), and a model
-  they aggregate alone is the parent again, under a new id in a new round. In the
-  fourth declared benchmark (free riders at 40 %, concentrated, seed 231), free rider 7
-  republished honest trainer 10's round-6 model in rounds 7 and 8 (the same weights
-  CID). Its score on trainer 10's 120-image validation split (88.3 %, as in round 6)
-  beat trainer 10's newer models (85.0 and 85.8 %), so trainer 10 went back to it
-  twice and trained from the round-6 weights three rounds running, alone (its filter
-  kept its own update): 85.0, 80.8 and 72.5 % on its test split, against 86.7 % in
-  round 6 and 90.8 % in the clean run. A replica turns the last round's candidates
-  into a memory of older models, and a choice by a small split's score then picks
-  whichever old snapshot scored luckiest.
-- *Costs*: one comparison of weights per candidate and parent a round (the parents'
-  weights are the previous round's candidates, usually at hand). It does nothing where
-  nobody free-rides (honest training always moves the weights), nor against a free
-  rider that disguises its copy by more than the tolerance or copies a peer's update
-  instead of the parent (the adversary's ``source="peer"``): those are new weights to
-  this test. Off by default: the fourth declaration ran without it.
-- *Knows*: the candidates' parents (from the chain) and the weights of both.
+- *Fixes*: free riders, whose update is the parent's weights (a zero step), in two ways
+  (traced in the fourth declared benchmark, free riders at 40 %, concentrated):
+  - *They close Algorithm 2's band on the honest peers.* A zero step's divergence from
+    a trainer's update is the trainer's own step; an honest peer's, its step and the
+    trainer's combined, is larger. With one free rider and one honest peer on a parent
+    (seed 230, round 9, trainer 7: 0.219 against 0.228), tolerance 1 keeps only the
+    nearer of two, so the honest peer goes; with two free riders (round 8: 0.082,
+    0.082, 0.118) the median is theirs and the honest peer falls outside. The direction
+    check then drops the zero steps (no direction), and the trainer aggregates alone.
+  - *Their models take a trainer back to an old one.* A model a free rider aggregates
+    alone is its parent again, under a new id in a new round. On seed 231, free rider 7
+    republished honest trainer 10's round-6 model in rounds 7 and 8 (the same weights
+    CID). Its score on trainer 10's 120-image validation split (88.3 %, as in round 6)
+    beat trainer 10's newer models (85.0 and 85.8 %), so trainer 10 went back to it
+    twice and trained from the round-6 weights three rounds running, alone: 85.0, 80.8
+    and 72.5 % on its test split, against 86.7 % in round 6 and 90.8 % in the clean run.
+- *Costs*: one comparison of weights per update and parent, and per candidate and
+  parent (the parents' weights are the previous round's candidates, usually at hand).
+  It changes nothing where nobody free-rides (honest training always moves the
+  weights), and nothing against a free rider that disguises its copy by more than the
+  tolerance or copies a peer's update instead of the parent (the adversary's
+  ``source="peer"``): those are new weights to this test. Off by default: the fourth
+  declaration ran without it.
+- *Knows*: the parent's weights and the updates on it, as Algorithm 2 does, and the
+  candidates' parents (from the chain) with the weights of both.
 
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
 Algorithms 2 (and the history cap) are aggregated with a coordinate-wise trimmed mean
@@ -320,9 +327,10 @@ class MCFLPlusStrategy(MCFLStrategy):
     plus_replicas = StrategyOption(
         bool,
         False,
-        "MCFL-plus: never train a model whose weights are one of its parents' (no training "
-        "changed it: a free rider's copy of an older model) (off by default: the fourth "
-        "declared defence benchmark runs without it).",
+        "MCFL-plus: leave out peers' updates whose weights are the parent's, and never train "
+        "a model whose weights are one of its parents' (a free rider's zero step, or its "
+        "copy of an older model) (off by default: the fourth declared defence benchmark "
+        "runs without it).",
     )
     plus_robust = StrategyOption(
         str,
@@ -464,6 +472,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         *,
         first_round: bool = False,
     ) -> list[K]:
+        if self.plus_replicas and parent is not None:
+            # Zero steps would set Algorithm 2's statistics without being evidence.
+            others = {key: vector for key, vector in vectors.items() if key != own}
+            copies = set(
+                unchanged_models(others, {key: [parent] for key in others}, REPLICA_TOLERANCE)
+            )
+            vectors = {key: vector for key, vector in vectors.items() if key not in copies}
         kept = super().choose_updates(own, vectors, parent, first_round=first_round)
         peers = [key for key in kept if key != own]
         if self.plus_direction and peers and parent is not None:

@@ -566,6 +566,25 @@ def test_mcfl_plus_refuses_a_free_riders_copy_of_an_older_model() -> None:
     assert refusing.choose_models(candidates[:1]) == ["r7"]
 
 
+def test_mcfl_plus_leaves_zero_steps_out_of_algorithm_2() -> None:
+    # Prepare: the fourth declared benchmark, free riders at 40 % concentrated, seed 230,
+    # round 9: on one parent the trainer's update, an honest peer's (its own step, about
+    # orthogonal) and a free rider's zero step; the zero step is nearer the trainer's
+    # update (its own step's length) than the honest peer is
+    parent = np.array([4.0, 0.0, 0.0])
+    vectors = {0: parent + [0.0, 1.0, 0.0], 1: parent.copy(), 2: parent + [0.1, 0.0, 1.0]}
+    options = {"tolerance": 1.0, "plus_own_update": "off", "plus_history": "off"}
+    plain = MCFLPlusStrategy(**options)
+    refusing = MCFLPlusStrategy(**options, plus_replicas="on")
+    # Execute / Assert: Algorithm 2 keeps the nearer of two peers, the zero step; left
+    # out first, the honest peer is the one peer and is kept
+    assert plain.choose_updates(0, vectors, parent) == [0, 1]
+    assert refusing.choose_updates(0, vectors, parent) == [0, 2]
+    # the trainer's own update is never left out, nor is anything without the parent
+    assert 1 in refusing.choose_updates(1, vectors, parent)
+    assert refusing.choose_updates(0, vectors) == [0, 1]
+
+
 def test_mcfl_plus_caps_algorithm_2_by_the_divergences_it_accepted_before() -> None:
     # Prepare: round 1, four honest peers at divergence 0.1 from the own update
     own = np.array([1.0])
