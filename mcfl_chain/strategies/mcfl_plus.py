@@ -169,11 +169,12 @@ not trained: no one's training went into either.
   (traced in the fourth declared benchmark, free riders at 40 %, concentrated):
   - *They close Algorithm 2's band on the honest peers.* A zero step's divergence from
     a trainer's update is the trainer's own step; an honest peer's, its step and the
-    trainer's combined, is larger. With one free rider and one honest peer on a parent
-    (seed 230, round 9, trainer 7: 0.219 against 0.228), tolerance 1 keeps only the
-    nearer of two, so the honest peer goes; with two free riders (round 8: 0.082,
-    0.082, 0.118) the median is theirs and the honest peer falls outside. The direction
-    check then drops the zero steps (no direction), and the trainer aggregates alone.
+    trainer's combined, is larger once steps stop pointing alike. On seed 230, from
+    round 4 on, the honest peer was the farthest on every parent two honest trainers
+    shared with two free riders (round 9, trainer 7: 0.109, 0.109, then 0.136), so the
+    median was the free riders' and the honest peer fell outside median + 1·std. The
+    direction check then drops the zero steps (no direction), and both honest trainers
+    aggregated alone in rounds 4-9.
   - *Their models take a trainer back to an old one.* A model a free rider aggregates
     alone is its parent again, under a new id in a new round. On seed 231, free rider 7
     republished honest trainer 10's round-6 model in rounds 7 and 8 (the same weights
