@@ -771,10 +771,10 @@ def main(
             "--from makes the runs of its file as they are: choose them with --only and "
             "--first when exporting"
         )
-    if (from_path or export_path) and declared in (sweep.STAGE, plus_clean.STAGE):
+    if (from_path or export_path or first) and declared in (sweep.STAGE, plus_clean.STAGE):
         raise click.UsageError(
-            f"--export and --from do not apply to --declared {declared}: that stage chooses "
-            "its later runs from its earlier ones as it goes"
+            f"--first, --export and --from do not apply to --declared {declared}: that stage "
+            "chooses its later runs from its earlier ones as it goes"
         )
     if fidelity and (only or methods or comparison or declared or published_size):
         raise click.UsageError(
