@@ -435,6 +435,14 @@ class MCFLPlusStrategy(MCFLStrategy):
         context = self.context
         if context is None or context.model_info is None or context.model_weights is None:
             return []
+        model_weights = context.model_weights
+        flat: dict[Any, np.ndarray] = {}  # candidates of a round share their parents
+
+        def vector(key: Any) -> np.ndarray:
+            if key not in flat:
+                flat[key] = flatten_state(model_weights(key))
+            return flat[key]
+
         weights: dict[K, np.ndarray] = {}
         parents: dict[K, list[np.ndarray]] = {}
         for key in keys:
@@ -442,8 +450,8 @@ class MCFLPlusStrategy(MCFLStrategy):
                 info = context.model_info(key)
                 if not info.parents:
                     continue
-                parents[key] = [flatten_state(context.model_weights(p)) for p in info.parents]
-                weights[key] = flatten_state(context.model_weights(key))
+                parents[key] = [vector(p) for p in info.parents]
+                weights[key] = vector(key)
             except (KeyError, LookupError):
                 parents.pop(key, None)
         return unchanged_models(weights, parents, REPLICA_TOLERANCE)
