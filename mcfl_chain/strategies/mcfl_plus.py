@@ -5,8 +5,9 @@ It keeps Algorithms 1 and 2 and MCFL's options (``tolerance``, ``divergence``, `
 shows, which models to train and which updates to aggregate, nobody serves a model, and
 the DAG forks wherever trainers disagree. Six mechanisms change what a choice rests on;
 each is an option that switches it off alone (``--plus-guard off`` …) for the ablation.
-Three more, the direction check, chance as the floor of evidence and the refusal of
-unchanged models, are off by default (see their sections for why).
+Four more, the direction check, chance as the floor of evidence, the refusal of
+unchanged models and keeping the best model deployed, are off by default (see their
+sections for why).
 Their pure parts are :mod:`mcfl_chain.algorithms.own_evidence`.
 
 **Own-validation guard** (``plus_guard``, ``plus_margin``). Before Algorithm 1 ranks the
@@ -192,6 +193,28 @@ not trained: no one's training went into either.
 - *Knows*: the parent's weights and the updates on it, as Algorithm 2 does, and the
   candidates' parents (from the chain) with the weights of both.
 
+**The best model held stays deployed** (``plus_keep_best``, off by default). The model a
+trainer deploys after a round is its new aggregation, unless that scores on its
+validation split below the best model it has deployed so far, less ``plus_margin``;
+then it deploys that best model again (its metrics say from which round:
+``kept_from_round``). Training is untouched: the trainer still chooses, trains and
+aggregates as before, from the chain's models.
+
+- *Fixes*: a last round that goes wrong where nothing averages it out. Traced in the
+  fourth declared benchmark with ``plus_replicas`` on (seed 231, free riders at 40 %,
+  concentrated): in round 9 honest trainer 10 had only free riders' zero steps beside
+  its own updates, so it aggregated alone, and its own two epochs (the same training
+  order for every parent that round) took every update to 73-77 % on its validation
+  split, where its round-8 model had scored 88.3 %; it ended at 72.5 % on its test
+  split, 14.2 points below the clean run.
+- *Costs*: one more evaluation of the validation split per aggregation, and a copy of
+  the best weights per trainer. A model kept from an earlier round misses what later
+  rounds would have added; the margin (5 % of the held best by default) keeps the new
+  aggregation wherever validation noise alone could rank them, so the rule acts on
+  drops, not on ties. The best is remembered in memory: a restarted worker starts again
+  from its next aggregation. Off by default: no declaration has run it.
+- *Knows*: its own aggregations' weights and its validation metric.
+
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
 Algorithms 2 (and the history cap) are aggregated with a coordinate-wise trimmed mean
 (β = :data:`TRIM_BETA`, :mod:`mcfl_chain.algorithms.robust.trimmed_mean`) or the
@@ -333,6 +356,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         "copy of an older model) (off by default: the fourth declared defence benchmark "
         "runs without it).",
     )
+    plus_keep_best = StrategyOption(
+        bool,
+        False,
+        "MCFL-plus: deploy the best model the trainer has deployed so far instead of its new "
+        "aggregation when this one scores below it on validation by more than --plus-margin "
+        "(training unchanged; off by default: no declared defence benchmark runs it).",
+    )
     plus_robust = StrategyOption(
         str,
         "trimmed-mean",
@@ -349,12 +379,39 @@ class MCFLPlusStrategy(MCFLStrategy):
         self._accepted: deque[tuple[int | None, list[float]]] = deque(maxlen=HISTORY_ROUNDS)
         rules = {"trimmed-mean": TrimmedMean(TRIM_BETA), "median": CoordinateMedian()}
         self._robust: AggregationRule | None = rules.get(self.plus_robust)
+        self._best: tuple[int | None, Any, float] | None = None  # round, weights, metric
+        self._kept_from: int | None = None
 
     @property
     def aggregation_rule(self) -> AggregationRule | None:
         if isinstance(self.defence, AggregationRule):
             return self.defence
         return self._robust
+
+    # -- what the trainer deploys -------------------------------------------------------
+
+    def deployed(self, weights: Any) -> Any:
+        weights = super().deployed(weights)
+        self._kept_from = None
+        if not self.plus_keep_best:
+            return weights
+        metric = self._context().need("validation_metric")(weights)
+        best = self._best
+        if best is not None:
+            scores = {"best": best[2]} | ({"new": metric} if math.isfinite(metric) else {})
+            if "new" not in guarded_candidates(scores, ["best"], self.plus_margin):
+                self._kept_from = best[0]
+                return best[1]
+        if math.isfinite(metric) and (best is None or metric >= best[2]):
+            # A copy: nothing the worker does later to these tensors reaches the kept model.
+            self._best = (self.round, {k: v.clone() for k, v in weights.items()}, metric)
+        return weights
+
+    def personal_labels(self, weights: Any) -> dict[str, Any]:
+        labels = super().personal_labels(weights)
+        if self._kept_from is not None:
+            labels["kept_from_round"] = self._kept_from
+        return labels
 
     # -- Algorithm 1, on the trainer's own evidence ------------------------------------
 

@@ -4,6 +4,7 @@ interface, and the registry."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -681,6 +682,42 @@ def test_mcfl_plus_aggregates_on_no_parent_whose_trained_update_scores_far_worse
     assert strategy().aggregate_on(["sybil", "peer"]) == ["sybil"]
     assert strategy().aggregate_on(["sybil", "peer"], {"sybil": 14, "peer": 12}) == ["sybil"]
     assert strategy().aggregate_on(["sybil", "gone"], {"sybil": 11, "gone": 99}) == ["sybil"]
+
+
+def test_mcfl_plus_keeps_the_best_model_deployed_through_a_last_round_that_goes_wrong() -> None:
+    # Prepare: one weight whose value is the validation accuracy; seed 231's trainer 10
+    # in small: 0.86 and 0.883, then a round-9 aggregation at 0.733
+    def strategy(**options: object) -> MCFLPlusStrategy:
+        plus = MCFLPlusStrategy(**options)
+        plus.bind(replace(_context(), validation_metric=lambda weights: float(weights["w"][0])))
+        return plus
+
+    def play(plus: MCFLPlusStrategy, scores: list[float]) -> list[tuple[float, dict[str, Any]]]:
+        deployed = []
+        for round_, score in enumerate(scores):
+            plus.begin_round(round_)
+            weights = {"w": torch.tensor([score])}
+            mine = plus.deployed(weights)
+            deployed.append((round(float(mine["w"][0]), 3), plus.personal_labels(weights)))
+        return deployed
+
+    # Execute
+    keeping = play(strategy(plus_keep_best="on"), [0.86, 0.883, 0.85, 0.733, float("nan"), 0.9])
+    plain = play(strategy(), [0.883, 0.733])
+
+    # Assert: within the margin (5 % of 0.883) the new one is deployed, below it the
+    # best so far, and a better one becomes the best
+    assert keeping == [
+        (0.86, {}),
+        (0.883, {}),
+        (0.85, {}),
+        (0.883, {"kept_from_round": 1}),
+        (0.883, {"kept_from_round": 1}),
+        (0.9, {}),
+    ]
+    assert plain == [(0.883, {}), (0.733, {})]
+    tight = play(strategy(plus_keep_best="on", plus_margin=0.0), [0.883, 0.85])
+    assert tight[1] == (0.883, {"kept_from_round": 0})
 
 
 def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() -> None:
