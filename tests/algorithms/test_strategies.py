@@ -716,8 +716,10 @@ def test_mcfl_plus_keeps_the_best_model_deployed_through_a_last_round_that_goes_
         (0.9, {}),
     ]
     assert plain == [(0.883, {}), (0.733, {})]
-    tight = play(strategy(plus_keep_best="on", plus_margin=0.0), [0.883, 0.85])
+    tight = play(strategy(plus_keep_best="on", plus_keep_margin=0.0), [0.883, 0.85])
     assert tight[1] == (0.883, {"kept_from_round": 0})
+    wide = play(strategy(plus_keep_best="on", plus_keep_margin=0.2), [0.883, 0.733])
+    assert wide[1] == (0.733, {})
 
 
 def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() -> None:
