@@ -67,12 +67,19 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
     return f"{100 * min(alone[1].honest.accuracies[k] for k in attacked):.1f} %"
 
 
-def parse_option(text: str) -> tuple[str, str]:
-    """``NAME=VALUE`` → (name, value), the name as the declaration writes it."""
+def parse_option(text: str) -> tuple[str, str | int | float]:
+    """``NAME=VALUE`` → (name, value), the name as the declaration writes it and a
+    numeric value as a number (``plus_keep_margin=0.1``), as a declaration's TOML gives it."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip() or not value.strip():
         raise click.BadParameter(f"{text!r}: write NAME=VALUE, e.g. plus_chance=on")
-    return name.strip().replace("-", "_"), value.strip()
+    value = value.strip()
+    for kind in (int, float):
+        try:
+            return name.strip().replace("-", "_"), kind(value)
+        except ValueError:
+            pass
+    return name.strip().replace("-", "_"), value
 
 
 @click.command(help=__doc__.split("\n\n")[0])
