@@ -211,11 +211,10 @@ and aggregates as before, from the chain's models.
   the best weights per trainer. A model kept from an earlier round misses what later
   rounds would have added. The best so far is the maximum of noisy scores, so it sits
   above what its model is worth, and the margin (5 % of it by default, the guard's) must
-  keep the new aggregation wherever validation noise alone could rank them: on seeds
-  230-232's clean runs (120-image splits) 5 % was too little, and the worst trainer lost
-  1.7-2.5 points (docs/discussion/mcfl-plus.md). The best is remembered in memory: a
-  restarted worker starts again from its next aggregation. Off by default: no
-  declaration has run it.
+  keep the new aggregation wherever validation noise alone could rank them; what margin
+  does that is not measured yet (docs/discussion/mcfl-plus.md). The best is remembered
+  in memory: a restarted worker starts again from its next aggregation. Off by default:
+  no declaration has run it.
 - *Knows*: its own aggregations' weights and its validation metric.
 
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
