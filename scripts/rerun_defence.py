@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import statistics
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,19 +68,18 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
     return f"{100 * min(alone[1].honest.accuracies[k] for k in attacked):.1f} %"
 
 
-def parse_option(text: str) -> tuple[str, str | int | float]:
-    """``NAME=VALUE`` → (name, value), the name as the declaration writes it and a
-    numeric value as a number (``plus_keep_margin=0.1``), as a declaration's TOML gives it."""
+def parse_option(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` → (name, value), the name as the declaration writes it and the value
+    as its TOML would give it (``plus_keep_margin=0.1`` a number); a bare word such as
+    ``on``, which TOML does not read, stays a string."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip() or not value.strip():
         raise click.BadParameter(f"{text!r}: write NAME=VALUE, e.g. plus_chance=on")
-    value = value.strip()
-    for kind in (int, float):
-        try:
-            return name.strip().replace("-", "_"), kind(value)
-        except ValueError:
-            pass
-    return name.strip().replace("-", "_"), value
+    try:
+        parsed: object = tomllib.loads(f"value = {value.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return name.strip().replace("-", "_"), parsed
 
 
 @click.command(help=__doc__.split("\n\n")[0])

@@ -243,7 +243,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -292,6 +292,14 @@ REPLICA_TOLERANCE = 1e-6
 a float32 model a free rider nudged by a few units in the last place stays far below
 it, one honest step of SGD far above it."""
 ROBUST_RULES = ("trimmed-mean", "median", "off")
+
+
+class _Deployed(NamedTuple):
+    """The best model a trainer has deployed so far (``plus_keep_best``)."""
+
+    round: int | None
+    weights: Any
+    metric: float
 
 
 @register_strategy("mcfl-plus")
@@ -389,7 +397,7 @@ class MCFLPlusStrategy(MCFLStrategy):
         self._accepted: deque[tuple[int | None, list[float]]] = deque(maxlen=HISTORY_ROUNDS)
         rules = {"trimmed-mean": TrimmedMean(TRIM_BETA), "median": CoordinateMedian()}
         self._robust: AggregationRule | None = rules.get(self.plus_robust)
-        self._best: tuple[int | None, Any, float] | None = None  # round, weights, metric
+        self._best: _Deployed | None = None
         self._kept_from: int | None = None
 
     @property
@@ -408,13 +416,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         metric = self._context().need("validation_metric")(weights)
         best = self._best
         if best is not None:
-            scores = {"best": best[2]} | ({"new": metric} if math.isfinite(metric) else {})
+            scores = {"best": best.metric} | ({"new": metric} if math.isfinite(metric) else {})
             if "new" not in guarded_candidates(scores, ["best"], self.plus_keep_margin):
-                self._kept_from = best[0]
-                return best[1]
-        if math.isfinite(metric) and (best is None or metric >= best[2]):
+                self._kept_from = best.round
+                return best.weights
+        if math.isfinite(metric) and (best is None or metric >= best.metric):
             # A copy: nothing the worker does later to these tensors reaches the kept model.
-            self._best = (self.round, {k: v.clone() for k, v in weights.items()}, metric)
+            self._best = _Deployed(self.round, {k: v.clone() for k, v in weights.items()}, metric)
         return weights
 
     def personal_labels(self, weights: Any) -> dict[str, Any]:
