@@ -16,7 +16,9 @@ engine), into ``runs/<declaration stem><variant>`` with records in
 prints, for every attacked run with a record in both campaigns and its clean run in
 both, the worst honest trainer's accuracy and its drop against the same seed's clean
 run, and per attack and placement the mean drop over seeds, as the declared table
-computes it.
+computes it. It says first which CPU kernels each side's records computed with: a
+batched run repeats bit for bit only on one CPU type, so a comparison across types (or
+with records made before the type was kept) mixes the option's effect with the CPU's.
 
 Nothing here is declared: it is a diagnosis, not the benchmark's verdict, and the
 declared table (``docs/results/defence-v4.md``) stays the one the issue is judged on.
@@ -66,6 +68,13 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
         return "–"
     attacked = found[run.name][1].honest.accuracies
     return f"{100 * min(alone[1].honest.accuracies[k] for k in attacked):.1f} %"
+
+
+def cpu_types(found: dict[str, tuple[Run, Record]], names: set[str]) -> str:
+    """The CPU kernels (:attr:`Record.cpu_capability`) the records of ``names`` in
+    ``found`` computed with, e.g. "AVX2" or "AVX2, unrecorded"; "none" without records."""
+    kinds = {found[n][1].cpu_capability or "unrecorded" for n in names if n in found}
+    return ", ".join(sorted(kinds)) or "none"
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -178,6 +187,16 @@ def main(
             **{name: got for name, got in before.items() if got[0].method != decl.defence},
             **after,
         }
+    names = {r.name for r in runs} | {r.name for r in chosen}
+    kinds = [cpu_types(found, names) for found in (before, after)]
+    console.print(f"CPU kernels: declared runs {kinds[0]}; these runs {kinds[1]}")
+    if kinds[0] != kinds[1] or "unrecorded" in kinds[0]:
+        console.print(
+            "  [yellow]a batched run repeats bit for bit only on one CPU type: where these "
+            "differ or are unrecorded, a difference below may be the CPU's, not the "
+            "option's; remake the declared runs here (--option with the declared value) "
+            "to pair them[/]"
+        )
     drops: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     console.print(
         "worst honest trainer (its drop against the same seed's clean run; clean local "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import platform
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -61,3 +64,37 @@ def prepare_device(device: torch.device) -> None:
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def platform_record(device: torch.device) -> dict[str, Any]:
+    """Where a run computed, for its summary: what decides whether another run can
+    repeat it bit for bit.
+
+    A batched run repeats exactly on the same engine, device and CPU type, not across
+    CPU types: PyTorch dispatches its CPU kernels by the vector instructions the CPU has
+    (``cpu_capability``: e.g. ``AVX2`` or ``AVX512``), and kernels of different widths
+    sum in different orders. Two runs compared pair by pair must agree here.
+    """
+    record: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": _cpu_model(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        record["gpu"] = torch.cuda.get_device_name(device)
+        record["cuda"] = torch.version.cuda
+    return record
+
+
+def _cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``platform.processor()`` is empty
+    on most Linux systems), or the architecture where /proc/cpuinfo has no name."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

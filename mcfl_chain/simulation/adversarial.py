@@ -389,5 +389,17 @@ def run_setting(run_dir: Path) -> tuple[str | None, str | None]:
     return named("engine"), named("device")
 
 
+def cpu_capability(run_dir: Path) -> str | None:
+    """The CPU kernels' instruction set the run computed with (its summary's
+    ``platform``, :func:`mcfl_chain.compute.device.platform_record`); None in runs made
+    before it was recorded. Runs repeat bit for bit only where it is the same."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    platform = summary.get("platform") if isinstance(summary, dict) else None
+    return platform.get("cpu_capability") if isinstance(platform, dict) else None
+
+
 def mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else float("nan")

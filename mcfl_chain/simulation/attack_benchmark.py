@@ -138,6 +138,9 @@ class Record:
     """The engine the run's metrics name (None in records made before it was kept)."""
     device: str | None = None
     """The device the run's metrics name (likewise)."""
+    cpu_capability: str | None = None
+    """The CPU kernels' instruction set it computed with, e.g. AVX2 (None in records made
+    before it was kept): runs pair bit for bit only where it is the same."""
 
     @classmethod
     def of(cls, run: Run, run_dir: Path) -> Record:
@@ -160,6 +163,7 @@ class Record:
             adversarial.fallback(run_dir),
             engine,
             device,
+            adversarial.cpu_capability(run_dir),
         )
 
     def to_json(self, run: Run) -> str:
@@ -202,6 +206,7 @@ class Record:
             None if fallback is None else adversarial.Fallback(**fallback),
             fields.get("engine"),
             fields.get("device"),
+            fields.get("cpu_capability"),
         )
 
 

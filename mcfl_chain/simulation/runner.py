@@ -47,7 +47,7 @@ from mcfl_chain.chain.deployment import (
 )
 from mcfl_chain.chain.devnet import start_devnet, stop_devnet
 from mcfl_chain.chain.errors import ChainError
-from mcfl_chain.compute.device import resolve_device
+from mcfl_chain.compute.device import platform_record, resolve_device
 from mcfl_chain.dag.events import apply_events, event_record
 from mcfl_chain.dag.graph import ModelDAG
 from mcfl_chain.learning.models import get_architecture, multi_head_arch
@@ -825,7 +825,9 @@ def finish_run(
     registration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Merge the workers' metrics, write the DAG, tables, plots and print the table;
-    ``registration`` (:meth:`Network.registration`) goes into the summary as it is."""
+    ``registration`` (:meth:`Network.registration`) goes into the summary as it is, and
+    ``platform`` says what this machine computed on (:func:`platform_record`: trainers on
+    other hosts or a Ray cluster computed elsewhere, which ``config`` names)."""
     (run_dir / "dag.json").write_text(json.dumps(dag.to_json(), indent=1))
     lines = report.read_metrics(sorted((run_dir / "trainers").glob("*/metrics.jsonl")))
     with open(run_dir / "metrics.jsonl", "w") as f:
@@ -846,6 +848,7 @@ def finish_run(
             "models_total": len(dag.models) - 1,
             "updates_total": len(dag.updates),
             "registration": registration,
+            "platform": platform_record(resolve_device(config.device)),
         },
     )
     report.plot(run_dir, lines, summaries, metric_name)

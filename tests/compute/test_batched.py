@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ from torch import nn
 from mcfl_chain.algorithms.proximal import proximal_penalty
 from mcfl_chain.compute import batched
 from mcfl_chain.compute.batched import TrainJob, can_batch, evaluate_batched, train_batched
-from mcfl_chain.compute.device import DEVICES, resolve_device
+from mcfl_chain.compute.device import DEVICES, platform_record, resolve_device
 from mcfl_chain.learning.masks import Partition
 from mcfl_chain.learning.models import (
     Architecture,
@@ -356,3 +357,14 @@ def test_resolve_device() -> None:
             resolve_device("cuda")
     with pytest.raises(ValueError, match="auto, cpu, cuda"):
         resolve_device("gpu")
+
+
+def test_platform_record_names_the_cpu_kernels_and_the_gpu_only_on_cuda(
+    compute_device: torch.device,
+) -> None:
+    record = platform_record(compute_device)
+    assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert record["torch"] == torch.__version__ and record["threads"] >= 1
+    assert record["cpu"] and record["machine"]
+    assert ("gpu" in record) == (compute_device.type == "cuda")
+    json.dumps(record)  # it goes into summary.json as it is

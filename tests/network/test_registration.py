@@ -12,6 +12,7 @@ import io
 import json
 
 import pytest
+import torch
 from rich.console import Console
 
 from mcfl_chain.chain._tx import dev_account
@@ -83,6 +84,9 @@ def test_the_allowlist_admits_one_sybil_identity_and_refuses_the_other_on_chain(
     )
     assert (record["sybils"], record["sybils_registered"]) == ([kept, refused], [kept])
     assert record["deposit_locked_wei"] == 0 and record["trainers"] == 4
+    # The summary says what the run computed on: the CPU's kernels decide whether
+    # another run repeats it bit for bit.
+    assert summary["platform"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     # The refused identity really sent its registration: one transaction, mined, reverted;
     # it holds no trainer token, and runs no worker.
     assert [to for _, to in sent] == [chain.deployment.addresses["Trainers"]]

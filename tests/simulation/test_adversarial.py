@@ -15,6 +15,7 @@ from mcfl_chain.simulation.adversarial import (
     SampleClaims,
     SybilRegistration,
     backdoor_success,
+    cpu_capability,
     drop_points,
     honest_final,
     sample_claims,
@@ -174,6 +175,14 @@ def test_sybil_registration_of_a_run_before_the_record_is_open_registration(tmp_
 
     # Execute / Assert
     assert sybil_registration(tmp_path) == SybilRegistration("open", 2, 2, 0)
+
+
+def test_cpu_capability_is_read_from_the_summary_and_none_before_it_was_kept(tmp_path):
+    assert cpu_capability(tmp_path) is None  # no summary at all
+    (tmp_path / "summary.json").write_text(json.dumps({"seconds": 1}))
+    assert cpu_capability(tmp_path) is None
+    (tmp_path / "summary.json").write_text(json.dumps({"platform": {"cpu_capability": "AVX2"}}))
+    assert cpu_capability(tmp_path) == "AVX2"
 
 
 def test_sample_claims_tell_the_inflators_count_from_the_honest_ones(tmp_path):
