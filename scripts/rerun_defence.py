@@ -32,14 +32,13 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import statistics
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from mcfl_chain.cli._campaign_options import UNTIL
+from mcfl_chain.cli._campaign_options import REPORT_ONLY, SCENARIOS, UNTIL, parse_option
 from mcfl_chain.simulation import adversarial, experiment
 from mcfl_chain.simulation import defence_benchmark as declared
 from mcfl_chain.simulation.attack_benchmark import (
@@ -77,20 +76,6 @@ def cpu_types(found: dict[str, tuple[Run, Record]], names: set[str]) -> str:
     return ", ".join(sorted(kinds)) or "none"
 
 
-def parse_option(text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` → (name, value), the name as the declaration writes it and the value
-    as its TOML would give it (``plus_keep_margin=0.1`` a number); a bare word such as
-    ``on``, which TOML does not read, stays a string."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip():
-        raise click.BadParameter(f"{text!r}: write NAME=VALUE, e.g. plus_chance=on")
-    try:
-        parsed: object = tomllib.loads(f"value = {value.strip()}")["value"]
-    except tomllib.TOMLDecodeError:
-        parsed = value.strip()
-    return name.strip().replace("-", "_"), parsed
-
-
 @click.command(help=__doc__.split("\n\n")[0])
 @click.option(
     "--lr",
@@ -120,15 +105,9 @@ def parse_option(text: str) -> tuple[str, object]:
     show_default=True,
     help="The declared matrix whose runs are made again.",
 )
-@click.option(
-    "--scenarios",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("scenarios/paper"),
-    show_default=True,
-    help="Scenario files.",
-)
+@SCENARIOS
 @UNTIL
-@click.option("--report-only", is_flag=True, help="Print the comparison; run nothing.")
+@REPORT_ONLY
 def main(
     lr: float | None,
     options: tuple[str, ...],
