@@ -54,6 +54,19 @@ def figures(folder: Path, name: str) -> stats.RunFigures | None:
     return stats.run_figures(lines) if lines else None
 
 
+def floor_acts(folder: Path, name: str) -> str:
+    """What MCFL-plus's chance floor did in run ``name``, from its trainers' last metrics
+    lines (totals over the run, ``personal`` labels); "" where they do not say."""
+    lines = report.read_metrics([folder / name / "metrics.jsonl"])
+    last = max((line["round"] for line in lines), default=None)
+    labels = [line.get("personal") or {} for line in lines if line["round"] == last]
+    if not any("chance_set_aside" in got for got in labels):
+        return ""
+    aside = sum(got.get("chance_set_aside", 0) for got in labels)
+    alone = sum(got.get("chance_alone_rounds", 0) for got in labels)
+    return f" (the floor set aside {aside} candidates; {alone} trainer-rounds on their own)"
+
+
 def kernels(folder: Path, names: list[str]) -> str:
     """The CPU kernels the runs ``names`` in ``folder`` computed with ("AVX2",
     "unrecorded", or both joined), "none" where none is there."""
@@ -218,7 +231,8 @@ def report_pairs(
                         f"{side} {scale * figure.average:.{digits}f} / "
                         f"{scale * figure.worst:.{digits}f}"
                     )
-            console.print(f"  seed {run.seed}, {metric} (mean / worst): " + ", ".join(cells))
+            acts = floor_acts(folders[variant], f"{run.name}-{variant}")
+            console.print(f"  seed {run.seed}, {metric} (mean / worst): " + ", ".join(cells) + acts)
         pairs = stats.paired_difference(
             {s: f for s, f in changed.items() if f is not None},
             {s: f for s, f in base.items() if f is not None},

@@ -639,10 +639,11 @@ def clear_unfinished(run: PlannedRun, run_dir: Path) -> None:
 
 
 RECORD_KEYS = ("round", "trainer", "trainer_id", "trainer_index", "group", "strategy",
-               "tolerance", "samples", "accuracy", "loss", "model", "seconds", "traffic",
-               "gas")  # fmt: skip
+               "tolerance", "samples", "accuracy", "loss", "model", "personal", "seconds",
+               "traffic", "gas")  # fmt: skip
 """What a record keeps of the final round's metrics lines: every figure the report's
-tables are computed from."""
+tables are computed from, and what the strategy says of the deployed model (``personal``:
+e.g. FACADE's head, MCFL-plus's totals of what its chance floor set aside)."""
 COST_KEYS = ("round", "trainer", "trainer_index", "traffic", "gas")
 """What a record keeps of the earlier rounds: the costs averaged over every round."""
 

@@ -399,6 +399,9 @@ class MCFLPlusStrategy(MCFLStrategy):
         self._robust: AggregationRule | None = rules.get(self.plus_robust)
         self._best: _Deployed | None = None
         self._kept_from: int | None = None
+        # Round -> (candidates the chance floor set aside, whether none was left but the
+        # trainer's own), the round's last ranking: what the metrics report of the floor.
+        self._floor_acts: dict[int | None, tuple[int, bool]] = {}
 
     @property
     def aggregation_rule(self) -> AggregationRule | None:
@@ -429,6 +432,12 @@ class MCFLPlusStrategy(MCFLStrategy):
         labels = super().personal_labels(weights)
         if self._kept_from is not None:
             labels["kept_from_round"] = self._kept_from
+        if self.plus_chance and self._chance_floor() is not None:
+            # Totals since the worker started, so that a run's last line tells how often
+            # the floor acted over the whole run.
+            acts = self._floor_acts.values()
+            labels["chance_set_aside"] = sum(count for count, _ in acts)
+            labels["chance_alone_rounds"] = sum(alone for _, alone in acts)
         return labels
 
     # -- Algorithm 1, on the trainer's own evidence ------------------------------------
@@ -487,6 +496,7 @@ class MCFLPlusStrategy(MCFLStrategy):
         held = [c.key for c in candidates if c.mine]
         if floor is not None:
             useful = above_chance(metrics, floor)
+            self._floor_acts[self.round] = (len(metrics) - len(useful), not useful and bool(held))
             if useful:
                 metrics = {key: metrics[key] for key in useful}
             elif held:

@@ -523,11 +523,16 @@ def test_mcfl_plus_chance_floor_keeps_a_trainer_at_chance_on_its_own_lineage() -
     better = [*candidates, Candidate("peer", metric=0.6, popularity=1)]
     floored.begin_round(3)
     assert floored.choose_models(better) == ["peer"]
-    # an autoencoder (no chance rate) is unaffected
+    # the metrics tell how often it acted, in totals since the start: round 2 set both
+    # candidates aside and left the trainer alone, round 3 set two of three aside
+    assert floored.personal_labels({}) == {"chance_set_aside": 4, "chance_alone_rounds": 1}
+    assert "chance_set_aside" not in plus.personal_labels({})
+    # an autoencoder (no chance rate) is unaffected, and its metrics say nothing of it
     blind = MCFLPlusStrategy(plus_chance="on")
     blind.bind(_plus_context(aggregators))
     blind.begin_round(2)
     assert blind.choose_models(candidates) == ["flippers"]
+    assert blind.personal_labels({}) == {}
 
 
 def test_mcfl_plus_refuses_a_free_riders_copy_of_an_older_model() -> None:
