@@ -80,7 +80,7 @@ def platform_record(device: torch.device) -> dict[str, Any]:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu": _cpu_model(),
         "machine": platform.machine(),
-        "threads": torch.get_num_threads(),
+        "cores": os.cpu_count(),
     }
     if device.type == "cuda":
         record["gpu"] = torch.cuda.get_device_name(device)

@@ -364,7 +364,7 @@ def test_platform_record_names_the_cpu_kernels_and_the_gpu_only_on_cuda(
 ) -> None:
     record = platform_record(compute_device)
     assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    assert record["torch"] == torch.__version__ and record["threads"] >= 1
+    assert record["torch"] == torch.__version__ and record["cores"] >= 1
     assert record["cpu"] and record["machine"]
     assert ("gpu" in record) == (compute_device.type == "cuda")
     json.dumps(record)  # it goes into summary.json as it is
