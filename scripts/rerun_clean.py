@@ -39,7 +39,6 @@ import click
 from rich.console import Console
 
 from mcfl_chain.cli._campaign_options import REPORT_ONLY, SCENARIOS, UNTIL, parse_option
-from mcfl_chain.compute.device import DEVICES
 from mcfl_chain.simulation import campaign, experiment, plus_clean, protocol, report, stats, sweep
 from mcfl_chain.simulation.adversarial import cpu_capability
 
@@ -100,13 +99,6 @@ def kernels(folder: Path, names: list[str]) -> str:
     help="Also make the selected declared runs again, unchanged, on this machine, so that "
     "each pair computed on one CPU type.",
 )
-@click.option(
-    "--device",
-    type=click.Choice(DEVICES),
-    default="cpu",
-    show_default=True,
-    help="Where the runs train (the declared ones: the CPU).",
-)
 @SCENARIOS
 @UNTIL
 @REPORT_ONLY
@@ -114,7 +106,6 @@ def main(
     options: tuple[str, ...],
     patterns: tuple[str, ...],
     remake: bool,
-    device: str,
     scenarios: Path,
     until: float | None,
     report_only: bool,
@@ -128,9 +119,8 @@ def main(
     tuned = sweep.load_tuned(plus_clean.PLUS_TUNED)
     plan = plus_clean.evaluation_plan(plus, declaration, campaign.load_scenarios(scenarios), tuned)
     chosen = [
-        dataclasses.replace(
-            r, config=dataclasses.replace(r.config, engine="batched", device=device)
-        )
+        # As the declared runs were made: the batched engine, on the CPU.
+        dataclasses.replace(r, config=dataclasses.replace(r.config, engine="batched", device="cpu"))
         for r in plan.runs
         if any(fnmatch.fnmatch(r.name, p) for p in patterns)
     ]
