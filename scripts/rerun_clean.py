@@ -34,29 +34,33 @@ import fnmatch
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from mcfl_chain.cli._campaign_options import REPORT_ONLY, SCENARIOS, UNTIL, parse_option
 from mcfl_chain.simulation import campaign, experiment, plus_clean, protocol, report, stats, sweep
-from mcfl_chain.simulation.adversarial import cpu_capability
+from mcfl_chain.simulation.adversarial import cpu_capability, cpu_kinds
 
 DECLARED = Path("declared")
 """The declared evaluation's folder under runs/ and results/."""
 REMADE = "remade"
 
 
-def figures(folder: Path, name: str) -> stats.RunFigures | None:
-    """The final-round figures of run ``name``'s record (or run) in ``folder``."""
-    lines = report.read_metrics([folder / name / "metrics.jsonl"])
+def final_lines(folder: Path, name: str) -> list[dict[str, Any]]:
+    """The metrics lines of run ``name``'s record (or run) in ``folder`` ([] if none)."""
+    return report.read_metrics([folder / name / "metrics.jsonl"])
+
+
+def figures(lines: list[dict[str, Any]]) -> stats.RunFigures | None:
+    """A run's final-round figures from its metrics ``lines``."""
     return stats.run_figures(lines) if lines else None
 
 
-def floor_acts(folder: Path, name: str) -> str:
-    """What MCFL-plus's chance floor did in run ``name``, from its trainers' last metrics
-    lines (totals over the run, ``personal`` labels); "" where they do not say."""
-    lines = report.read_metrics([folder / name / "metrics.jsonl"])
+def floor_acts(lines: list[dict[str, Any]]) -> str:
+    """What MCFL-plus's chance floor did in a run, from its trainers' last metrics lines
+    (totals over the run, ``personal`` labels); "" where they do not say."""
     last = max((line["round"] for line in lines), default=None)
     labels = [line.get("personal") or {} for line in lines if line["round"] == last]
     if not any("chance_set_aside" in got for got in labels):
@@ -67,14 +71,10 @@ def floor_acts(folder: Path, name: str) -> str:
 
 
 def kernels(folder: Path, names: list[str]) -> str:
-    """The CPU kernels the runs ``names`` in ``folder`` computed with ("AVX2",
-    "unrecorded", or both joined), "none" where none is there."""
-    found = {
-        cpu_capability(folder / n) or "unrecorded"
-        for n in names
-        if (folder / n / "summary.json").exists()
-    }
-    return ", ".join(sorted(found)) or "none"
+    """The CPU kernels the runs ``names`` in ``folder`` computed with."""
+    return cpu_kinds(
+        cpu_capability(folder / n) for n in names if (folder / n / "summary.json").exists()
+    )
 
 
 @click.command(help=__doc__.split("\n\n")[0])
@@ -196,9 +196,10 @@ def report_pairs(
     for run in chosen:
         by_scenario.setdefault(run.scenario, []).append(run)
     for scenario, runs in by_scenario.items():
-        changed = {r.seed: figures(folders[variant], f"{r.name}-{variant}") for r in runs}
-        remade = {r.seed: figures(folders[REMADE], f"{r.name}-{REMADE}") for r in runs}
-        declared = {r.seed: figures(folders["declared"], r.name) for r in runs}
+        variant_lines = {r.seed: final_lines(folders[variant], f"{r.name}-{variant}") for r in runs}
+        changed = {seed: figures(lines) for seed, lines in variant_lines.items()}
+        remade = {r.seed: figures(final_lines(folders[REMADE], f"{r.name}-{REMADE}")) for r in runs}
+        declared = {r.seed: figures(final_lines(folders["declared"], r.name)) for r in runs}
         base_side = REMADE if all(remade.values()) else "declared"
         base = remade if base_side == REMADE else declared
         names = {
@@ -221,7 +222,7 @@ def report_pairs(
                         f"{side} {scale * figure.average:.{digits}f} / "
                         f"{scale * figure.worst:.{digits}f}"
                     )
-            acts = floor_acts(folders[variant], f"{run.name}-{variant}")
+            acts = floor_acts(variant_lines[run.seed])
             console.print(f"  seed {run.seed}, {metric} (mean / worst): " + ", ".join(cells) + acts)
         pairs = stats.paired_difference(
             {s: f for s, f in changed.items() if f is not None},

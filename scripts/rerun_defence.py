@@ -72,8 +72,7 @@ def local_worst(found: dict[str, tuple[Run, Record]], run: Run, comparator: str)
 def cpu_types(found: dict[str, tuple[Run, Record]], names: set[str]) -> str:
     """The CPU kernels (:attr:`Record.cpu_capability`) the records of ``names`` in
     ``found`` computed with, e.g. "AVX2" or "AVX2, unrecorded"; "none" without records."""
-    kinds = {found[n][1].cpu_capability or "unrecorded" for n in names if n in found}
-    return ", ".join(sorted(kinds)) or "none"
+    return adversarial.cpu_kinds(found[n][1].cpu_capability for n in names if n in found)
 
 
 @click.command(help=__doc__.split("\n\n")[0])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,6 +399,12 @@ def cpu_capability(run_dir: Path) -> str | None:
         return None
     platform = summary.get("platform") if isinstance(summary, dict) else None
     return platform.get("cpu_capability") if isinstance(platform, dict) else None
+
+
+def cpu_kinds(capabilities: Iterable[str | None]) -> str:
+    """The CPU kernels a set of runs computed with (:func:`cpu_capability` of each), as
+    a comparison names them: e.g. "AVX2" or "AVX2, unrecorded"; "none" without runs."""
+    return ", ".join(sorted({c or "unrecorded" for c in capabilities})) or "none"
 
 
 def mean(values: Sequence[float]) -> float:
