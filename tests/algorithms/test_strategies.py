@@ -739,7 +739,7 @@ def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() 
         3: np.array([-1.0, -0.3]),
     }
 
-    def strategy(**options: str) -> MCFLPlusStrategy:
+    def strategy(**options: Any) -> MCFLPlusStrategy:
         return MCFLPlusStrategy(plus_history="off", plus_own_update="off", **options)
 
     # Execute / Assert
@@ -749,3 +749,15 @@ def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() 
     # no parent, no steps: nothing to judge by
     assert strategy(plus_direction="on").choose_updates(0, vectors) == [0, 1, 2, 3]
     assert MCFLPlusStrategy().plus_direction is False
+    # late on iid data honest steps are near orthogonal: a floor below 0 keeps a peer
+    # somewhat the other way (cosine -0.18) and still drops the flippers (about -1)
+    vectors[4] = np.array([-0.2, 0.5])
+    on = strategy(plus_direction="on")
+    assert on.choose_updates(0, vectors, parent) == [0, 1]
+    assert on.personal_labels(None)["direction_dropped"] == 3
+    lower = strategy(plus_direction="on", plus_direction_floor=-0.3)
+    assert lower.choose_updates(0, vectors, parent) == [0, 1, 4]
+    assert lower.personal_labels(None)["direction_dropped"] == 2
+    assert "direction_dropped" not in strategy().personal_labels(None)
+    with pytest.raises(ValueError, match=r"\[-1, 1\)"):
+        strategy(plus_direction="on", plus_direction_floor=1.0)
