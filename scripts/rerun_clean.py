@@ -48,7 +48,7 @@ DECLARED = Path("declared")
 REMADE = "remade"
 
 
-def final_lines(folder: Path, name: str) -> list[dict[str, Any]]:
+def metrics_lines(folder: Path, name: str) -> list[dict[str, Any]]:
     """The metrics lines of run ``name``'s record (or run) in ``folder`` ([] if none)."""
     return report.read_metrics([folder / name / "metrics.jsonl"])
 
@@ -196,10 +196,14 @@ def report_pairs(
     for run in chosen:
         by_scenario.setdefault(run.scenario, []).append(run)
     for scenario, runs in by_scenario.items():
-        variant_lines = {r.seed: final_lines(folders[variant], f"{r.name}-{variant}") for r in runs}
+        variant_lines = {
+            r.seed: metrics_lines(folders[variant], f"{r.name}-{variant}") for r in runs
+        }
         changed = {seed: figures(lines) for seed, lines in variant_lines.items()}
-        remade = {r.seed: figures(final_lines(folders[REMADE], f"{r.name}-{REMADE}")) for r in runs}
-        declared = {r.seed: figures(final_lines(folders["declared"], r.name)) for r in runs}
+        remade = {
+            r.seed: figures(metrics_lines(folders[REMADE], f"{r.name}-{REMADE}")) for r in runs
+        }
+        declared = {r.seed: figures(metrics_lines(folders["declared"], r.name)) for r in runs}
         base_side = REMADE if all(remade.values()) else "declared"
         base = remade if base_side == REMADE else declared
         names = {

@@ -422,7 +422,7 @@ class MCFLPlusStrategy(MCFLStrategy):
         self._floor_acts: dict[int | None, tuple[int, bool]] = {}
         # Peers the direction check dropped, in total: what the metrics report of it.
         self._direction_dropped = 0
-        if not -1 <= self.plus_direction_floor < 1:
+        if self.plus_direction_floor >= 1:  # the option's own check refuses below -1
             raise ValueError(
                 f"plus_direction_floor is a cosine in [-1, 1), got {self.plus_direction_floor}"
             )
