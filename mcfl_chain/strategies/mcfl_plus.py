@@ -140,12 +140,13 @@ trainer's own update as the root of trust). Its metrics count the peers it dropp
   have a cosine at most 0, the lowest -0.09), so there the check drops honest peers
   every round: without it, the mean over trainers was 1.1 ± 1.0 points higher (5
   seeds paired; docs/discussion/mcfl-plus.md, "The direction check where nobody
-  attacks"). With ``plus_direction_floor`` at -0.3 it dropped no peer on iid (3 seeds:
-  the runs without the check, bit for bit); that it still drops reversed steps (-0.6
-  above) is not yet measured. The check stays off
-  by default because the second declaration and its ablation run MCFL-plus's
-  defaults; the third and fourth declarations (``docs/results/defence-v3.toml``,
-  ``defence-v4.toml``) switch it on.
+  attacks"). With ``plus_direction_floor`` at -0.3 it dropped no peer on iid (5 seeds:
+  the runs without the check, bit for bit) and still dropped the sign flippers (seed
+  212 and the third and fourth declarations' 20 % blocks, exploratory; "The floor of
+  -0.3 against sign flips"). The check stays off by default because the second
+  declaration and its ablation run MCFL-plus's defaults; the third and fourth
+  declarations (``docs/results/defence-v3.toml``, ``defence-v4.toml``) switch it on, at
+  the floor 0.
 - *Knows*: the parent's weights and the round's updates on it, as Algorithm 2 does.
 
 **Chance as the floor of evidence** (``plus_chance``, off by default). A classifier's
