@@ -18,6 +18,9 @@
               trainer, pulled towards it, reported (off chain)
 - ``fedavg-ft`` FedAvg with local fine-tuning before the trainer reports the model
 
+``personal`` is no strategy: the personal model's step that Ditto and MCFL-plus's
+``plus_personal`` share.
+
 ``make_strategy(name, **options)`` builds one by name.
 """
 

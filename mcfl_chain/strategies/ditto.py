@@ -46,9 +46,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcfl_chain.algorithms.proximal import proximal_penalty
 from mcfl_chain.strategies.base import StrategyOption, register_strategy
 from mcfl_chain.strategies.fedavg import FedAvgStrategy
+from mcfl_chain.strategies.personal import PersonalModel
 
 
 @register_strategy("ditto")
@@ -72,21 +72,21 @@ class DittoStrategy(FedAvgStrategy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.personal: Any | None = None
+        self._personal = PersonalModel()
+
+    @property
+    def personal(self) -> Any | None:
         """The personal model as the last round left it (None before the first)."""
-        self._round_start: tuple[int | None, Any | None] | None = None
-        # (round, personal model at its start): a second call in one round trains from
-        # the same start, so the round's personal step is taken once.
+        return self._personal.weights
+
+    @personal.setter
+    def personal(self, weights: Any | None) -> None:
+        self._personal.weights = weights
 
     def deployed(self, weights: Any) -> Any:
         """The personal model after this round's step towards ``weights``, the global
         model the trainer's aggregation produced (module docstring)."""
-        if self._round_start is None or self._round_start[0] != self.round:
-            self._round_start = (self.round, self.personal)
-        start = self._round_start[1]
         train = self._context().need("train")
-        penalty = proximal_penalty(weights, self.ditto_lambda) if self.ditto_lambda else None
-        self.personal = train(
-            weights if start is None else start, penalty, self.personal_epochs or None
+        return self._personal.step(
+            train, self.round, weights, self.ditto_lambda, self.personal_epochs or None
         )
-        return self.personal

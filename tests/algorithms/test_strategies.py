@@ -727,6 +727,57 @@ def test_mcfl_plus_keeps_the_best_model_deployed_through_a_last_round_that_goes_
     assert wide[1] == (0.733, {})
 
 
+def test_mcfl_plus_deploys_its_personal_model_only_where_its_validation_prefers_it() -> None:
+    # Prepare: one weight whose value is the validation accuracy; a train view that moves
+    # the weight by a fixed step per trainer (+0.02: personalising pays, -0.02: it does
+    # not) and records what it was asked
+    asked: list[tuple[float, Any, int | None]] = []
+
+    def strategy(step: float, **options: object) -> MCFLPlusStrategy:
+        def train_view(weights: Any, penalty: Any, epochs: int | None) -> Any:
+            asked.append((round(float(weights["w"][0]), 3), penalty, epochs))
+            return {"w": weights["w"] + step}
+
+        plus = MCFLPlusStrategy(**options)
+        context = replace(
+            _context(),
+            validation_metric=lambda weights: float(weights["w"][0]),
+            train=train_view,
+        )
+        plus.bind(context)
+        return plus
+
+    def play(plus: MCFLPlusStrategy, shared: list[float]) -> list[tuple[float, dict[str, Any]]]:
+        deployed = []
+        for round_, score in enumerate(shared):
+            plus.begin_round(round_)
+            weights = {"w": torch.tensor([score])}
+            mine = plus.deployed(weights)
+            plus.deployed(weights)  # a second call in the round: the same step, once
+            deployed.append((round(float(mine["w"][0]), 3), plus.personal_labels(weights)))
+        return deployed
+
+    # Execute
+    pays = play(strategy(0.02, plus_personal=0.5), [0.80, 0.83, 0.87])
+    pays_asked, asked[:] = list(asked), []
+    costs = play(strategy(-0.02, plus_personal=0.5), [0.80, 0.85])
+    asked[:] = []
+    off = play(strategy(0.02), [0.80])
+
+    # Assert: the personal model is deployed where it scores higher, the shared one
+    # otherwise; it trains on from its own last state, pulled towards the shared model
+    assert pays == [
+        (0.82, {"personal_rounds": 1}),
+        (0.84, {"personal_rounds": 2}),
+        (0.87, {"personal_rounds": 2}),  # the personal model, at 0.86, scores lower
+    ]
+    assert [start for start, _, _ in pays_asked] == [0.8, 0.8, 0.82, 0.82, 0.84, 0.84]
+    assert all(penalty is not None and epochs is None for _, penalty, epochs in pays_asked)
+    assert costs == [(0.8, {"personal_rounds": 0}), (0.85, {"personal_rounds": 0})]
+    assert off == [(0.8, {})] and asked == []
+    assert MCFLPlusStrategy(plus_personal=0.5).regulariser("p") is None
+
+
 def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() -> None:
     # Prepare: seed 212 of the second declared defence benchmark, round 8, in small:
     # the own update, one honest peer and two sign flippers (the peer's step reversed)
