@@ -236,13 +236,19 @@ otherwise. It deploys the personal model when that one scores strictly higher on
 validation split than ``w``, and ``w`` otherwise (its metrics count the rounds:
 ``personal_rounds``). What it trains, aggregates and votes for on chain is unchanged.
 
-- *Fixes*: on dirichlet-0.5 (declared, ten seeds) MCFL-plus was behind Ditto by 2.3
-  points and level with local training: under mild label skew a trainer's guards leave it
-  the choice between a shared model that fits its label mix less well and a model of its
-  own that pools nothing (9.5 deployed models for 10 trainers). A personal model anchored
-  at the shared one keeps both, as Ditto's does; the validation check keeps the shared
-  model where personalising does not pay (on iid, Ditto's tuning mean was 1.5 points below
-  FedAvg's).
+- *Meant to fix*: on dirichlet-0.5 (declared, ten seeds) MCFL-plus was behind Ditto by
+  2.3 points and level with local training, with 9.5 deployed models for 10 trainers. A
+  personal model anchored at a shared one keeps both the pooled features and the own
+  label mix, as Ditto's does; the validation check keeps the shared model where
+  personalising does not pay (on iid, Ditto's tuning mean was 1.5 points below FedAvg's).
+- *Measured* (exploratory, dirichlet-0.5 seeds 100-102, λ = 0.1,
+  docs/discussion/mcfl-plus.md): it does not fix it. The trainers deployed the personal
+  model in 6 to 17 of their 25 rounds, and ended where MCFL-plus without it ends (−0.1 ±
+  1.0 points), still 2.6 behind Ditto. There the guards leave each trainer alone (from
+  round 5 on, 157-185 of the 200 aggregations a run kept the own update only), so ``w``
+  pools nothing and a model pulled towards it is the trainer's own model trained on.
+  Ditto's gain comes from its anchor, a global model every trainer trains; MCFL-plus has
+  no such model to anchor at.
 - *Costs*: one more training and two more evaluations of the validation split per
   trainer and round. The choice is made on the split Algorithm 1 already scores with, so
   a strictly higher score can be noise. Lives in the worker's memory only: a restarted
