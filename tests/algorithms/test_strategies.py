@@ -689,22 +689,33 @@ def test_mcfl_plus_aggregates_on_no_parent_whose_trained_update_scores_far_worse
     assert strategy().aggregate_on(["sybil", "gone"], {"sybil": 11, "gone": 99}) == ["sybil"]
 
 
+def _scored_plus(train: Any = None, **options: object) -> MCFLPlusStrategy:
+    """MCFL-plus whose validation metric of a model is its one weight ``w``."""
+    plus = MCFLPlusStrategy(**options)
+    plus.bind(
+        replace(_context(), validation_metric=lambda weights: float(weights["w"][0]), train=train)
+    )
+    return plus
+
+
+def _deploy_rounds(
+    plus: MCFLPlusStrategy, scores: list[float], calls: int = 1
+) -> list[tuple[float, dict[str, Any]]]:
+    """What ``plus`` deploys, and its labels, in rounds 0, 1, … whose aggregation scores
+    ``scores`` (asked ``calls`` times a round)."""
+    deployed = []
+    for round_, score in enumerate(scores):
+        plus.begin_round(round_)
+        weights = {"w": torch.tensor([score])}
+        mine = [plus.deployed(weights) for _ in range(calls)][0]
+        deployed.append((round(float(mine["w"][0]), 3), plus.personal_labels(weights)))
+    return deployed
+
+
 def test_mcfl_plus_keeps_the_best_model_deployed_through_a_last_round_that_goes_wrong() -> None:
     # Prepare: one weight whose value is the validation accuracy; seed 231's trainer 10
     # in small: 0.86 and 0.883, then a round-9 aggregation at 0.733
-    def strategy(**options: object) -> MCFLPlusStrategy:
-        plus = MCFLPlusStrategy(**options)
-        plus.bind(replace(_context(), validation_metric=lambda weights: float(weights["w"][0])))
-        return plus
-
-    def play(plus: MCFLPlusStrategy, scores: list[float]) -> list[tuple[float, dict[str, Any]]]:
-        deployed = []
-        for round_, score in enumerate(scores):
-            plus.begin_round(round_)
-            weights = {"w": torch.tensor([score])}
-            mine = plus.deployed(weights)
-            deployed.append((round(float(mine["w"][0]), 3), plus.personal_labels(weights)))
-        return deployed
+    strategy, play = _scored_plus, _deploy_rounds
 
     # Execute
     keeping = play(strategy(plus_keep_best="on"), [0.86, 0.883, 0.85, 0.733, float("nan"), 0.9])
@@ -729,40 +740,24 @@ def test_mcfl_plus_keeps_the_best_model_deployed_through_a_last_round_that_goes_
 
 def test_mcfl_plus_deploys_its_personal_model_only_where_its_validation_prefers_it() -> None:
     # Prepare: one weight whose value is the validation accuracy; a train view that moves
-    # the weight by a fixed step per trainer (+0.02: personalising pays, -0.02: it does
-    # not) and records what it was asked
+    # the weight by a fixed step (+0.02: personalising pays, -0.02: it does not) and
+    # records what it was asked
     asked: list[tuple[float, Any, int | None]] = []
 
-    def strategy(step: float, **options: object) -> MCFLPlusStrategy:
+    def stepping(step: float) -> Any:
         def train_view(weights: Any, penalty: Any, epochs: int | None) -> Any:
             asked.append((round(float(weights["w"][0]), 3), penalty, epochs))
             return {"w": weights["w"] + step}
 
-        plus = MCFLPlusStrategy(**options)
-        context = replace(
-            _context(),
-            validation_metric=lambda weights: float(weights["w"][0]),
-            train=train_view,
-        )
-        plus.bind(context)
-        return plus
+        return train_view
 
-    def play(plus: MCFLPlusStrategy, shared: list[float]) -> list[tuple[float, dict[str, Any]]]:
-        deployed = []
-        for round_, score in enumerate(shared):
-            plus.begin_round(round_)
-            weights = {"w": torch.tensor([score])}
-            mine = plus.deployed(weights)
-            plus.deployed(weights)  # a second call in the round: the same step, once
-            deployed.append((round(float(mine["w"][0]), 3), plus.personal_labels(weights)))
-        return deployed
-
-    # Execute
-    pays = play(strategy(0.02, plus_personal=0.5), [0.80, 0.83, 0.87])
+    # Execute: each round asks twice, as a worker may; the second trains from the same
+    # start, so a round takes one personal step
+    pays = _deploy_rounds(_scored_plus(stepping(0.02), plus_personal=0.5), [0.8, 0.83, 0.87], 2)
     pays_asked, asked[:] = list(asked), []
-    costs = play(strategy(-0.02, plus_personal=0.5), [0.80, 0.85])
+    costs = _deploy_rounds(_scored_plus(stepping(-0.02), plus_personal=0.5), [0.8, 0.85], 2)
     asked[:] = []
-    off = play(strategy(0.02), [0.80])
+    off = _deploy_rounds(_scored_plus(stepping(0.02)), [0.8])
 
     # Assert: the personal model is deployed where it scores higher, the shared one
     # otherwise; it trains on from its own last state, pulled towards the shared model
