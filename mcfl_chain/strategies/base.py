@@ -235,6 +235,10 @@ class StrategyContext:
         trained on the trainer's training split with the network's optimiser settings
         (epochs None: the network's epochs per round), on the trainer's compute, for
         models that stay off chain (a personal model, a fine-tuned one).
+    calibrate : Callable, optional
+        ``state dict → state dict``: a classifier's weights with the output bias shifted
+        to the trainer's own label mix, fitted on its training split
+        (:mod:`mcfl_chain.algorithms.calibration`); an autoencoder's unchanged.
 
     The optional views are None where nobody provides them (unit tests); a strategy
     that needs one says so through :meth:`need`.
@@ -252,6 +256,7 @@ class StrategyContext:
     update_vector: Callable[[int], np.ndarray] | None = None
     fisher_diagonal: Callable[[Any], dict[str, Any]] | None = None
     train: Callable[[Any, Any, int | None], Any] | None = None
+    calibrate: Callable[[Any], Any] | None = None
     chance_metric: float | None = None
 
     def need(self, view: str) -> Callable[..., Any]:
@@ -383,6 +388,14 @@ class Strategy(ABC):
         """This trainer's version of a model's weights: what it trains from and what it
         is scored by (candidates, its aggregations). Default: the weights themselves;
         FACADE: with the head of lowest loss on the trainer's selection split."""
+        return weights
+
+    def scored(self, weights: Any) -> Any:
+        """The version of ``weights`` whose figure on the selection split stands for them
+        (every candidate's score, the context's ``validation_metric`` and
+        ``validation_loss``), without changing what is trained or aggregated. Default:
+        the weights themselves; MCFL-plus with ``plus_calibrate``: with the output bias
+        fitted to the trainer's label mix."""
         return weights
 
     def deployed(self, weights: Any) -> Any:

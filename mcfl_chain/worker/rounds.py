@@ -80,6 +80,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ import numpy as np
 import torch
 
 from mcfl_chain.adversaries import Adversary, CandidateView, Publication
+from mcfl_chain.algorithms.calibration import CALIBRATION_SAMPLES, fit_class_bias
 from mcfl_chain.algorithms.divergence import flatten_state
 from mcfl_chain.algorithms.ewc import expected_fisher_diagonal, fisher_diagonal
 from mcfl_chain.algorithms.own_evidence import chance_rate
@@ -261,6 +263,8 @@ class Worker:
         self.dag = dag
         self.kind = get_architecture(options.arch).kind
         self._template = create_model(options.arch, seed=0)
+        self._calibrated_biases: dict[int, weakref.ref[torch.Tensor]] = {}
+        """The output biases :meth:`_calibrated` made, by id, while they live."""
         if data.val_y.shape[0] > 0:
             self._select_x, self._select_y = data.val_x, data.val_y
         else:
@@ -376,6 +380,43 @@ class Worker:
                 return expected_fisher_diagonal(self._load(weights), x)
             return fisher_diagonal(self._load(weights), x, x, torch.nn.functional.mse_loss)
 
+    def _calibrated(self, weights: StateDict) -> StateDict:
+        """``weights`` with the output layer's bias shifted to this trainer's label mix
+        (:func:`~mcfl_chain.algorithms.calibration.fit_class_bias` on its training
+        split); an autoencoder's unchanged. The other tensors are shared, not copied."""
+        if self.kind != "classifier" or any(
+            (ref := self._calibrated_biases.get(id(v))) is not None and ref() is v
+            for v in weights.values()
+        ):
+            return weights  # already this trainer's: the fit would find 0 again
+        x = self.train_data.train_x[:CALIBRATION_SAMPLES]
+        y = self.train_data.train_y[:CALIBRATION_SAMPLES]
+        if y.shape[0] == 0:
+            return weights
+        with self.clock.measure("evaluation"):
+            net = self._load(weights)
+            net.eval()
+            with torch.inference_mode():
+                logits = net(x)
+            shift = fit_class_bias(logits, y)
+        # The output layer's bias: the last 1-D tensor as wide as the output.
+        name = next(
+            (k for k in reversed(list(weights)) if tuple(weights[k].shape) == (shift.shape[0],)),
+            None,
+        )
+        if name is None:
+            raise ValueError(
+                f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
+            )
+        bias = weights[name] + shift.to(weights[name])
+        key = id(bias)
+
+        def forget(_: object) -> None:
+            self._calibrated_biases.pop(key, None)
+
+        self._calibrated_biases[key] = weakref.ref(bias, forget)
+        return {**weights, name: bias}
+
     def _train_off_chain(
         self, weights: StateDict, penalty: Any, epochs: int | None = None
     ) -> StateDict:
@@ -467,6 +508,7 @@ class Worker:
                 update_vector=self._update_vector,
                 fisher_diagonal=self._fisher_diagonal,
                 train=self._train_off_chain,
+                calibrate=self._calibrated,
                 chance_metric=(
                     chance_rate(self._select_y.tolist()) if self.kind == "classifier" else None
                 ),
@@ -849,7 +891,11 @@ class Worker:
         )
 
     def _evaluate(self, weights: StateDict, split: str = "selection") -> Evaluation:
-        """The model's performance on the selection split, or on the held-out test split."""
+        """The model's performance on the selection split (as the strategy scores it:
+        :meth:`~mcfl_chain.strategies.base.Strategy.scored`), or on the held-out test
+        split."""
+        if split == "selection":
+            weights = self.strategy.scored(weights)
         x, y = (
             (self._select_x, self._select_y)
             if split == "selection"
@@ -875,6 +921,7 @@ class Worker:
         """Each model's performance on the selection split (Algorithm 1's scores)."""
         if not weights:
             return []
+        weights = [self.strategy.scored(w) for w in weights]
         with self.clock.measure("evaluation"):
             return self.compute.evaluate_many(
                 self.options.arch, weights, self._select_x, self._select_y, self.kind

@@ -773,6 +773,39 @@ def test_mcfl_plus_deploys_its_personal_model_only_where_its_validation_prefers_
     assert MCFLPlusStrategy(plus_personal=0.5).regulariser("p") is None
 
 
+def test_mcfl_plus_scores_and_deploys_calibrated_weights_only_with_plus_calibrate() -> None:
+    # Prepare: a calibrate view that adds 0.1 to the one weight and records its calls
+    asked: list[float] = []
+
+    def calibrate(weights: Any) -> Any:
+        asked.append(round(float(weights["w"][0]), 3))
+        return {"w": weights["w"] + 0.1}
+
+    def plus(**options: object) -> MCFLPlusStrategy:
+        strategy = MCFLPlusStrategy(**options)
+        strategy.bind(replace(_context(), calibrate=calibrate))
+        return strategy
+
+    weights = {"w": torch.tensor([0.5])}
+
+    # Execute
+    on, off = plus(plus_calibrate="on"), plus()
+    scored_on, deployed_on = on.scored(weights), on.deployed(weights)
+    on_asked, asked[:] = list(asked), []
+    scored_off, deployed_off = off.scored(weights), off.deployed(weights)
+
+    # Assert: with the option, both the score and the deployed model go through the view;
+    # without it, the weights themselves and the view is never asked
+    assert float(scored_on["w"][0]) == pytest.approx(0.6)
+    assert float(deployed_on["w"][0]) == pytest.approx(0.6)
+    assert on_asked == [0.5, 0.5]
+    assert scored_off is weights and deployed_off is weights and asked == []
+    with pytest.raises(RuntimeError, match="'calibrate' view"):
+        bare = MCFLPlusStrategy(plus_calibrate="on")
+        bare.bind(_context())
+        bare.scored(weights)
+
+
 def test_mcfl_plus_direction_check_drops_sign_flippers_who_are_half_the_group() -> None:
     # Prepare: seed 212 of the second declared defence benchmark, round 8, in small:
     # the own update, one honest peer and two sign flippers (the peer's step reversed)
