@@ -269,11 +269,10 @@ the models' own weights, unchanged.
   with local training: the guards leave each trainer alone, because a model trained on
   the pool predicts with the pool's label mix and so scores below the trainer's own
   model on its skewed split, though its features serve it. The mix is ten numbers; the
-  features are the rest. Measured before building it (exploratory, scratch script, not
-  in the repository): FedAvg's final model of dirichlet-0.5 seed 100, whose trainers
-  averaged 85.8 % on their test splits, averaged 90.8 % with the bias fitted on each
-  trainer's training split, against 88.6 % for Ditto and 87.2 % for local training on
-  that seed (docs/discussion/mcfl-plus.md).
+  features are the rest. Measured before building it (``scripts/label_shift.py``):
+  FedAvg's final model of dirichlet-0.5 seed 100, whose trainers averaged 85.8 % on
+  their test splits, averaged 90.8 % with the bias fitted on each trainer's training
+  split, against 88.6 % for Ditto and 87.2 % for local training on that seed.
 - *Costs*: one forward pass over up to 512 training samples and a 10-parameter convex
   fit per scored model. A pooled model now scores at its corrected worth, so the guards
   let trainers join it where the label mix was all that differed; where the features
