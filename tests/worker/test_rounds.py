@@ -1578,3 +1578,30 @@ def test_a_model_scored_after_aggregating_it_is_not_scored_again_as_a_candidate(
         weights, kept = worker._scored[mine]
         assert kept == worker._evaluate(worker.book.model(mine))
         assert weights is worker.book.model(mine)
+
+
+def test_calibrated_weights_shift_only_the_output_bias_towards_the_trainers_label_mix(tmp_path):
+    # Prepare: a trainer whose training labels are class 3 four times in five; a worker
+    # whose strategy records what the selection split is scored with
+    data = dataclasses.replace(trainer_data(40), train_y=torch.tensor([3, 3, 3, 3, 7] * 8))
+    strategy = make_strategy("fedavg")
+    scored: list[Any] = []
+    strategy.scored = lambda w: scored.append(w) or w  # type: ignore[method-assign]
+    worker = make_worker(tmp_path, ScriptedChain(lambda: status()), data=data, strategy=strategy)
+    weights = create_model(ARCH, seed=0).state_dict()
+    bias = list(weights)[-1]
+
+    # Execute
+    calibrated = worker._calibrated(weights)
+    again = worker._calibrated(calibrated)
+    worker._evaluate(weights)
+    worker._evaluate(weights, split="test")
+
+    # Assert: the last layer's bias moves, class 3 up most; every other tensor is the
+    # very same object; calibrated weights are not fitted twice; only the selection
+    # split goes through the strategy's scored version
+    shift = calibrated[bias] - weights[bias]
+    assert int(shift.argmax()) == 3 and float(shift[3]) > float(shift[7]) > float(shift[0])
+    assert all(calibrated[k] is weights[k] for k in weights if k != bias)
+    assert again is calibrated
+    assert len(scored) == 1 and scored[0] is weights
