@@ -521,9 +521,13 @@ class MCFLPlusStrategy(MCFLStrategy):
         return self._context().need("calibrate")(weights)
 
     def deployed(self, weights: Any) -> Any:
-        shared = self._kept_best(super().deployed(weights))
+        return self.scored(self._personal_or(self._kept_best(super().deployed(weights))))
+
+    def _personal_or(self, shared: Any) -> Any:
+        """With ``plus_personal``, the personal model where it scores higher than
+        ``shared`` on validation (module docstring); ``shared`` otherwise."""
         if not self.plus_personal:
-            return self.scored(shared)
+            return shared
         context = self._context()
         personal = self._personal.step(
             context.need("train"), self.round, shared, self.plus_personal, None
@@ -531,9 +535,9 @@ class MCFLPlusStrategy(MCFLStrategy):
         metric = context.need("validation_metric")
         if metric(personal) > metric(shared):
             self._personal_rounds.add(self.round)
-            return self.scored(personal)
+            return personal
         self._personal_rounds.discard(self.round)
-        return self.scored(shared)
+        return shared
 
     def _kept_best(self, weights: Any) -> Any:
         """``weights``, or with ``plus_keep_best`` the best model deployed so far when
