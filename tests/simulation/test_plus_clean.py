@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mcfl_chain.simulation import campaign, plus_clean, protocol, sweep
 from mcfl_chain.simulation.runner import SimulationConfig
 
-from .test_protocol import DESIGNS, EVALUATION, SMALL, declaration_text, figures
+from .test_protocol import DESIGNS, EVALUATION, SMALL, alternating, declaration_text, figures
 from .test_sweep import GRID, finish
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,10 +93,12 @@ def test_an_order_naming_an_undeclared_scenario_is_refused(committed):
 
 
 def test_the_table_judges_mcfl_plus_as_its_own_family_and_states_the_target():
-    """MCFL-plus scores as MCFL does in test_protocol's designs; MCFL itself 1 point
-    above it everywhere; on ``ahead`` the first trainer is the minority, and local
+    """MCFL-plus scores as MCFL does in test_protocol's designs, and on ``above`` 0.7
+    points ahead with a spread that neither the t test nor TOST resolves; MCFL itself 1
+    point above it everywhere; on ``ahead`` the first trainer is the minority, and local
     training scores it 0.1 below MCFL-plus."""
-    names = [*DESIGNS, "untouched"]
+    designs = {**DESIGNS, "above": lambda s: 0.007 + alternating(0.012, s)}
+    names = [*designs, "untouched"]
     declaration = protocol.parse_protocol(
         declaration_text({n: "superiority" for n in names}, candidates=["fedavg", "local"])
     )
@@ -105,7 +107,7 @@ def test_the_table_judges_mcfl_plus_as_its_own_family_and_states_the_target():
         "[mcfl_plus_clean]\noptions = {}\norder = " + str(names).replace("'", '"')
     )
     found: dict = {}
-    for name, difference in DESIGNS.items():
+    for name, difference in designs.items():
         best = "local" if name == "ahead" else "fedavg"
         for seed in (0, 1, 2):
             for method in ("fedavg", "local"):
@@ -137,10 +139,19 @@ def test_the_table_judges_mcfl_plus_as_its_own_family_and_states_the_target():
         "level": "met",
         "within": "met",  # behind, but equivalent within the margin
         "unresolved": "open",
+        "above": "open",
         "untouched": "not run",
     }
     for name, target in expected.items():
         assert plus_clean.target(by_name[name].synthesis) == target, name
+    # The undeclared non-inferiority reading: shown where MCFL-plus is ahead, level or
+    # behind by less than the margin, and on ``above``, which the declared rule leaves open.
+    shown = {
+        n for n, r in by_name.items() if r.p_noninferior is not None and r.p_noninferior < 0.05
+    }
+    assert shown == {"ahead", "level", "within", "above"}
+    assert by_name["untouched"].p_noninferior is None
+    assert plus_clean.NONINFERIORITY_NOTE in text and "(non-inferior) |" in text
     assert by_name["behind"].synthesis.verdict.wording.startswith("MCFL-plus behind")
     assert by_name["ahead"].synthesis.verdict.wording.startswith("MCFL-plus ahead")
     assert by_name["level"].versus_mcfl.mean_diff.mean == pytest.approx(-0.01)
