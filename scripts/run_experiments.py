@@ -71,6 +71,7 @@ from mcfl_chain.simulation import (
     minority,
     paper_scale,
     plus_clean,
+    plus_confirmatory,
     protocol,
     results_report,
     stats,
@@ -88,6 +89,7 @@ DECLARED_STAGES = (
     plus_clean.STAGE,
     autoencoder_epochs.STAGE,
     minority.STAGE,
+    plus_confirmatory.STAGE,
 )
 
 STAGE_FOLDERS = {
@@ -95,6 +97,10 @@ STAGE_FOLDERS = {
     paper_scale.STAGE: (paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS),
     autoencoder_epochs.STAGE: (autoencoder_epochs.EPOCHS_RUNS, autoencoder_epochs.EPOCHS_RECORDS),
     minority.STAGE: (minority.MINORITY_RUNS, minority.MINORITY_RECORDS),
+    plus_confirmatory.STAGE: (
+        plus_confirmatory.CONFIRMATORY_RUNS,
+        plus_confirmatory.CONFIRMATORY_RECORDS,
+    ),
 }
 """The declared stages whose runs and records have folders of their own (the others':
 runs/declared and results/declared)."""
@@ -141,6 +147,7 @@ def declared_plan(
     minority_path: Path = minority.MINORITY,
     plus_path: Path = plus_clean.PLUS_CLEAN,
     plus_tuned_path: Path = plus_clean.PLUS_TUNED,
+    confirmatory_path: Path = plus_confirmatory.CONFIRMATORY,
 ) -> campaign.Plan:
     """The declared campaign's plan at ``stage``, each method with the optimiser settings
     of ``tuned_path``; the comparators are chosen from the tuning runs finished in
@@ -148,7 +155,10 @@ def declared_plan(
     default folders). Prints the test-split figures of the declared rule.
     ``autoencoder-epochs`` reads ``epochs_path`` alone: it chooses nothing.
     ``minority-30-2`` reads ``minority_path``, and MCFL-plus's options and settings from
-    ``plus_path`` and ``plus_tuned_path``: it chooses nothing either."""
+    ``plus_path`` and ``plus_tuned_path``: it chooses nothing either.
+    ``mcfl-plus-confirmatory`` reads ``confirmatory_path`` and the settings of
+    ``tuned_path`` and ``plus_tuned_path``; its comparators come from the tuning runs in
+    runs/declared and results/declared, as paper-scale's do."""
     if stage == autoencoder_epochs.STAGE:
         return autoencoder_epochs.epochs_plan(
             autoencoder_epochs.load_epochs_sweep(epochs_path), campaign.load_scenarios(scenarios)
@@ -164,7 +174,7 @@ def declared_plan(
     figures: dict[tuple[str, str], dict[int, stats.RunFigures]] = {}
     tuning_folders = (
         (protocol.DECLARED_RECORDS, protocol.DECLARED_RUNS)
-        if stage == paper_scale.STAGE
+        if stage in (paper_scale.STAGE, plus_confirmatory.STAGE)
         else (records, out)
     )
     for folder in tuning_folders:  # a run directory wins over its record
@@ -173,6 +183,14 @@ def declared_plan(
     if stage == paper_scale.STAGE:
         paper = paper_scale.load_paper_scale(paper_path)
         return paper_scale.paper_scale_plan(paper, declaration, configs, figures, tuned)
+    if stage == plus_confirmatory.STAGE:
+        return plus_confirmatory.confirmatory_plan(
+            plus_confirmatory.load_confirmatory(confirmatory_path),
+            declaration,
+            configs,
+            figures,
+            minority.merged_tuned(tuned_path, plus_tuned_path),
+        )
     for line in protocol.split_size_lines(declaration, configs):
         console.print(f"test split: {line}")
     return protocol.declared_plan(declaration, configs, stage, figures, tuned=tuned)
@@ -618,11 +636,14 @@ def run_plus_clean(
     "'autoencoder-epochs' MCFL, local training and FedAvg on the autoencoders at each "
     "declared number of local epochs, on fresh seeds (--autoencoder-epochs); "
     "'minority-30-2' MCFL-plus, local training and MCFL at the true 30:2 (32 trainers, two "
-    "rotated; docs/results/minority-30-2.toml) on the evaluation seeds. Not "
+    "rotated; docs/results/minority-30-2.toml) on the evaluation seeds; "
+    "'mcfl-plus-confirmatory' MCFL-plus with one declared configuration and each "
+    "scenario's comparator on fresh seeds (--mcfl-plus-confirmatory). Not "
     "with --methods, --seeds, --comparison or --published-size.  [default: out "
     "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale, "
     "autoencoder-epochs: runs/declared/autoencoder-epochs, minority-30-2: "
-    "runs/declared/minority-30-2), records results/declared "
+    "runs/declared/minority-30-2, mcfl-plus-confirmatory: "
+    "runs/declared/mcfl-plus-confirmatory), records results/declared "
     "(likewise under results/declared)]",
 )
 @click.option(
@@ -682,6 +703,15 @@ def run_plus_clean(
     show_default=True,
     help="The declaration --declared mcfl-plus reads: MCFL-plus's options and the order "
     "of its scenarios.",
+)
+@click.option(
+    "--mcfl-plus-confirmatory",
+    "confirmatory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=plus_confirmatory.CONFIRMATORY,
+    show_default=True,
+    help="The declaration --declared mcfl-plus-confirmatory reads: MCFL-plus's options, "
+    "the fresh seeds and the order of the scenarios.",
 )
 @click.option(
     "--mcfl-plus-tuned",
@@ -750,6 +780,7 @@ def main(
     protocol_path: Path,
     paper_path: Path,
     plus_path: Path,
+    confirmatory_path: Path,
     plus_tuned_path: Path,
     epochs_path: Path,
     first: int | None,
@@ -860,6 +891,7 @@ def main(
                 epochs_path,
                 plus_path=plus_path,
                 plus_tuned_path=plus_tuned_path,
+                confirmatory_path=confirmatory_path,
             )
         else:
             plan = campaign.plan(

@@ -64,7 +64,19 @@ def parse_plus_clean(text: str, where: str = "mcfl-plus-clean") -> PlusClean:
         raise protocol.ProtocolError(f"{where}: {exc}") from exc
     head = protocol._require(data, "mcfl_plus_clean", dict, where)
     place = f"{where} [mcfl_plus_clean]"
-    options = protocol._require(head, "options", dict, place)
+    options = checked_options(protocol._require(head, "options", dict, place), place)
+    return PlusClean(options, checked_order(protocol._require(head, "order", list, place), place))
+
+
+def checked_options(options: Mapping[str, Any], place: str) -> tuple[tuple[str, Any], ...]:
+    """A declaration's MCFL-plus options, sorted by name, once each is known to MCFL-plus
+    and its value accepted as the command line would accept it.
+
+    Raises
+    ------
+    ProtocolError
+        For an unknown option, the tolerance (the protocol's) or a refused value.
+    """
     accepted = {o.name: o for o in STRATEGIES[METHOD].declared_options()}
     for name, value in options.items():
         if name not in accepted or name == "tolerance":
@@ -79,12 +91,22 @@ def parse_plus_clean(text: str, where: str = "mcfl-plus-clean") -> PlusClean:
                 f'{place}: options.{name}: {exc} (write it as the command line does: "on" '
                 'or "off" for a switch)'
             ) from exc
-    order = protocol._require(head, "order", list, place)
+    return tuple(sorted(options.items()))
+
+
+def checked_order(order: list[Any], place: str) -> tuple[str, ...]:
+    """A declaration's scenario order: names, none twice.
+
+    Raises
+    ------
+    ProtocolError
+        For an empty order, a name that is not text, or a scenario listed twice.
+    """
     if not order or not all(isinstance(s, str) for s in order):
         raise protocol.ProtocolError(f"{place}: order must list scenario names, got {order!r}")
     if len(set(order)) != len(order):
         raise protocol.ProtocolError(f"{place}: order lists a scenario twice: {order!r}")
-    return PlusClean(tuple(sorted(options.items())), tuple(order))
+    return tuple(order)
 
 
 def load_plus_clean(path: Path) -> PlusClean:
