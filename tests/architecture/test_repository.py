@@ -64,6 +64,8 @@ def _commits_touching(*paths: str) -> list[tuple[str, set[str]]]:
         ("docs/results/defence-v3.toml", "results/defence-v3"),
         ("docs/results/defence-v4.toml", "results/defence-v4"),
         ("docs/results/defence-ablation.toml", "results/defence-ablation"),
+        # issue 37: MCFL-plus on the clean scenarios, on fresh seeds
+        ("docs/results/mcfl-plus-confirmatory.toml", "results/declared/mcfl-plus-confirmatory"),
     ],
 )
 def test_a_declaration_predates_the_runs_it_judges(declaration, records):
