@@ -17,7 +17,10 @@ concentrated in one data group (the worst case), on fresh seeds, beside clean lo
 training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
 say where). A declaration names its campaign by its file's stem: runs in
 ``runs/defence-v4``, records in ``results/defence-v4/``, table in
-``docs/results/defence-v4.md``. The third and second declarations,
+``docs/results/defence-v4.md``. The fifth, ``docs/results/defence-v5.toml`` (the
+direction floor at -0.3, the configuration of the confirmatory clean declaration), is
+declared and runs with ``--declaration``; it becomes the default once its headline block
+is done. The third and second declarations,
 ``docs/results/defence-v3.toml`` (the direction check on, the chance floor off) and
 ``docs/results/defence-v2.toml`` (MCFL-plus with its defaults), stay open:
 ``--declaration`` with either resumes it. ``--until TIME`` starts no run that would end

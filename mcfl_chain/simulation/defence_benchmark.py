@@ -45,6 +45,7 @@ from mcfl_chain.simulation.experiment import RESULTS, ExperimentError, check_see
 from mcfl_chain.strategies import STRATEGIES
 
 DECLARATIONS = (
+    Path("docs/results/defence-v5.toml"),
     Path("docs/results/defence-v4.toml"),
     Path("docs/results/defence-v3.toml"),
     Path("docs/results/defence-v2.toml"),
@@ -53,10 +54,11 @@ DECLARATIONS = (
 """Every declaration of the benchmark, the newest first; each names its own records,
 table and run folder after its file (:func:`records_of`, :func:`table_of`,
 :func:`out_of`)."""
-DECLARATION = DECLARATIONS[0]
+DECLARATION = DECLARATIONS[1]
 """The declaration the default matrix is read from (``--declaration``): the newest whose
 headline block is finished (the fourth ran its 40 % blocks first, and became the default
-once its 20 % concentrated block was done)."""
+once its 20 % concentrated block was done; the fifth becomes it once its headline block,
+which it runs first, is done)."""
 CLOSED = {
     "defence": "its runs were made with MCFL-plus as it was at commit d655983, before the "
     "trained-update guard existed; resuming it now would mix two defences in one table. "

@@ -35,6 +35,7 @@ REMADE_HERE = {
     "defence-v2.md",
     "defence-v3.md",
     "defence-v4.md",
+    "defence-v5.md",
     "defence-ablation.md",
     "fedfmc.md",
     "fedfmc-one-step.md",
