@@ -111,6 +111,13 @@ def tost_paired(
     return EquivalenceTest(mean, margin, p_lower, p_upper, mean - half, mean + half, alpha)
 
 
+def noninferiority_p(test: EquivalenceTest, higher_is_better: bool = True) -> float:
+    """The p of the one-sided test of H0 "worse than the comparator by the margin or
+    more": TOST's lower test where higher is better, its upper one where lower is (an
+    MSE)."""
+    return test.p_lower if higher_is_better else test.p_upper
+
+
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the order given: the i-th smallest p
     times (m − i + 1), made non-decreasing in that order, capped at 1. A hypothesis

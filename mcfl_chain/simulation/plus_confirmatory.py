@@ -181,7 +181,7 @@ class ConfirmatoryRow:
         """The one-sided p on the worse side (1 before the row is tested)."""
         if self.test is None:
             return 1.0
-        return self.test.p_lower if stats.higher_is_better(self.metric) else self.test.p_upper
+        return inference.noninferiority_p(self.test, stats.higher_is_better(self.metric))
 
 
 def confirmatory_rows(

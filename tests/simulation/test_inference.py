@@ -150,3 +150,13 @@ def test_the_test_split_rule():
     )
     with pytest.raises(ValueError, match="at least 1 image"):
         inference.accuracy_standard_error(0)
+
+
+def test_non_inferiority_tests_the_worse_side_of_the_metric():
+    # An MSE about 0.001 lower than the comparator's: far better, so non-inferior at a
+    # 0.0005 margin where lower is better, and "worse by the margin" for an accuracy.
+    differences = [-0.0010, -0.0012, -0.0009, -0.0011, -0.0010]
+    test = inference.tost_paired(differences, margin=0.0005)
+
+    assert inference.noninferiority_p(test, higher_is_better=False) < 1e-4
+    assert inference.noninferiority_p(test, higher_is_better=True) > 0.99
