@@ -226,9 +226,10 @@ def confirmatory_rows(
 
 def reading(row: ConfirmatoryRow, alpha: float) -> str:
     """The declared reading: ``met`` when the Holm-adjusted non-inferiority p is below
-    ``alpha``; ``not shown`` otherwise; ``not run`` before every declared seed is paired."""
+    ``alpha``; ``not shown`` otherwise; before every declared seed is paired, ``not run``
+    (no seed yet) or ``not judged yet`` (some seeds: the table says how many)."""
     if row.p_holm is None:
-        return protocol.NOT_RUN
+        return "not judged yet" if row.differences else protocol.NOT_RUN
     return "met" if row.p_holm < alpha else "not shown"
 
 

@@ -125,7 +125,7 @@ def test_non_inferiority_is_judged_on_every_declared_seed_with_holm_over_the_row
         "within": "met",  # behind by less than the margin
         "unresolved": "not shown",
         "above": "met",  # neither ahead nor equivalent by the first declaration's rule
-        "partial": "not run",  # judged on every declared seed or not at all
+        "partial": "not judged yet",  # judged on every declared seed or not at all
         "untuned": "not run",
     }
     assert by_name["untuned"].comparator is None and by_name["partial"].test is None
