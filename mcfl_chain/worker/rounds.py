@@ -228,6 +228,30 @@ class _Aggregation:
     parents: tuple[bytes, ...] = ()
 
 
+class _Calibration:
+    """One output bias :meth:`Worker._calibrated` fitted, kept in ``book`` under ``key``
+    (the ids of the tensors it was fitted for) until the first of them dies: held
+    weakly, so the cache never keeps a model alive, and gone before an id is reused."""
+
+    __slots__ = ("name", "bias", "_refs")
+
+    def __init__(
+        self,
+        name: str,
+        bias: torch.Tensor,
+        key: tuple[int, ...],
+        book: dict[tuple[int, ...], _Calibration],
+        weights: StateDict,
+    ) -> None:
+        self.name = name
+        self.bias = bias
+
+        def forget(_: object) -> None:
+            book.pop(key, None)
+
+        self._refs = [weakref.ref(v, forget) for v in weights.values()]
+
+
 class Worker:
     """One sovereign trainer. ``run()`` blocks until the round budget is spent."""
 
@@ -265,6 +289,9 @@ class Worker:
         self._template = create_model(options.arch, seed=0)
         self._calibrated_biases: dict[int, weakref.ref[torch.Tensor]] = {}
         """The output biases :meth:`_calibrated` made, by id, while they live."""
+        self._calibrations: dict[tuple[int, ...], _Calibration] = {}
+        """What :meth:`_calibrated` made, by the ids of the tensors it was given, while
+        they all live."""
         if data.val_y.shape[0] > 0:
             self._select_x, self._select_y = data.val_x, data.val_y
         else:
@@ -389,6 +416,12 @@ class Worker:
             for v in weights.values()
         ):
             return weights  # already this trainer's: the fit would find 0 again
+        # The same tensors give the same bias: a trainer scores its aggregation's model
+        # again the next round, and its own update both as an update and as a model.
+        key = tuple(id(v) for v in weights.values())
+        made = self._calibrations.get(key)
+        if made is not None:
+            return {**weights, made.name: made.bias}
         x = self.train_data.train_x[:CALIBRATION_SAMPLES]
         y = self.train_data.train_y[:CALIBRATION_SAMPLES]
         if y.shape[0] == 0:
@@ -409,12 +442,13 @@ class Worker:
                 f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
             )
         bias = weights[name] + shift.to(weights[name])
-        key = id(bias)
+        made_id = id(bias)
 
         def forget(_: object) -> None:
-            self._calibrated_biases.pop(key, None)
+            self._calibrated_biases.pop(made_id, None)
 
-        self._calibrated_biases[key] = weakref.ref(bias, forget)
+        self._calibrated_biases[made_id] = weakref.ref(bias, forget)
+        self._calibrations[key] = _Calibration(name, bias, key, self._calibrations, weights)
         return {**weights, name: bias}
 
     def _train_off_chain(

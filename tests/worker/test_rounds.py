@@ -1605,3 +1605,33 @@ def test_calibrated_weights_shift_only_the_output_bias_towards_the_trainers_labe
     assert all(calibrated[k] is weights[k] for k in weights if k != bias)
     assert again is calibrated
     assert len(scored) == 1 and scored[0] is weights
+
+
+def test_calibrating_the_same_tensors_again_reuses_the_fit_until_they_die(tmp_path, monkeypatch):
+    # Prepare: a classifier's trainer that counts its label-mix fits
+    from mcfl_chain.worker import rounds
+
+    fits: list[int] = []
+    fit = rounds.fit_class_bias
+    monkeypatch.setattr(rounds, "fit_class_bias", lambda *a: fits.append(1) or fit(*a))
+    data = dataclasses.replace(trainer_data(40), train_y=torch.tensor([3, 3, 3, 3, 7] * 8))
+    worker = make_worker(tmp_path, ScriptedChain(lambda: status()), data=data)
+    weights = create_model(ARCH, seed=0).state_dict()
+    bias = list(weights)[-1]
+
+    # Execute: the same tensors twice (the second time in a new dict), then equal
+    # tensors that are other objects
+    first = worker._calibrated(weights)
+    second = worker._calibrated(dict(weights))
+    copies = {k: v.clone() for k, v in weights.items()}
+    third = worker._calibrated(copies)
+
+    # Assert: the same tensors are fitted once and give the very same bias; other
+    # objects are fitted anew, to the same bits; each entry goes with its tensors
+    assert len(fits) == 2
+    assert second[bias] is first[bias] and second.keys() == first.keys()
+    assert torch.equal(third[bias], first[bias]) and third[bias] is not first[bias]
+    assert len(worker._calibrations) == 2
+    del copies, third
+    gc.collect()
+    assert len(worker._calibrations) == 1
