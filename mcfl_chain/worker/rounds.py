@@ -81,6 +81,7 @@ import math
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -228,28 +229,19 @@ class _Aggregation:
     parents: tuple[bytes, ...] = ()
 
 
-class _Calibration:
-    """One output bias :meth:`Worker._calibrated` fitted, kept in ``book`` under ``key``
-    (the ids of the tensors it was fitted for) until the first of them dies: held
-    weakly, so the cache never keeps a model alive, and gone before an id is reused."""
+CALIBRATIONS_KEPT = 64
+"""Label-mix shifts a trainer keeps (a few rounds' worth: about seven models a round)."""
 
-    __slots__ = ("name", "bias", "_refs")
 
-    def __init__(
-        self,
-        name: str,
-        bias: torch.Tensor,
-        key: tuple[int, ...],
-        book: dict[tuple[int, ...], _Calibration],
-        weights: StateDict,
-    ) -> None:
-        self.name = name
-        self.bias = bias
-
-        def forget(_: object) -> None:
-            book.pop(key, None)
-
-        self._refs = [weakref.ref(v, forget) for v in weights.values()]
+def _weights_digest(weights: StateDict) -> bytes:
+    """A digest of ``weights``' names, dtypes, shapes and values: equal for equal
+    weights, whichever tensors hold them."""
+    h = hashlib.blake2b(digest_size=32)
+    for name, value in weights.items():
+        tensor = value.detach().cpu().contiguous()
+        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.digest()
 
 
 class Worker:
@@ -289,9 +281,9 @@ class Worker:
         self._template = create_model(options.arch, seed=0)
         self._calibrated_biases: dict[int, weakref.ref[torch.Tensor]] = {}
         """The output biases :meth:`_calibrated` made, by id, while they live."""
-        self._calibrations: dict[tuple[int, ...], _Calibration] = {}
-        """What :meth:`_calibrated` made, by the ids of the tensors it was given, while
-        they all live."""
+        self._calibrations: OrderedDict[bytes, tuple[str, torch.Tensor]] = OrderedDict()
+        """The last output-bias shifts :meth:`_calibrated` fitted (the bias's name and the
+        shift), by the digest of the weights they were fitted for."""
         if data.val_y.shape[0] > 0:
             self._select_x, self._select_y = data.val_x, data.val_y
         else:
@@ -416,31 +408,43 @@ class Worker:
             for v in weights.values()
         ):
             return weights  # already this trainer's: the fit would find 0 again
-        # The same tensors give the same bias: a trainer scores its aggregation's model
-        # again the next round, and its own update both as an update and as a model.
-        key = tuple(id(v) for v in weights.values())
-        made = self._calibrations.get(key)
-        if made is not None:
-            return {**weights, made.name: made.bias}
         x = self.train_data.train_x[:CALIBRATION_SAMPLES]
         y = self.train_data.train_y[:CALIBRATION_SAMPLES]
         if y.shape[0] == 0:
             return weights
-        with self.clock.measure("evaluation"):
-            net = self._load(weights)
-            net.eval()
-            with torch.inference_mode():
-                logits = net(x)
-            shift = fit_class_bias(logits, y)
-        # The output layer's bias: the last 1-D tensor as wide as the output.
-        name = next(
-            (k for k in reversed(list(weights)) if tuple(weights[k].shape) == (shift.shape[0],)),
-            None,
-        )
-        if name is None:
-            raise ValueError(
-                f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
+        # The same weights give the same shift, and a trainer meets them again: its
+        # aggregation's model among the next round's candidates, its own update scored
+        # as an update and, kept alone, as a model. Hashing them costs far less than the
+        # forward pass and the fit.
+        key = _weights_digest(weights)
+        made = self._calibrations.get(key)
+        if made is not None:
+            self._calibrations.move_to_end(key)
+            name, shift = made
+        else:
+            with self.clock.measure("evaluation"):
+                net = self._load(weights)
+                net.eval()
+                with torch.inference_mode():
+                    logits = net(x)
+                shift = fit_class_bias(logits, y)
+            # The output layer's bias: the last 1-D tensor as wide as the output.
+            found = next(
+                (
+                    k
+                    for k in reversed(list(weights))
+                    if tuple(weights[k].shape) == (shift.shape[0],)
+                ),
+                None,
             )
+            if found is None:
+                raise ValueError(
+                    f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
+                )
+            name = found
+            self._calibrations[key] = (name, shift)
+            if len(self._calibrations) > CALIBRATIONS_KEPT:
+                self._calibrations.popitem(last=False)
         bias = weights[name] + shift.to(weights[name])
         made_id = id(bias)
 
@@ -448,7 +452,6 @@ class Worker:
             self._calibrated_biases.pop(made_id, None)
 
         self._calibrated_biases[made_id] = weakref.ref(bias, forget)
-        self._calibrations[key] = _Calibration(name, bias, key, self._calibrations, weights)
         return {**weights, name: bias}
 
     def _train_off_chain(

@@ -1607,31 +1607,33 @@ def test_calibrated_weights_shift_only_the_output_bias_towards_the_trainers_labe
     assert len(scored) == 1 and scored[0] is weights
 
 
-def test_calibrating_the_same_tensors_again_reuses_the_fit_until_they_die(tmp_path, monkeypatch):
-    # Prepare: a classifier's trainer that counts its label-mix fits
+def test_calibrating_equal_weights_again_reuses_the_fit_of_the_last_ones(tmp_path, monkeypatch):
+    # Prepare: a classifier's trainer that counts its label-mix fits and keeps two
     from mcfl_chain.worker import rounds
 
     fits: list[int] = []
     fit = rounds.fit_class_bias
     monkeypatch.setattr(rounds, "fit_class_bias", lambda *a: fits.append(1) or fit(*a))
+    monkeypatch.setattr(rounds, "CALIBRATIONS_KEPT", 2)
     data = dataclasses.replace(trainer_data(40), train_y=torch.tensor([3, 3, 3, 3, 7] * 8))
     worker = make_worker(tmp_path, ScriptedChain(lambda: status()), data=data)
     weights = create_model(ARCH, seed=0).state_dict()
     bias = list(weights)[-1]
+    fresh = worker._calibrated(weights)
+    others = [create_model(ARCH, seed=s).state_dict() for s in (1, 2)]
 
-    # Execute: the same tensors twice (the second time in a new dict), then equal
-    # tensors that are other objects
-    first = worker._calibrated(weights)
-    second = worker._calibrated(dict(weights))
-    copies = {k: v.clone() for k, v in weights.items()}
-    third = worker._calibrated(copies)
+    # Execute: the same tensors in a new dict, then equal values in other tensors, then
+    # two other models, then the first again
+    again = worker._calibrated(dict(weights))
+    copied = worker._calibrated({k: v.clone() for k, v in weights.items()})
+    for other in others:
+        worker._calibrated(other)
+    evicted = worker._calibrated(weights)
 
-    # Assert: the same tensors are fitted once and give the very same bias; other
-    # objects are fitted anew, to the same bits; each entry goes with its tensors
-    assert len(fits) == 2
-    assert second[bias] is first[bias] and second.keys() == first.keys()
-    assert torch.equal(third[bias], first[bias]) and third[bias] is not first[bias]
+    # Assert: equal weights are fitted once and shifted by the same bits; the oldest
+    # fit is forgotten beyond the kept number and made again, to the same bits
+    assert len(fits) == 4
+    assert torch.equal(again[bias], fresh[bias]) and torch.equal(copied[bias], fresh[bias])
+    assert all(again[k] is weights[k] for k in weights if k != bias)
+    assert torch.equal(evicted[bias], fresh[bias])
     assert len(worker._calibrations) == 2
-    del copies, third
-    gc.collect()
-    assert len(worker._calibrations) == 1
