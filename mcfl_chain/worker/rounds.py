@@ -281,9 +281,9 @@ class Worker:
         self._template = create_model(options.arch, seed=0)
         self._calibrated_biases: dict[int, weakref.ref[torch.Tensor]] = {}
         """The output biases :meth:`_calibrated` made, by id, while they live."""
-        self._calibrations: OrderedDict[bytes, tuple[str, torch.Tensor]] = OrderedDict()
-        """The last output-bias shifts :meth:`_calibrated` fitted (the bias's name and the
-        shift), by the digest of the weights they were fitted for."""
+        self._calibrations: OrderedDict[bytes, torch.Tensor] = OrderedDict()
+        """The last output-bias shifts :meth:`_calibrated` fitted, by the digest of the
+        weights they were fitted for."""
         if data.val_y.shape[0] > 0:
             self._select_x, self._select_y = data.val_x, data.val_y
         else:
@@ -417,34 +417,28 @@ class Worker:
         # as an update and, kept alone, as a model. Hashing them costs far less than the
         # forward pass and the fit.
         key = _weights_digest(weights)
-        made = self._calibrations.get(key)
-        if made is not None:
-            self._calibrations.move_to_end(key)
-            name, shift = made
-        else:
+        shift = self._calibrations.get(key)
+        if shift is None:
             with self.clock.measure("evaluation"):
                 net = self._load(weights)
                 net.eval()
                 with torch.inference_mode():
                     logits = net(x)
                 shift = fit_class_bias(logits, y)
-            # The output layer's bias: the last 1-D tensor as wide as the output.
-            found = next(
-                (
-                    k
-                    for k in reversed(list(weights))
-                    if tuple(weights[k].shape) == (shift.shape[0],)
-                ),
-                None,
-            )
-            if found is None:
-                raise ValueError(
-                    f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
-                )
-            name = found
-            self._calibrations[key] = (name, shift)
+            self._calibrations[key] = shift
             if len(self._calibrations) > CALIBRATIONS_KEPT:
                 self._calibrations.popitem(last=False)
+        else:
+            self._calibrations.move_to_end(key)
+        # The output layer's bias: the last 1-D tensor as wide as the output.
+        name = next(
+            (k for k in reversed(list(weights)) if tuple(weights[k].shape) == (shift.shape[0],)),
+            None,
+        )
+        if name is None:
+            raise ValueError(
+                f"{self.options.arch}: no output bias of {shift.shape[0]} classes to calibrate"
+            )
         bias = weights[name] + shift.to(weights[name])
         made_id = id(bias)
 
