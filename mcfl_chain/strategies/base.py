@@ -236,9 +236,10 @@ class StrategyContext:
         (epochs None: the network's epochs per round), on the trainer's compute, for
         models that stay off chain (a personal model, a fine-tuned one).
     calibrate : Callable, optional
-        ``state dict → state dict``: a classifier's weights with the output bias shifted
-        to the trainer's own label mix, fitted on its training split
-        (:mod:`mcfl_chain.algorithms.calibration`); an autoencoder's unchanged.
+        ``(state dict, solver) → state dict``: a classifier's weights with the output
+        bias shifted to the trainer's own label mix, fitted on its training split by
+        that solver (:mod:`mcfl_chain.algorithms.calibration`); an autoencoder's
+        unchanged.
 
     The optional views are None where nobody provides them (unit tests); a strategy
     that needs one says so through :meth:`need`.
@@ -256,7 +257,7 @@ class StrategyContext:
     update_vector: Callable[[int], np.ndarray] | None = None
     fisher_diagonal: Callable[[Any], dict[str, Any]] | None = None
     train: Callable[[Any, Any, int | None], Any] | None = None
-    calibrate: Callable[[Any], Any] | None = None
+    calibrate: Callable[[Any, str], Any] | None = None
     chance_metric: float | None = None
 
     def need(self, view: str) -> Callable[..., Any]:

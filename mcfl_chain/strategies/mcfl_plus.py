@@ -289,7 +289,10 @@ the models' own weights, unchanged.
   worth, so the guards let trainers join it where the label mix was all that differed;
   where the features differ too (other classes, rotated images) the fitted bias cannot
   rescue a model and the guards refuse it as before. The deployed model is the
-  trainer's own word (its bias is private), as Ditto's personal model is.
+  trainer's own word (its bias is private), as Ditto's personal model is. The fit
+  itself is L-BFGS by default, the solver of every record made before 2026-12-02;
+  ``plus_calibrate_fit = "newton"`` reaches the same optimum in about a third of its
+  time (a sixth of a run's CPU time where the correction dominates).
 - *Knows*: its own training samples and the models' logits on them.
 
 **Robust aggregation inside the chosen group** (``plus_robust``). The updates kept by
@@ -322,6 +325,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
+from mcfl_chain.algorithms.calibration import SOLVERS
 from mcfl_chain.algorithms.divergence import flatten_state, unflatten_state
 from mcfl_chain.algorithms.model_selection import CountRule, select_best_models
 from mcfl_chain.algorithms.own_evidence import (
@@ -481,6 +485,14 @@ class MCFLPlusStrategy(MCFLStrategy):
         "chain is unchanged; off by default; the fifth defence and the confirmatory clean "
         "declarations switch it on).",
     )
+    plus_calibrate_fit = StrategyOption(
+        str,
+        "lbfgs",
+        "MCFL-plus: how --plus-calibrate fits the bias: lbfgs (the records made before "
+        "2026-12-02) or newton (the same optimum, reached in about a third of the time; "
+        "the fifth defence declaration runs it).",
+        choices=SOLVERS,
+    )
     plus_robust = StrategyOption(
         str,
         "trimmed-mean",
@@ -522,7 +534,7 @@ class MCFLPlusStrategy(MCFLStrategy):
     def scored(self, weights: Any) -> Any:
         if not self.plus_calibrate:
             return weights
-        return self._context().need("calibrate")(weights)
+        return self._context().need("calibrate")(weights, self.plus_calibrate_fit)
 
     def deployed(self, weights: Any) -> Any:
         return self.scored(self._personal_or(self._kept_best(super().deployed(weights))))

@@ -399,10 +399,11 @@ class Worker:
                 return expected_fisher_diagonal(self._load(weights), x)
             return fisher_diagonal(self._load(weights), x, x, torch.nn.functional.mse_loss)
 
-    def _calibrated(self, weights: StateDict) -> StateDict:
+    def _calibrated(self, weights: StateDict, solver: str = "lbfgs") -> StateDict:
         """``weights`` with the output layer's bias shifted to this trainer's label mix
         (:func:`~mcfl_chain.algorithms.calibration.fit_class_bias` on its training
-        split); an autoencoder's unchanged. The other tensors are shared, not copied."""
+        split, by ``solver``); an autoencoder's unchanged. The other tensors are shared,
+        not copied."""
         if self.kind != "classifier" or any(
             (ref := self._calibrated_biases.get(id(v))) is not None and ref() is v
             for v in weights.values()
@@ -416,7 +417,7 @@ class Worker:
         # aggregation's model among the next round's candidates, its own update scored
         # as an update and, kept alone, as a model. Hashing them costs far less than the
         # forward pass and the fit.
-        key = _weights_digest(weights)
+        key = _weights_digest(weights) + solver.encode()
         shift = self._calibrations.get(key)
         if shift is None:
             with self.clock.measure("evaluation"):
@@ -424,7 +425,7 @@ class Worker:
                 net.eval()
                 with torch.inference_mode():
                     logits = net(x)
-                shift = fit_class_bias(logits, y)
+                shift = fit_class_bias(logits, y, solver)
             self._calibrations[key] = shift
             if len(self._calibrations) > CALIBRATIONS_KEPT:
                 self._calibrations.popitem(last=False)

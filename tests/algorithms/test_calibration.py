@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mcfl_chain.algorithms.calibration import fit_class_bias
+from mcfl_chain.algorithms.calibration import BIAS_L2, fit_class_bias
 
 
 def _skewed(n: int = 2000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -52,3 +52,35 @@ def test_fit_class_bias_stays_finite_for_a_class_without_samples_and_checks_shap
         fit_class_bias(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long))
     with pytest.raises(ValueError, match="at least one sample"):
         fit_class_bias(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
+
+
+def _objective(logits: torch.Tensor, labels: torch.Tensor, shift: torch.Tensor) -> float:
+    z, b = logits.double(), shift.double()
+    ce = torch.nn.functional.cross_entropy(z + b, labels)
+    return float(ce + BIAS_L2 * 0.5 * torch.dot(b, b))
+
+
+def test_newton_reaches_at_least_lbfgs_optimum_and_repeats_its_bits() -> None:
+    # Prepare: the skewed mix above, and ten classes with two nearly absent (the flat
+    # directions where L-BFGS stops early)
+    gen = torch.Generator().manual_seed(1)
+    prior = torch.tensor([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.04, 0.005, 0.005])
+    y = torch.multinomial(prior, 512, replacement=True, generator=gen)
+    z = 3 * torch.randn(512, 10, generator=gen)
+    z[torch.arange(512), y] += 2
+    problems = [_skewed()[:2], (z, y)]
+
+    for logits, labels in problems:
+        # Execute
+        lbfgs = fit_class_bias(logits, labels, "lbfgs")
+        newton = fit_class_bias(logits, labels, "newton")
+        again = fit_class_bias(logits.clone(), labels.clone(), "newton")
+
+        # Assert: the same optimum to L-BFGS's tolerance, never a worse objective,
+        # centred, in the logits' dtype, and the same bits again
+        assert torch.allclose(newton, lbfgs, atol=5e-3), (newton, lbfgs)
+        assert _objective(logits, labels, newton) <= _objective(logits, labels, lbfgs) + 1e-12
+        assert abs(float(newton.mean())) < 1e-6 and newton.dtype == logits.dtype
+        assert torch.equal(again, newton)
+    with pytest.raises(ValueError, match="unknown class-bias solver"):
+        fit_class_bias(z, y, "adam")

@@ -776,9 +776,11 @@ def test_mcfl_plus_deploys_its_personal_model_only_where_its_validation_prefers_
 def test_mcfl_plus_scores_and_deploys_calibrated_weights_only_with_plus_calibrate() -> None:
     # Prepare: a calibrate view that adds 0.1 to the one weight and records its calls
     asked: list[float] = []
+    solvers: list[str] = []
 
-    def calibrate(weights: Any) -> Any:
+    def calibrate(weights: Any, solver: str) -> Any:
         asked.append(round(float(weights["w"][0]), 3))
+        solvers.append(solver)
         return {"w": weights["w"] + 0.1}
 
     def plus(**options: object) -> MCFLPlusStrategy:
@@ -793,6 +795,8 @@ def test_mcfl_plus_scores_and_deploys_calibrated_weights_only_with_plus_calibrat
     scored_on, deployed_on = on.scored(weights), on.deployed(weights)
     on_asked, asked[:] = list(asked), []
     scored_off, deployed_off = off.scored(weights), off.deployed(weights)
+    plus(plus_calibrate="on", plus_calibrate_fit="newton").scored(weights)
+    asked.pop()
 
     # Assert: with the option, both the score and the deployed model go through the view;
     # without it, the weights themselves and the view is never asked
@@ -800,6 +804,9 @@ def test_mcfl_plus_scores_and_deploys_calibrated_weights_only_with_plus_calibrat
     assert float(deployed_on["w"][0]) == pytest.approx(0.6)
     assert on_asked == [0.5, 0.5]
     assert scored_off is weights and deployed_off is weights and asked == []
+    assert solvers == ["lbfgs", "lbfgs", "newton"]
+    with pytest.raises(ValueError, match="plus_calibrate_fit"):
+        MCFLPlusStrategy(plus_calibrate_fit="adam")
     with pytest.raises(RuntimeError, match="'calibrate' view"):
         bare = MCFLPlusStrategy(plus_calibrate="on")
         bare.bind(_context())

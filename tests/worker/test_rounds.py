@@ -1611,9 +1611,14 @@ def test_calibrating_equal_weights_again_reuses_the_fit_of_the_last_ones(tmp_pat
     # Prepare: a classifier's trainer that counts its label-mix fits and keeps two
     from mcfl_chain.worker import rounds
 
-    fits: list[int] = []
+    fits: list[str] = []
     fit = rounds.fit_class_bias
-    monkeypatch.setattr(rounds, "fit_class_bias", lambda *a: fits.append(1) or fit(*a))
+
+    def counted(logits: torch.Tensor, labels: torch.Tensor, solver: str) -> torch.Tensor:
+        fits.append(solver)
+        return fit(logits, labels, solver)
+
+    monkeypatch.setattr(rounds, "fit_class_bias", counted)
     monkeypatch.setattr(rounds, "CALIBRATIONS_KEPT", 2)
     data = dataclasses.replace(trainer_data(40), train_y=torch.tensor([3, 3, 3, 3, 7] * 8))
     worker = make_worker(tmp_path, ScriptedChain(lambda: status()), data=data)
@@ -1623,17 +1628,21 @@ def test_calibrating_equal_weights_again_reuses_the_fit_of_the_last_ones(tmp_pat
     others = [create_model(ARCH, seed=s).state_dict() for s in (1, 2)]
 
     # Execute: the same tensors in a new dict, then equal values in other tensors, then
-    # two other models, then the first again
+    # two other models, then the first again, then by the other solver
     again = worker._calibrated(dict(weights))
     copied = worker._calibrated({k: v.clone() for k, v in weights.items()})
     for other in others:
         worker._calibrated(other)
     evicted = worker._calibrated(weights)
+    newton = worker._calibrated(weights, "newton")
 
     # Assert: equal weights are fitted once and shifted by the same bits; the oldest
     # fit is forgotten beyond the kept number and made again, to the same bits
-    assert len(fits) == 4
+    assert fits[:-1] == ["lbfgs"] * 4
     assert torch.equal(again[bias], fresh[bias]) and torch.equal(copied[bias], fresh[bias])
     assert all(again[k] is weights[k] for k in weights if k != bias)
     assert torch.equal(evicted[bias], fresh[bias])
     assert len(worker._calibrations) == 2
+    # another solver is another fit, of the same optimum
+    assert fits[-1] == "newton"
+    assert torch.allclose(newton[bias], fresh[bias], atol=5e-3)
