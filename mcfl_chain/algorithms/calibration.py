@@ -19,8 +19,9 @@ the same bits. Two solve it:
   from the optimum along the flat directions of classes with few samples;
 - ``newton``, a damped Newton method with the Hessian in closed form (``C`` unknowns, a
   ``C × C`` system a step): it reaches the optimum to the gradient tolerance in a few
-  steps and took about a third of L-BFGS's time on 512 × 10 problems. Both are kept so
-  that records stay reproducible; a declaration names the one it runs.
+  steps and took a quarter to a third of L-BFGS's time on 512 × 10 problems. Both are
+  kept so that records stay reproducible; L-BFGS is the default, and a declaration that
+  runs Newton names it.
 """
 
 from __future__ import annotations
