@@ -111,10 +111,11 @@ def _newton(z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     eye = torch.eye(c, dtype=z.dtype)
     for _ in range(NEWTON_STEPS):
         p = torch.softmax(z + b, dim=1)
-        grad = p.mean(0) - observed + BIAS_L2 * b
+        mean_p = p.mean(0)
+        grad = mean_p - observed + BIAS_L2 * b
         if float(grad.abs().max()) < NEWTON_TOLERANCE:
             break
-        hessian = torch.diag(p.mean(0)) - p.T @ p / n + BIAS_L2 * eye
+        hessian = torch.diag(mean_p) - p.T @ p / n + BIAS_L2 * eye
         step = torch.linalg.solve(hessian, -grad)
         slope = float(torch.dot(grad, step))  # negative: H is positive definite
         size = 1.0
