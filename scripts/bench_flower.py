@@ -95,11 +95,18 @@ from flwr.simulation import run_simulation
 
 A = json.loads(Path(__file__).with_name("args.json").read_text())
 
+class Pool(nn.MaxPool2d):  # mcfl_chain.learning.models.MaxPool2x2: the same values,
+    def forward(self, x):    # a faster kernel when scoring (ours has it too)
+        if torch.is_grad_enabled() or x.shape[-1] % 2 or x.shape[-2] % 2:
+            return super().forward(x)
+        top = torch.maximum(x[..., 0::2, 0::2], x[..., 0::2, 1::2])
+        return torch.maximum(top, torch.maximum(x[..., 1::2, 0::2], x[..., 1::2, 1::2]))
+
 class LeNet(nn.Module):  # mcfl_chain.learning.models.LeNet: same names, shapes and order
     def __init__(self):  # (pool before ReLU, ours too: the same function, less work)
         super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.MaxPool2d(2),
-            nn.ReLU(), nn.Conv2d(6, 16, 5), nn.MaxPool2d(2), nn.ReLU())
+        self.features = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), Pool(2),
+            nn.ReLU(), nn.Conv2d(6, 16, 5), Pool(2), nn.ReLU())
         self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
             nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mcfl_chain.learning.models import ARCHITECTURES, create_model, model_kind
+from mcfl_chain.learning.models import ARCHITECTURES, MaxPool2x2, create_model, model_kind
 
 
 def test_registry_and_kinds() -> None:
@@ -56,6 +56,38 @@ def test_pooling_before_relu_trains_bit_for_bit_as_the_textbook_order(arch: str)
         assert torch.equal(fast(x), textbook(x))
     for (name, a), b in zip(fast.state_dict().items(), textbook.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_scoring_pool_equals_max_pool2d(layout: torch.memory_format) -> None:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(-2, 3, (4, 3, 8, 8), generator=g).float()  # many ties
+    x[0] = torch.randn(3, 8, 8, generator=g)
+    x[1, 0, :2, :2] = torch.tensor([[-0.0, 0.0], [0.0, 0.0]])  # ties of signed zeros: equal
+    x[1, 1, :2, :2] = torch.tensor([[0.0, -0.0], [-0.0, -0.0]])
+    x[2, 0, 0, 1] = x[2, 1, 3, 3] = float("nan")
+    x[2, 2, 4, 4], x[3, 0] = float("inf"), -float("inf")
+    x = x.contiguous(memory_format=layout)
+    expected = torch.nn.functional.max_pool2d(x, 2)
+    with torch.no_grad():
+        got = MaxPool2x2()(x)
+    assert torch.equal(got.isnan(), expected.isnan()) and int(got.isnan().sum()) == 2
+    assert torch.equal(got.nan_to_num(7.0), expected.nan_to_num(7.0))
+    odd = torch.randn(1, 1, 5, 6, generator=g)  # falls back to max_pool2d (floor of 5/2)
+    with torch.no_grad():
+        assert torch.equal(MaxPool2x2()(odd), torch.nn.functional.max_pool2d(odd, 2))
+
+
+@pytest.mark.parametrize("arch", ["lenet5", "lenet-cae"])
+def test_models_score_as_with_max_pool2d(arch: str) -> None:
+    fast, plain = create_model(arch, seed=4), create_model(arch, seed=4)
+    for name, module in list(plain.named_modules()):
+        if isinstance(module, MaxPool2x2):
+            parent, _, index = name.rpartition(".")
+            plain.get_submodule(parent)[int(index)] = torch.nn.MaxPool2d(2)
+    x = torch.rand(64, 1, 28, 28, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        assert torch.equal(fast(x), plain(x))
 
 
 def test_autoencoder_output_is_in_unit_range() -> None:
