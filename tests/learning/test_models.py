@@ -81,10 +81,12 @@ def test_scoring_pool_equals_max_pool2d(layout: torch.memory_format) -> None:
 @pytest.mark.parametrize("arch", ["lenet5", "lenet-cae"])
 def test_models_score_as_with_max_pool2d(arch: str) -> None:
     fast, plain = create_model(arch, seed=4), create_model(arch, seed=4)
-    for name, module in list(plain.named_modules()):
-        if isinstance(module, MaxPool2x2):
-            parent, _, index = name.rpartition(".")
-            plain.get_submodule(parent)[int(index)] = torch.nn.MaxPool2d(2)
+    pools = [name for name, module in plain.named_modules() if isinstance(module, MaxPool2x2)]
+    assert len(pools) == 2  # both of LeNet's blocks
+    for name in pools:
+        parent, _, index = name.rpartition(".")
+        plain.get_submodule(parent)[int(index)] = torch.nn.MaxPool2d(2)
+    assert not any(isinstance(m, MaxPool2x2) for m in plain.modules())
     x = torch.rand(64, 1, 28, 28, generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         assert torch.equal(fast(x), plain(x))
