@@ -9,21 +9,22 @@ accuracies and the run's attack measures), from which ``--report-only`` remakes 
 tables without the run directories.
 
 **declared** (the default; issue 37, deliverable 3): the matrix
-``docs/results/defence-v4.toml`` declared before its runs
+``docs/results/defence-v5.toml`` declared before its runs
 (:mod:`mcfl_chain.simulation.defence_benchmark`): MCFL-plus with its defaults but for
-the direction check and the chance floor (the declaration's ``[options]``) under every
+the direction check at the floor -0.3, the chance floor and the label-mix correction
+(the declaration's ``[options]``: the configuration of the confirmatory clean
+declaration) under every
 attack at 20 % and 40 % of the trainers, the adversaries placed at random and
 concentrated in one data group (the worst case), on fresh seeds, beside clean local
 training; the declared engine (``--engine``/``--device`` run it elsewhere, and records
 say where). A declaration names its campaign by its file's stem: runs in
-``runs/defence-v4``, records in ``results/defence-v4/``, table in
-``docs/results/defence-v4.md``. The fifth, ``docs/results/defence-v5.toml`` (the
-direction floor at -0.3, the configuration of the confirmatory clean declaration), is
-declared and runs with ``--declaration``; it becomes the default once its headline block
-is done. The third and second declarations,
+``runs/defence-v5``, records in ``results/defence-v5/``, table in
+``docs/results/defence-v5.md``. The fourth, ``docs/results/defence-v4.toml`` (the
+direction check at the floor 0 and the chance floor), was the default until the fifth's
+headline block was done; it and the third and second declarations,
 ``docs/results/defence-v3.toml`` (the direction check on, the chance floor off) and
 ``docs/results/defence-v2.toml`` (MCFL-plus with its defaults), stay open:
-``--declaration`` with either resumes it. ``--until TIME`` starts no run that would end
+``--declaration`` with any of them resumes it. ``--until TIME`` starts no run that would end
 after TIME (every matrix), so a campaign stops between runs.
 The first, ``docs/results/defence.toml`` (MCFL-plus before its trained-update guard), is
 closed: ``--declaration`` with it and ``--report-only`` remake its table, and it refuses

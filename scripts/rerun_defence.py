@@ -2,7 +2,7 @@
 option (exploratory).
 
 The declared defence benchmark (``scripts/bench_adversaries.py``, by default
-``docs/results/defence-v4.toml``) runs every method with the scenario file's optimiser
+``docs/results/defence-v5.toml``) runs every method with the scenario file's optimiser
 (SGD at lr 0.05, momentum 0.9) and the defence with its declared options. Some of its
 runs at 40 % end with one honest trainer at chance. This script asks what changes that: it
 makes the runs whose names match ``--select`` (shell patterns over the declared matrix's
@@ -21,7 +21,7 @@ batched run repeats bit for bit only on one CPU type, so a comparison across typ
 with records made before the type was kept) mixes the option's effect with the CPU's.
 
 Nothing here is declared: it is a diagnosis, not the benchmark's verdict, and the
-declared table (``docs/results/defence-v4.md``) stays the one the issue is judged on.
+declared table (the declaration's, e.g. ``docs/results/defence-v5.md``) stays the one the issue is judged on.
 
 Usage: python scripts/rerun_defence.py --lr 0.01 --select 'groups-mcfl-plus-sybil0.4*'
        --select 'groups-*-clean-*' [--option plus_chance=on] [--report-only]

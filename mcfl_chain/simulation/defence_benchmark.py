@@ -54,15 +54,15 @@ DECLARATIONS = (
 """Every declaration of the benchmark, the newest first; each names its own records,
 table and run folder after its file (:func:`records_of`, :func:`table_of`,
 :func:`out_of`)."""
-DECLARATION = DECLARATIONS[1]
+DECLARATION = DECLARATIONS[0]
 """The declaration the default matrix is read from (``--declaration``): the newest whose
 headline block is finished (the fourth ran its 40 % blocks first, and became the default
-once its 20 % concentrated block was done; the fifth becomes it once its headline block,
-which it runs first, is done)."""
+once its 20 % concentrated block was done; the fifth, which runs its headline block
+first, became it on 2026-12-02, when that block was done)."""
 CLOSED = {
     "defence": "its runs were made with MCFL-plus as it was at commit d655983, before the "
     "trained-update guard existed; resuming it now would mix two defences in one table. "
-    "Run docs/results/defence-v4.toml (the default) instead"
+    "Run docs/results/defence-v5.toml (the default) instead"
 }
 """Declarations whose campaign is over, by file stem, and why: their tables are remade
 from their records, but no run is added to them."""
