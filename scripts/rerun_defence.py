@@ -21,7 +21,8 @@ batched run repeats bit for bit only on one CPU type, so a comparison across typ
 with records made before the type was kept) mixes the option's effect with the CPU's.
 
 Nothing here is declared: it is a diagnosis, not the benchmark's verdict, and the
-declared table (the declaration's, e.g. ``docs/results/defence-v5.md``) stays the one the issue is judged on.
+declared table (the declaration's, e.g. ``docs/results/defence-v5.md``) stays the one
+the issue is judged on.
 
 Usage: python scripts/rerun_defence.py --lr 0.01 --select 'groups-mcfl-plus-sybil0.4*'
        --select 'groups-*-clean-*' [--option plus_chance=on] [--report-only]
