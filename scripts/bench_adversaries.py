@@ -16,8 +16,8 @@ the direction check at the floor -0.3, the chance floor and the label-mix correc
 declaration) under every attack at 20 % and 40 % of the trainers, the adversaries
 placed at random and concentrated in one data group (the worst case), on fresh seeds,
 beside clean local training; the declared engine (``--engine``/``--device`` run it
-elsewhere, and records say where). A declaration names its campaign by its file's stem: runs in
-``runs/defence-v5``, records in ``results/defence-v5/``, table in
+elsewhere, and records say where). A declaration names its campaign by its file's
+stem: runs in ``runs/defence-v5``, records in ``results/defence-v5/``, table in
 ``docs/results/defence-v5.md``. The fourth, ``docs/results/defence-v4.toml`` (the
 direction check at the floor 0 and the chance floor), was the default until the fifth's
 headline block was done; it and the third and second declarations,
