@@ -24,6 +24,8 @@ Usage: python scripts/run_experiments.py [--list] [--only NAME ...] [--methods M
        python scripts/run_experiments.py --declared mcfl-plus [--list]   # issue 37, item 4
        python scripts/run_experiments.py --declared autoencoder-epochs [--list]   # issue 36, item 4
        python scripts/run_experiments.py --declared minority-30-2 [--list]   # issue 37, target 1
+       python scripts/run_experiments.py --declared minority-30-2-confirmatory [--list]
+       python scripts/run_experiments.py --declared mcfl-plus-confirmatory [--list]
 
 The declared campaign (issue 36) runs in three stages: ``sweep``, the common optimiser
 sweep of docs/results/sweep.toml (every method at every grid point on the tuning seeds,
@@ -48,13 +50,17 @@ at several numbers of local epochs (MCFL, local training and FedAvg), to see whe
 (docs/results/minority-30-2.toml), runs the true 30:2 rotation (32 trainers, two rotated)
 with MCFL-plus, local training and MCFL on the evaluation seeds, with the settings the
 reduced size chose, for issue 37's first target (the minority at least local training's).
+An eighth, ``mcfl-plus-confirmatory`` (docs/results/mcfl-plus-confirmatory.toml), judges
+one named configuration of MCFL-plus against each scenario's comparator on fresh seeds;
+a ninth, ``minority-30-2-confirmatory`` (docs/results/minority-30-2-confirmatory.toml),
+asks the first target again of that configuration, on fresh seeds.
 The declared stages run on the batched engine unless ``--engine`` says otherwise.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -88,7 +94,7 @@ DECLARED_STAGES = (
     paper_scale.STAGE,
     plus_clean.STAGE,
     autoencoder_epochs.STAGE,
-    minority.STAGE,
+    *minority.DECLARATIONS,
     plus_confirmatory.STAGE,
 )
 
@@ -96,7 +102,7 @@ STAGE_FOLDERS = {
     sweep.STAGE: (sweep.SWEEP_RUNS, sweep.SWEEP_RECORDS),
     paper_scale.STAGE: (paper_scale.PAPER_SCALE_RUNS, paper_scale.PAPER_SCALE_RECORDS),
     autoencoder_epochs.STAGE: (autoencoder_epochs.EPOCHS_RUNS, autoencoder_epochs.EPOCHS_RECORDS),
-    minority.STAGE: (minority.MINORITY_RUNS, minority.MINORITY_RECORDS),
+    **{stage: minority.folders(stage) for stage in minority.DECLARATIONS},
     plus_confirmatory.STAGE: (
         plus_confirmatory.CONFIRMATORY_RUNS,
         plus_confirmatory.CONFIRMATORY_RECORDS,
@@ -144,7 +150,7 @@ def declared_plan(
     tuned_path: Path = sweep.TUNED,
     paper_path: Path = paper_scale.PAPER_SCALE,
     epochs_path: Path = autoencoder_epochs.EPOCHS_DECLARATION,
-    minority_path: Path = minority.MINORITY,
+    minority_paths: Mapping[str, Path] = minority.DECLARATIONS,
     plus_path: Path = plus_clean.PLUS_CLEAN,
     plus_tuned_path: Path = plus_clean.PLUS_TUNED,
     confirmatory_path: Path = plus_confirmatory.CONFIRMATORY,
@@ -154,8 +160,10 @@ def declared_plan(
     ``out`` or recorded in ``records`` (for ``paper-scale``, in the declared campaign's
     default folders). Prints the test-split figures of the declared rule.
     ``autoencoder-epochs`` reads ``epochs_path`` alone: it chooses nothing.
-    ``minority-30-2`` reads ``minority_path``, and MCFL-plus's options and settings from
-    ``plus_path`` and ``plus_tuned_path``: it chooses nothing either.
+    A minority stage (``minority-30-2``, ``minority-30-2-confirmatory``) reads its file
+    in ``minority_paths``, MCFL-plus's settings from ``plus_tuned_path`` and, where the
+    file names no options, MCFL-plus's options from ``plus_path``: it chooses nothing
+    either.
     ``mcfl-plus-confirmatory`` reads ``confirmatory_path`` and the settings of
     ``tuned_path`` and ``plus_tuned_path``; its comparators come from the tuning runs in
     runs/declared and results/declared, as paper-scale's do."""
@@ -166,8 +174,8 @@ def declared_plan(
     declaration = protocol.load_protocol(protocol_path)
     configs = campaign.load_scenarios(scenarios)
     tuned = sweep.load_tuned(tuned_path)
-    if stage == minority.STAGE:
-        study = minority.load_minority(minority_path)
+    if stage in minority_paths:
+        study = minority.load_minority(minority_paths[stage])
         return minority.files_plan(
             study, declaration, configs, tuned_path, plus_path, plus_tuned_path
         )
@@ -637,12 +645,16 @@ def run_plus_clean(
     "declared number of local epochs, on fresh seeds (--autoencoder-epochs); "
     "'minority-30-2' MCFL-plus, local training and MCFL at the true 30:2 (32 trainers, two "
     "rotated; docs/results/minority-30-2.toml) on the evaluation seeds; "
+    "'minority-30-2-confirmatory' MCFL-plus with the options its file names and local "
+    "training at the true 30:2 on fresh seeds (docs/results/minority-30-2-confirmatory"
+    ".toml); "
     "'mcfl-plus-confirmatory' MCFL-plus with one declared configuration and each "
     "scenario's comparator on fresh seeds (--mcfl-plus-confirmatory). Not "
     "with --methods, --seeds, --comparison or --published-size.  [default: out "
     "runs/declared (sweep: runs/declared/sweep, paper-scale: runs/declared/paper-scale, "
     "autoencoder-epochs: runs/declared/autoencoder-epochs, minority-30-2: "
-    "runs/declared/minority-30-2, mcfl-plus-confirmatory: "
+    "runs/declared/minority-30-2 (and likewise for minority-30-2-confirmatory), "
+    "mcfl-plus-confirmatory: "
     "runs/declared/mcfl-plus-confirmatory), records results/declared "
     "(likewise under results/declared)]",
 )

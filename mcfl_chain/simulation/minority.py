@@ -11,6 +11,12 @@ margin (the lower test of :func:`~mcfl_chain.simulation.inference.tost_paired`),
 the target also asks the mean difference to be at least 0. Nothing here runs a
 simulation: ``scripts/run_experiments.py --declared minority-30-2`` does, and
 ``scripts/report_results.py`` makes the table.
+
+Each declaration is a stage of its own, named after its file (:data:`DECLARATIONS`):
+``minority-30-2`` ran MCFL-plus with the first clean declaration's options on the
+evaluation seeds; ``minority-30-2-confirmatory`` names its MCFL-plus options itself (the
+configuration the confirmatory clean stage and the fifth defence declaration judge) and
+runs on fresh seeds.
 """
 
 from __future__ import annotations
@@ -25,18 +31,30 @@ from mcfl_chain.simulation import campaign, inference, plus_clean, protocol, sta
 from mcfl_chain.simulation.paper_scale import SETTABLE
 from mcfl_chain.simulation.runner import SimulationConfig, SimulationError
 
-MINORITY = Path("docs") / "results" / "minority-30-2.toml"
-"""The declaration, relative to the repository root."""
+DECLARATIONS = {
+    stem: Path("docs") / "results" / f"{stem}.toml"
+    for stem in ("minority-30-2", "minority-30-2-confirmatory")
+}
+"""Stage name → its declaration, relative to the repository root; in the order they were
+declared. Runs go to ``runs/declared/<stage>/``, records to ``results/declared/<stage>/``."""
 STAGE = "minority-30-2"
-MINORITY_RUNS = protocol.DECLARED_RUNS / STAGE
-MINORITY_RECORDS = protocol.DECLARED_RECORDS / STAGE
+MINORITY = DECLARATIONS[STAGE]
+"""The first declaration."""
+TITLE = "The minority at the true 30:2"
+"""The report's heading for a declaration that names no title."""
+
+
+def folders(stage: str) -> tuple[Path, Path]:
+    """The run and record folders of the declared ``stage``."""
+    return protocol.DECLARED_RUNS / stage, protocol.DECLARED_RECORDS / stage
 
 
 @dataclass(frozen=True)
 class MinorityStudy:
     """The declaration: the protocol's scenario it starts from, the name and settings of
     the network it runs, the judged method, its reference, the methods shown beside them,
-    the seeds, the non-inferiority margin (accuracy points) and the test's level."""
+    the seeds, the non-inferiority margin (accuracy points), the test's level, MCFL-plus's
+    options (None: the first clean declaration's) and the report's heading."""
 
     scenario: str
     name: str
@@ -47,6 +65,8 @@ class MinorityStudy:
     seeds: tuple[int, ...]
     margin_points: float
     alpha: float
+    options: tuple[tuple[str, Any], ...] | None = None
+    title: str = TITLE
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -61,8 +81,9 @@ def parse_minority(text: str, where: str = "minority-30-2") -> MinorityStudy:
     ------
     ProtocolError
         For invalid TOML, a missing or mistyped key, an unknown method or one named
-        twice, a field a run's configuration does not have, a margin <= 0 or an alpha
-        outside (0, 0.5).
+        twice, a field a run's configuration does not have, a margin <= 0, an alpha
+        outside (0, 0.5), or ``options`` that MCFL-plus does not have (or values it
+        refuses).
     """
     try:
         data = tomllib.loads(text)
@@ -95,7 +116,13 @@ def parse_minority(text: str, where: str = "minority-30-2") -> MinorityStudy:
         raise protocol.ProtocolError(
             f"{place}: margin_points must be > 0 and alpha in (0, 0.5), got {margin} and {alpha}"
         )
+    options = None
+    if "options" in head:
+        options = plus_clean.checked_options(protocol._require(head, "options", dict, place), place)
+    title = protocol._require(head, "title", str, place) if "title" in head else TITLE
     return MinorityStudy(
+        options=options,
+        title=title,
         scenario=protocol._require(head, "scenario", str, place),
         name=protocol._require(head, "name", str, place),
         settings=dict(settings),
@@ -200,15 +227,18 @@ def files_plan(
     check: bool = True,
 ) -> campaign.Plan:
     """:func:`minority_plan` with the settings of the common sweep (``tuned_path``) and
-    MCFL-plus's (``plus_tuned_path``), and MCFL-plus's declared options (``plus_path``):
-    what the campaign runs and the report counts."""
-    plus = plus_clean.load_plus_clean(plus_path)
+    MCFL-plus's (``plus_tuned_path``), and MCFL-plus's options: the study's own, or else
+    the first clean declaration's (``plus_path``). What the campaign runs and the report
+    counts."""
+    options = study.options
+    if options is None:
+        options = plus_clean.load_plus_clean(plus_path).options
     return minority_plan(
         study,
         declaration,
         scenarios,
         merged_tuned(tuned_path, plus_tuned_path),
-        {plus_clean.METHOD: dict(plus.options)},
+        {plus_clean.METHOD: dict(options)},
         check,
     )
 

@@ -1341,11 +1341,16 @@ def plus_confirmatory_section(
 
 
 def minority_section(
-    declaration: protocol.Declaration, runs: Runs, scenarios: Path, docs: Path
+    declaration: protocol.Declaration,
+    runs: Runs,
+    scenarios: Path,
+    docs: Path,
+    stage: str = minority.STAGE,
 ) -> list[str]:
-    """Issue 37's first target at the true 30:2 (``run_experiments.py --declared
-    minority-30-2``, its finished ``runs``): where the stage stands, and its test."""
-    path = docs / "results" / minority.MINORITY.name
+    """Issue 37's first target at the true 30:2 as the minority ``stage`` declares it
+    (``run_experiments.py --declared <stage>``, its finished ``runs``): where the stage
+    stands, and its test."""
+    path = docs / "results" / minority.DECLARATIONS[stage].name
     if not path.exists():
         return []
     study = minority.load_minority(path)
@@ -1365,22 +1370,28 @@ def minority_section(
     )
     label = campaign.LABELS
     methods = ", ".join(label.get(m, m) for m in study.methods)
+    options = (
+        "the first clean declaration's options"
+        if study.options is None
+        else "the options " + ", ".join(f"{name} {value}" for name, value in study.options)
+    )
     return [
-        "### The minority at the true 30:2",
+        f"### {study.title}",
         "",
         "The declared rotation-30-2 keeps FACADE's ratio at 16 trainers: one rotated "
         "trainer, who has nobody to share with. Issue 37's first target is stated at the "
-        "true 30:2. Declared in `docs/results/minority-30-2.toml` before its runs: the same "
+        f"true 30:2. Declared in `docs/results/{path.name}` before its runs: the same "
         f"file with {study.settings.get('n_trainers', '?')} trainers, two of them rotated "
         f"({study.name}), {methods}, each with the settings its sweep chose at the reduced "
-        f"size, on seeds {study.seeds[0]}-{study.seeds[-1]}. The test: per seed, the "
+        f"size (MCFL-plus with {options}), on seeds {study.seeds[0]}-{study.seeds[-1]}. "
+        "The test: per seed, the "
         f"rotated trainers' mean, {label.get(study.judged, study.judged)} minus "
         f"{label.get(study.reference, study.reference)}, paired by trainer; a one-sided "
         f"paired t test of non-inferiority at {study.margin_points:g} point (α = "
         f"{study.alpha:g}); the target is met when it rejects and the mean is at least 0, "
         "missed when the 90 % interval lies below 0. Run by `python "
-        "scripts/run_experiments.py --declared minority-30-2`, records in "
-        "`results/declared/minority-30-2/`.",
+        f"scripts/run_experiments.py --declared {stage}`, records in "
+        f"`results/declared/{stage}/`.",
         "",
         f"- {campaign.status_line(plan, finished)}",
         *(f"- {note}" for note in plan.notes),
@@ -1525,7 +1536,10 @@ def write_report(
     declared = load_runs(declared_dir) if declared_dir else {}
     paper_runs = load_runs(declared_dir / paper_scale.STAGE) if declared_dir else {}
     epochs_runs = load_runs(declared_dir / autoencoder_epochs.STAGE) if declared_dir else {}
-    minority_runs = load_runs(declared_dir / minority.STAGE) if declared_dir else {}
+    minority_runs = {
+        stage: load_runs(declared_dir / stage) if declared_dir else {}
+        for stage in minority.DECLARATIONS
+    }
     confirm_runs = load_runs(declared_dir / plus_confirmatory.STAGE) if declared_dir else {}
     fidelity = load_runs(fidelity_dir) if fidelity_dir else {}
     protocol_path = protocol_path or docs / "results" / "protocol.toml"
@@ -1568,7 +1582,12 @@ def write_report(
             if declaration
             else []
         ),
-        *(minority_section(declaration, minority_runs, scenarios, docs) if declaration else []),
+        *(
+            line
+            for stage, stage_runs in minority_runs.items()
+            if declaration
+            for line in minority_section(declaration, stage_runs, scenarios, docs, stage)
+        ),
         *(
             plus_confirmatory_section(declaration, declared, confirm_runs, scenarios, docs)
             if declaration

@@ -57,6 +57,32 @@ def test_the_committed_declaration_plans_the_true_ratio_with_the_reduced_sizes_c
     assert local.config.optimiser == tuned["rotation-30-2"]["local"]["optimiser"]
 
 
+def test_a_later_declaration_runs_its_own_options_on_seeds_no_other_stage_has_used():
+    declaration = protocol.load_protocol(ROOT / "docs" / "results" / "protocol.toml")
+    first = minority.load_minority(ROOT / minority.MINORITY)
+    later = minority.load_minority(ROOT / minority.DECLARATIONS["minority-30-2-confirmatory"])
+    shipped = dict(later.options or ())
+
+    plan = minority.files_plan(
+        later,
+        declaration,
+        campaign.load_scenarios(ROOT / "scenarios" / "paper"),
+        ROOT / sweep.TUNED,
+        ROOT / plus_clean.PLUS_CLEAN,
+        ROOT / plus_clean.PLUS_TUNED,
+    )
+
+    assert not set(later.seeds) & (set(first.seeds) | set(declaration.evaluation_seeds))
+    assert {r.method for r in plan.runs} == {"mcfl-plus", "local"}
+    assert shipped["plus_direction_floor"] == -0.3
+    for run in plan.runs:
+        if run.method == "mcfl-plus":
+            assert all(getattr(run.config, k) == v for k, v in shipped.items())
+        else:  # the options are MCFL-plus's alone
+            assert run.config.plus_calibrate == "off"
+    assert minority.folders("minority-30-2-confirmatory")[1].name == "minority-30-2-confirmatory"
+
+
 def test_a_method_without_tuned_settings_plans_nothing_and_says_which():
     study = minority.parse_minority(HEAD)
     declaration = protocol.load_protocol(ROOT / "docs" / "results" / "protocol.toml")
@@ -79,6 +105,7 @@ def test_a_method_without_tuned_settings_plans_nothing_and_says_which():
         (("alpha = 0.05", "alpha = 0.5"), "alpha in"),
         (("[minority_30_2]", "[minority]"), "missing 'minority_30_2'"),
         (('name = "rotation-30-2-true"', "name = 3"), "wrong type"),
+        (("alpha = 0.05", 'alpha = 0.05\noptions = { plus_nope = "on" }'), "plus_nope"),
     ],
 )
 def test_a_declaration_that_cannot_be_run_as_declared_is_refused(change, message):
