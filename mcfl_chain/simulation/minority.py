@@ -83,7 +83,7 @@ def parse_minority(text: str, where: str = "minority-30-2") -> MinorityStudy:
         For invalid TOML, a missing or mistyped key, an unknown method or one named
         twice, a field a run's configuration does not have, a margin <= 0, an alpha
         outside (0, 0.5), or ``options`` that MCFL-plus does not have (or values it
-        refuses).
+        refuses) or in a study that does not run it.
     """
     try:
         data = tomllib.loads(text)
@@ -118,6 +118,11 @@ def parse_minority(text: str, where: str = "minority-30-2") -> MinorityStudy:
         )
     options = None
     if "options" in head:
+        if plus_clean.METHOD not in methods:
+            raise protocol.ProtocolError(
+                f"{place}: options are {plus_clean.METHOD}'s, and it runs no "
+                f"{plus_clean.METHOD}: name it in judged or also, or drop the options"
+            )
         options = plus_clean.checked_options(protocol._require(head, "options", dict, place), place)
     title = protocol._require(head, "title", str, place) if "title" in head else TITLE
     return MinorityStudy(

@@ -106,6 +106,10 @@ def test_a_method_without_tuned_settings_plans_nothing_and_says_which():
         (("[minority_30_2]", "[minority]"), "missing 'minority_30_2'"),
         (('name = "rotation-30-2-true"', "name = 3"), "wrong type"),
         (("alpha = 0.05", 'alpha = 0.05\noptions = { plus_nope = "on" }'), "plus_nope"),
+        (
+            ('judged = "mcfl-plus"', 'judged = "fedavg"\noptions = { plus_chance = "on" }'),
+            "runs no mcfl-plus",
+        ),
     ],
 )
 def test_a_declaration_that_cannot_be_run_as_declared_is_refused(change, message):
