@@ -94,6 +94,11 @@ def checked_options(options: Mapping[str, Any], place: str) -> tuple[tuple[str, 
     return tuple(sorted(options.items()))
 
 
+def options_text(options: tuple[tuple[str, Any], ...]) -> str:
+    """Declared options as the command line spells them (empty for none)."""
+    return ", ".join(f"{name} {value}" for name, value in options)
+
+
 def checked_order(order: list[Any], place: str) -> tuple[str, ...]:
     """A declaration's scenario order: names, none twice.
 

@@ -280,4 +280,4 @@ def status_lines(plan: campaign.Plan, finished: set[str]) -> list[str]:
 
 def options_text(confirm: Confirmatory) -> str:
     """The declared options as the command line spells them."""
-    return ", ".join(f"{name} {value}" for name, value in confirm.options) or "none"
+    return plus_clean.options_text(confirm.options) or "none"

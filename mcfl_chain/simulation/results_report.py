@@ -1271,7 +1271,7 @@ def plus_clean_section(
         evaluated,
         sweep.load_grid(docs / "results" / "sweep.toml"),
     )
-    options = ", ".join(f"{name} {value}" for name, value in plus.options)
+    options = plus_clean.options_text(plus.options)
     return [
         "### MCFL-plus against the best alternative",
         "",
@@ -1373,7 +1373,7 @@ def minority_section(
     options = (
         "the first clean declaration's options"
         if study.options is None
-        else "the options " + ", ".join(f"{name} {value}" for name, value in study.options)
+        else f"the options {plus_clean.options_text(study.options)}"
     )
     return [
         f"### {study.title}",
