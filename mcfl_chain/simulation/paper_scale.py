@@ -196,6 +196,35 @@ def status_lines(plan: campaign.Plan, finished: set[str]) -> list[str]:
     return lines
 
 
+def run_line(name: str, summary: Mapping[str, Any], figures: stats.RunFigures | None) -> str:
+    """One finished run: its final figures, its wall time (also per trainer-round, the
+    unit the plan's compute is counted in) and what made it, from its ``summary.json``,
+    so that every paper-size figure carries the engine and the device behind it."""
+    config, platform = summary.get("config", {}), summary.get("platform", {})
+    seconds = summary.get("seconds")
+    parts = []
+    if figures is not None:
+        unit = " %" if figures.metric == "accuracy" else " MSE"
+        parts.append(
+            f"average {protocol._value(figures.average, figures.metric, signed=False)}{unit}, "
+            f"worst {protocol._value(figures.worst, figures.metric, signed=False)}{unit}"
+        )
+    if isinstance(seconds, (int, float)):
+        trainer_rounds = config.get("n_trainers", 0) * config.get("rounds", 0)
+        per = f", {seconds / trainer_rounds:.2f} s a trainer-round" if trainer_rounds else ""
+        parts.append(f"{seconds / 60:.0f} min{per}")
+    machine = ", ".join(
+        str(v)
+        for v in (platform.get("cpu"), platform.get("cores") and f"{platform['cores']} cores")
+        if v
+    )
+    parts.append(
+        f"{config.get('engine', 'unknown')} engine on {config.get('device', 'unknown')}"
+        + (f" ({machine}, torch {platform['torch']})" if machine and "torch" in platform else "")
+    )
+    return f"{name}: " + "; ".join(parts) + "."
+
+
 @dataclass(frozen=True)
 class ScaleRow:
     """One scenario at the paper's size: MCFL against each baseline it ran beside, paired

@@ -1213,11 +1213,26 @@ def paper_scale_section(
         "rounds; 32 trainers on FACADE's rotations, with a true 30:2; real MNIST beside "
         "Fashion-MNIST), with the tuned settings, on three evaluation seeds; run by `python "
         "scripts/run_experiments.py --declared paper-scale`, records in "
-        "`results/declared/paper-scale/`. About 60 h on this 2-core CPU (batched engine), "
-        "12 h on one H200: it runs a scenario at a time, largest effect first.",
+        "`results/declared/paper-scale/`. Planned at about 60 h on this 2-core CPU (batched "
+        "engine), 12 h on one H200 (estimates made before any run; each run's own time is "
+        "below): it runs a scenario at a time, largest effect first.",
         "",
         *(f"- {line}" for line in paper_scale.status_lines(plan, finished)),
         "",
+        *(
+            [
+                "Made so far (final round; wall time; what made it):",
+                "",
+                *(
+                    f"- {paper_scale.run_line(run.name, run.summary, run.figures)}"
+                    for seeds in paper.values()
+                    for run in sorted(seeds.values(), key=lambda r: r.seed)
+                ),
+                "",
+            ]
+            if finished
+            else []
+        ),
         *(
             [
                 "Paired by trainer and seed, MCFL minus each baseline at the paper's size, "

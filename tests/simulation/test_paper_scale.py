@@ -174,3 +174,20 @@ def test_the_paper_size_table_pairs_by_seed_beside_the_reduced_size(committed):
         "| groups | 38 × 102 | FedProx | +2.5 [-29.3, +34.3] (+5.0, +0.0) | +40.0 (+40.0) "
         "| +40.0 (+40.0) | not run |"
     )
+
+
+def test_a_finished_run_names_its_figures_time_and_machine():
+    lines = [{"round": 3, "trainer_index": i, "accuracy": a} for i, a in enumerate((0.9, 0.8))]
+    summary = {
+        "seconds": 600.0,
+        "config": {"engine": "batched", "device": "cuda", "n_trainers": 2, "rounds": 50},
+        "platform": {"cpu": "EPYC", "cores": 16, "torch": "2.5.1"},
+    }
+
+    line = paper_scale.run_line("groups-mcfl-s100", summary, stats.run_figures(lines, "accuracy"))
+
+    assert line == (
+        "groups-mcfl-s100: average 85.0 %, worst 80.0 %; 10 min, 6.00 s a trainer-round; "
+        "batched engine on cuda (EPYC, 16 cores, torch 2.5.1)."
+    )
+    assert paper_scale.run_line("x", {}, None) == "x: unknown engine on unknown."
