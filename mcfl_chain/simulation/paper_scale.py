@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mcfl_chain.simulation import campaign, protocol, stats
+from mcfl_chain.simulation import campaign, experiment, protocol, stats
 from mcfl_chain.simulation.runner import SimulationConfig
 
 PAPER_SCALE = Path("docs") / "results" / "paper-scale.toml"
@@ -212,12 +212,9 @@ def run_line(name: str, summary: Mapping[str, Any], figures: stats.RunFigures | 
     if isinstance(seconds, (int, float)):
         trainer_rounds = config.get("n_trainers", 0) * config.get("rounds", 0)
         per = f", {seconds / trainer_rounds:.2f} s a trainer-round" if trainer_rounds else ""
-        parts.append(f"{seconds / 60:.0f} min{per}")
-    machine = ", ".join(
-        str(v)
-        for v in (platform.get("cpu"), platform.get("cores") and f"{platform['cores']} cores")
-        if v
-    )
+        parts.append(f"{experiment.duration(seconds)}{per}")
+    cores = platform.get("cores")
+    machine = ", ".join(v for v in (platform.get("cpu"), cores and f"{cores} cores") if v)
     parts.append(
         f"{config.get('engine', 'unknown')} engine on {config.get('device', 'unknown')}"
         + (f" ({machine}, torch {platform['torch']})" if machine and "torch" in platform else "")
